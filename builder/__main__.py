@@ -1,0 +1,5 @@
+"""`python -m builder` is the same as the `accel-images` command."""
+
+from builder.cli import main
+
+main()

@@ -1,0 +1,227 @@
+"""The `accel-images` command: a thin layer over the pipeline stages.
+
+Each command parses its options, calls one stage, and prints. Expected failures (AccelError)
+become one line on stderr and their exit code; nothing else is caught here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from builder import compat
+from builder.errors import AccelError, InputError
+from builder.matrix import load_matrix
+from builder.render import Mirror, Renderer, RenderOptions, stale_paths, write_tree
+from builder.variant import Expansion, Variant, expand, select_or_explain
+
+DEFAULT_MATRIX = "matrix.yaml"
+IMAGES_DIR = Path("images")
+FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor")
+
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 250)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def expected_failures(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn an AccelError into one line on stderr and its exit code."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AccelError as error:
+            click.echo(f"accel-images: error: {error.one_line()}", err=True)
+            sys.exit(error.exit_code)
+        except KeyboardInterrupt:
+            click.echo("accel-images: interrupted", err=True)
+            sys.exit(130)
+    return wrapper
+
+
+def matrix_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--matrix", "matrix_path", default=DEFAULT_MATRIX, show_default=True,
+                        type=click.Path(dir_okay=False), help="The matrix file to read.")(func)
+
+
+def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for key in reversed(FILTER_KEYS):
+        func = click.option(f"--{key}", key, default=None, help=f"Only variants with this {key}.")(func)
+    return func
+
+
+def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--pip-find-links", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="A wheelhouse directory copied into each build context; pip uses only it.")(func)
+    func = click.option("--pip-index-url", default=None,
+                        help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
+    func = click.option("--registry-mirror", "mirrors", multiple=True, metavar="REGISTRY=HOST[/PATH]",
+                        help="Pull base images of REGISTRY through a mirror (repeatable).")(func)
+    return func
+
+
+def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
+                   pip_find_links: Path | None) -> RenderOptions:
+    return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links)
+
+
+def load_expansion(matrix_path: str) -> Expansion:
+    return expand(load_matrix(matrix_path), compat.load_kb())
+
+
+def filters_of(kwargs: dict[str, Any]) -> dict[str, str | None]:
+    return {key: kwargs.get(key) for key in FILTER_KEYS}
+
+
+def chosen_variants(matrix_path: str, kwargs: dict[str, Any]) -> tuple[Expansion, tuple[Variant, ...]]:
+    expansion = load_expansion(matrix_path)
+    filters = filters_of(kwargs)
+    _check_filter_values(filters)
+    return expansion, select_or_explain(expansion, filters)
+
+
+def _check_filter_values(filters: dict[str, str | None]) -> None:
+    for key, value in filters.items():
+        if value is not None and (not value or any(c.isspace() or c in ";|&$`'\"\\<>" for c in value)):
+            raise InputError(f"'{value!r}' is not a valid {key}", field=f"--{key}")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="accel-images")
+def main() -> None:
+    """PyTorch development images for NVIDIA CUDA, AMD ROCm, Intel XPU, Intel Gaudi and CPU."""
+
+
+# ---- compat ---------------------------------------------------------------------------------
+
+@main.command("compat")
+@click.argument("terms", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@click.option("--experimental-python", is_flag=True, help="Accept Python versions a release supports experimentally.")
+@expected_failures
+def compat_command(terms: tuple[str, ...], as_json: bool, experimental_python: bool) -> None:
+    """Check a version combination: `compat torch==2.4.1 cuda==12.4 [python==3.11]`.
+
+    With only torch, lists every stack with a build for it; with only a stack, the torch
+    versions built for it. Exit 0 when compatible, 1 when not, 2 for a malformed query.
+    """
+    query = compat.parse_query(terms)
+    verdict = compat.load_kb().check(query, experimental_python=experimental_python)
+    if as_json:
+        click.echo(json.dumps({"query": dict(query), "compatible": verdict.ok, "reasons": list(verdict.reasons),
+                               **verdict.details}, indent=2, sort_keys=True))
+    else:
+        click.echo(describe_verdict(verdict))
+    sys.exit(0 if verdict.ok else 1)
+
+
+def describe_verdict(verdict: compat.Verdict) -> str:
+    asked = " ".join(f"{k}=={v}" if v else k for k, v in verdict.query.items())
+    if not verdict.ok:
+        alternatives = verdict.details.get("alternatives", {})
+        hint = ""
+        if alternatives.get("stacks"):
+            hint = f" (builds for this torch: {', '.join(alternatives['stacks'])})"
+        return f"incompatible: {asked}: {'; '.join(verdict.reasons)}{hint}"
+    details = dict(verdict.details)
+    if "builds" in details:
+        builds = "; ".join(f"{vendor}: {', '.join(stacks) or 'none'}" for vendor, stacks in details["builds"].items())
+        return (f"torch {details['torch']} (Python {details['python'][0]}-{details['python'][-1]}): {builds}\n"
+                f"source: {details['source']}")
+    if list(details) == ["torch"]:
+        return f"{asked}: torch {', '.join(details['torch'])}"
+    shown = ", ".join(f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in sorted(details.items())
+                      if k not in ("source",) and v not in (None, [], ""))
+    return f"compatible: {asked}\n  {shown}\n  source: {details.get('source', '')}"
+
+
+# ---- list -----------------------------------------------------------------------------------
+
+@main.command("list")
+@matrix_option
+@filter_options
+@click.option("--json", "as_json", is_flag=True, help="An array of objects, one per variant.")
+@click.option("--explain", is_flag=True, help="Also show the combinations the knowledge base pruned, and why.")
+@expected_failures
+def list_command(matrix_path: str, as_json: bool, explain: bool, **kwargs: Any) -> None:
+    """Show the variants the matrix expands to."""
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    if as_json:
+        rows = [variant_record(v, expansion.image) for v in variants]
+        if explain:
+            click.echo(json.dumps({"variants": rows, "pruned": [pruned_record(p) for p in expansion.pruned]},
+                                  indent=2))
+        else:
+            click.echo(json.dumps(rows, indent=2))
+        return
+    out.print(variant_table(variants))
+    out.print(f"{len(variants)} variants, {len(expansion.pruned)} combinations pruned"
+              + ("" if explain else " (--explain shows why)"))
+    if explain:
+        for pruned in expansion.pruned:
+            out.print(f"  pruned (matrix line {pruned.line}): {pruned.describe()}")
+
+
+def variant_record(variant: Variant, image: str) -> dict[str, Any]:
+    return {"vendor": variant.vendor, "stack": variant.stack, "torch": variant.torch, "python": variant.python,
+            "os": variant.os, "flavor": variant.flavor, "tag": variant.tag, "image": f"{image}:{variant.tag}",
+            "base_image": variant.base_image, "wheel_index": variant.wheel_index,
+            "min_driver": variant.min_driver, "gpu_archs": list(variant.gpu_archs)}
+
+
+def pruned_record(pruned: Any) -> dict[str, Any]:
+    return {"vendor": pruned.vendor, "stack": pruned.stack, "torch": pruned.torch, "python": pruned.python,
+            "os": pruned.os, "flavor": pruned.flavor, "reasons": list(pruned.reasons), "line": pruned.line}
+
+
+def variant_table(variants: tuple[Variant, ...]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("vendor", "stack", "torch", "python", "os", "flavor", "tag", "base image"):
+        table.add_column(column)
+    for v in variants:
+        table.add_row(v.vendor, v.stack or "-", v.torch, v.python, v.os, v.flavor, v.tag, v.base_image)
+    return table
+
+
+# ---- render ---------------------------------------------------------------------------------
+
+@main.command("render")
+@matrix_option
+@filter_options
+@mirror_options
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 and list what is stale under images/.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=IMAGES_DIR,
+              show_default=True, help="Where to write images/<vendor>/<tag>/.")
+@expected_failures
+def render_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
+                   pip_find_links: Path | None, check: bool, out_dir: Path, **kwargs: Any) -> None:
+    """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
+    options = render_options(mirrors, pip_index_url, pip_find_links)
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    partial = any(kwargs.get(k) for k in FILTER_KEYS)
+    if (partial or not options.is_default) and out_dir == IMAGES_DIR:
+        raise InputError("images/ always holds the full matrix with upstream sources; "
+                         "use --out DIR for a filtered or mirrored render", field="--out")
+    contexts = Renderer(compat.load_kb()).render_all(expansion, variants, options)
+    if check:
+        stale = stale_paths(out_dir, contexts)
+        if stale:
+            for path in stale:
+                click.echo(f"stale: {out_dir / path}", err=True)
+            click.echo(f"accel-images: error: {len(stale)} file(s) under {out_dir} are stale: "
+                       "run `accel-images render`", err=True)
+            sys.exit(1)
+        click.echo(f"{out_dir} is up to date ({len(contexts)} variants)")
+        return
+    changed = write_tree(out_dir, contexts)
+    click.echo(f"rendered {len(contexts)} variants into {out_dir} ({len(changed)} file(s) changed)")
+
+
+if __name__ == "__main__":
+    main()

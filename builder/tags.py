@@ -1,0 +1,65 @@
+"""The tag scheme, in one place.
+
+Full tag (immutable):  `<torch>-<vendor><stack>-py<python>-<os>[-<flavor>]`,
+                       e.g. `2.14.0-cuda13.2-py3.12-ubuntu24.04`, `2.13.0-cpu-py3.11-debian12`;
+                       the runtime flavor carries no suffix, others do (`-devel`).
+Dated tag (nightly):   `<full>-YYYYMMDD`.
+Candidate tag:         `<full>-candidate-<run id>`: pushed before the smoke test, never pulled by users.
+Floating aliases:      `<torch minor>-<vendor><stack>`, `<torch minor>-<vendor>`, `latest-<vendor>`
+                       (each with the flavor suffix), given to the preferred variant of its group:
+                       newest torch, newest stack, newest Python, newest OS.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from builder.variant import Variant
+
+TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def _suffix(variant: "Variant") -> str:
+    return "" if variant.flavor == "runtime" else f"-{variant.flavor}"
+
+
+def full_tag(variant: "Variant") -> str:
+    stack = variant.stack or ""
+    return f"{variant.torch}-{variant.vendor}{stack}-py{variant.python}-{variant.os}{_suffix(variant)}"
+
+
+def dated_tag(variant: "Variant", day: _dt.date) -> str:
+    return f"{full_tag(variant)}-{day:%Y%m%d}"
+
+
+def candidate_tag(variant: "Variant", run_id: str) -> str:
+    return f"{full_tag(variant)}-candidate-{run_id}"
+
+
+def alias_groups(variant: "Variant") -> tuple[str, ...]:
+    """The floating aliases this variant competes for."""
+    minor, vendor, suffix = variant.torch_minor, variant.vendor, _suffix(variant)
+    stacked = f"{minor}-{vendor}{variant.stack}{suffix}" if variant.stack else None
+    names = [stacked, f"{minor}-{vendor}{suffix}", f"latest-{vendor}{suffix}"]
+    return tuple(n for n in names if n)
+
+
+def aliases(variants: Iterable["Variant"]) -> dict[str, "Variant"]:
+    """Map every floating alias to the variant that wears it (the newest of its group)."""
+    winners: dict[str, "Variant"] = {}
+    for variant in sorted(variants, key=lambda v: v.sort_key(), reverse=True):
+        for alias in alias_groups(variant):
+            winners[alias] = variant  # later (= newer, by sort_key) wins
+    return winners
+
+
+def aliases_of(variant: "Variant", variants: Iterable["Variant"]) -> tuple[str, ...]:
+    return tuple(sorted(a for a, v in aliases(variants).items() if v == variant))
+
+
+def all_tags(variant: "Variant", variants: Iterable["Variant"], day: _dt.date) -> tuple[str, ...]:
+    """Every real tag a green build of this variant is promoted to."""
+    return (full_tag(variant), dated_tag(variant, day), *aliases_of(variant, variants))

@@ -1,0 +1,222 @@
+"""Variants: one frozen value per image, expanded from the matrix and checked by the compat rules.
+
+A Variant carries everything later stages need (base image, wheel index, driver floor, GPU
+architectures), resolved once from the knowledge base, so rendering, building, smoke-testing
+and publishing never re-derive a fact.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from builder import tags
+from builder.compat import VENDORS, KnowledgeBase, minor_of, vkey
+from builder.errors import IncompatibleError, InputError
+from builder.matrix import Group, Matrix, User
+from builder.smoke.judge import Expectation
+
+OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
+LABEL_PREFIX = "io.accel-images"
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    vendor: str
+    stack: str | None
+    torch: str
+    python: str
+    os: str
+    flavor: str
+    base_image: str
+    wheel_index: str | None = None
+    cuda_toolkit: str | None = None
+    min_driver: str | None = None
+    mvc_driver: str | None = None
+    gpu_archs: tuple[str, ...] = ()
+    system_python: bool = True
+    line: int = 0
+
+    @property
+    def tag(self) -> str:
+        return tags.full_tag(self)
+
+    @property
+    def torch_minor(self) -> str:
+        return minor_of(self.torch)
+
+    @property
+    def key(self) -> str:
+        """`<vendor>/<tag>`: the variant's directory under images/ and its id in reports."""
+        return f"{self.vendor}/{self.tag}"
+
+    def expectation(self) -> Expectation:
+        """What the smoke workload must find inside the image."""
+        return Expectation(vendor=self.vendor, torch=self.torch, stack=self.stack, python=self.python)
+
+    def labels(self) -> dict[str, str]:
+        """Project labels: what the image promises, read back by smoke, nightly and recommend."""
+        labels = {
+            "vendor": self.vendor,
+            "stack": self.stack or "",
+            "torch": self.torch,
+            "python": self.python,
+            "os": self.os,
+            "flavor": self.flavor,
+            "tag": self.tag,
+            "min-driver": self.min_driver or "",
+            "mvc-driver": self.mvc_driver or "",
+            "gpu-archs": ",".join(self.gpu_archs),
+        }
+        return {f"{LABEL_PREFIX}.{k}": v for k, v in labels.items()}
+
+    def sort_key(self) -> tuple:
+        """Newest first within a vendor: torch, stack, python, os, runtime before devel."""
+        vendor_rank = VENDORS.index(self.vendor) if self.vendor in VENDORS else len(VENDORS)
+        return (vendor_rank, tuple(-p for p in vkey(self.torch)),
+                tuple(-p for p in vkey(self.stack or "0")), tuple(-p for p in vkey(self.python)),
+                -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime")
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A combination the matrix asked for that cannot work, and why."""
+
+    vendor: str
+    stack: str | None
+    torch: str
+    python: str
+    os: str
+    flavor: str
+    reasons: tuple[str, ...]
+    line: int
+
+    def describe(self) -> str:
+        stack = f"{self.vendor} {self.stack}" if self.stack else self.vendor
+        return (f"{stack} torch {self.torch} py{self.python} {self.os} {self.flavor}: "
+                + "; ".join(self.reasons))
+
+
+@dataclass(frozen=True)
+class Expansion:
+    variants: tuple[Variant, ...]
+    pruned: tuple[Pruned, ...]
+    image: str
+    user: User
+
+
+def expand(matrix: Matrix, kb: KnowledgeBase) -> Expansion:
+    """Cross every group's axes, keep what the knowledge base allows, explain the rest."""
+    variants: dict[str, Variant] = {}
+    pruned: list[Pruned] = []
+    for group in matrix.groups:
+        for combo in _combinations(group):
+            reasons = kb.why_not(*combo, experimental_python=group.experimental_python)
+            if reasons:
+                if group.explicit:
+                    raise InputError("; ".join(reasons), file=matrix.file, line=group.line,
+                                     field=f"vendors.{group.vendor}")
+                pruned.append(Pruned(*combo, tuple(reasons), group.line))
+                continue
+            variant = make_variant(kb, *combo, line=group.line)
+            variants.setdefault(variant.tag, variant)
+    ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
+    return Expansion(ordered, tuple(pruned), matrix.image, matrix.user)
+
+
+def _combinations(group: Group) -> Iterable[tuple[str, str | None, str, str, str, str]]:
+    for stack, torch, python, os, flavor in itertools.product(
+            group.stacks, group.torch, group.python, group.os, group.flavors):
+        yield group.vendor, stack, torch, python, os, flavor
+
+
+def make_variant(kb: KnowledgeBase, vendor: str, stack: str | None, torch: str, python: str,
+                 os: str, flavor: str, line: int = 0) -> Variant:
+    """Resolve one allowed combination into a Variant with every derived fact filled in."""
+    full_torch = _bundled_torch(kb, stack) if vendor == "gaudi" else kb.resolve_torch(torch)
+    exact_stack = _exact_stack(kb, vendor, stack, full_torch)
+    facts: dict[str, object] = {}
+    if vendor == "cuda":
+        toolkit = kb.cuda_toolkit(full_torch, exact_stack)
+        facts = {"wheel_index": "cu" + exact_stack.replace(".", ""), "cuda_toolkit": toolkit,
+                 "min_driver": kb.cuda_driver_min(toolkit), "mvc_driver": kb.cuda_mvc_floor(exact_stack)}
+    elif vendor == "rocm":
+        facts = {"wheel_index": f"rocm{exact_stack}"}
+    elif vendor in ("cpu", "xpu"):
+        facts = {"wheel_index": kb.vendors[vendor].index}
+    return Variant(
+        vendor=vendor, stack=exact_stack, torch=full_torch, python=python, os=os, flavor=flavor,
+        base_image=base_image(kb, vendor, exact_stack, os, flavor, full_torch),
+        gpu_archs=kb.gpu_archs(vendor, full_torch, exact_stack),
+        system_python=python == kb.os[os].python, line=line, **facts)  # type: ignore[arg-type]
+
+
+def _bundled_torch(kb: KnowledgeBase, stack: str | None) -> str:
+    release = kb.gaudi.get(stack or "")
+    if release is None:
+        raise IncompatibleError(f"Intel Gaudi {stack} is unknown")
+    return release.torch
+
+
+def _exact_stack(kb: KnowledgeBase, vendor: str, stack: str | None, torch: str) -> str | None:
+    """'6.2' in the matrix means the 6.2.x build this torch has ('6.2.4')."""
+    if stack is None or vendor == "gaudi":
+        return stack
+    for build in kb.stacks(vendor, torch):
+        if build == stack or build.startswith(stack + "."):
+            return build
+    return stack
+
+
+def base_image(kb: KnowledgeBase, vendor: str, stack: str | None, os: str, flavor: str, torch: str) -> str:
+    """The upstream base image reference (pinned tag) for a variant."""
+    if vendor == "cuda":
+        version = kb.cuda[stack]["base_version"]
+        return f"nvidia/cuda:{version}-{flavor}-{os}"
+    if vendor == "rocm" and flavor == "devel":
+        return kb.rocm_devel_images[stack][os]
+    if vendor == "gaudi":
+        release = kb.gaudi[stack]
+        return (f"vault.habana.ai/gaudi-docker/{stack}/{os}/habanalabs/"
+                f"pytorch-installer-{release.torch}:{release.image_tag}")
+    return kb.os[os].image
+
+
+def select(variants: Iterable[Variant], filters: Mapping[str, str | None]) -> tuple[Variant, ...]:
+    """Variants matching every given filter (torch by minor or full version, stack by prefix)."""
+    def keep(v: Variant) -> bool:
+        for key, wanted in filters.items():
+            if wanted is None:
+                continue
+            value = {"vendor": v.vendor, "stack": v.stack or "", "torch": v.torch, "python": v.python,
+                     "os": v.os, "flavor": v.flavor, "tag": v.tag}[key]
+            if not (value == wanted or (key in ("torch", "stack") and value.startswith(wanted + "."))):
+                return False
+        return True
+    return tuple(v for v in variants if keep(v))
+
+
+def select_or_explain(expansion: Expansion, filters: Mapping[str, str | None]) -> tuple[Variant, ...]:
+    """Like select(), but an empty result is an error that says why (pruned, or not in the matrix)."""
+    chosen = select(expansion.variants, filters)
+    if chosen:
+        return chosen
+    given = " ".join(f"--{k} {v}" for k, v in filters.items() if v is not None)
+    pruned = [p for p in expansion.pruned if _pruned_matches(p, filters)]
+    if pruned:
+        raise IncompatibleError(f"{given}: {pruned[0].describe()}")
+    key = next((k for k, v in filters.items() if v is not None), "vendor")
+    have = sorted({getattr(v, key) or "" for v in expansion.variants}, key=str)
+    raise InputError(f"no variant in the matrix matches {given} ({key} values in the matrix: {', '.join(have)})",
+                     field=key)
+
+
+def _pruned_matches(p: Pruned, filters: Mapping[str, str | None]) -> bool:
+    for key, wanted in filters.items():
+        if wanted is None or key == "tag":
+            continue
+        value = getattr(p, key) or ""
+        if not (value == wanted or value.startswith(wanted + ".") or wanted.startswith(value + ".")):
+            return False
+    return True

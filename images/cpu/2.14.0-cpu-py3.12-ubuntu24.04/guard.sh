@@ -1,0 +1,90 @@
+#!/bin/sh
+# accel-images entry point guard.
+#
+# Explains, in one message, a host that cannot run this image before PyTorch fails with
+# something cryptic: a driver too old for the image's CUDA, a GPU architecture the wheel was
+# not compiled for, or the device nodes / runtime missing from `docker run`. A missing device
+# is a warning (the image still works on the CPU) unless ACCEL_IMAGES_REQUIRE_ACCELERATOR=1;
+# an unusable device is an error. ACCEL_IMAGES_GUARD=off turns the guard off.
+#
+# Facts come from the image's environment, set at build time from the knowledge base:
+# ACCEL_IMAGES_VENDOR, ACCEL_IMAGES_TAG, ACCEL_IMAGES_MIN_DRIVER, ACCEL_IMAGES_GPU_ARCHS.
+
+set -u
+
+guard_off() { [ "${ACCEL_IMAGES_GUARD:-on}" = "off" ]; }
+
+say() { printf 'accel-images: %s\n' "$1" >&2; }
+
+# A missing device: warn and go on in CPU mode, or fail when an accelerator is required.
+missing() {
+    if [ "${ACCEL_IMAGES_REQUIRE_ACCELERATOR:-0}" = "1" ]; then
+        say "error: $1"
+        exit 78
+    fi
+    say "warning: $1; running on the CPU (set ACCEL_IMAGES_GUARD=off to silence)"
+}
+
+# An unusable device: stop with the reason.
+refuse() {
+    say "error: $1 (set ACCEL_IMAGES_GUARD=off to start anyway)"
+    exit 78
+}
+
+# version_lt A B: true when dotted version A is lower than B (numeric per component).
+version_lt() {
+    [ "$1" = "$2" ] && return 1
+    lowest=$(printf '%s\n%s\n' "$1" "$2" | sort -t. -k1,1n -k2,2n -k3,3n | head -n1)
+    [ "$lowest" = "$1" ]
+}
+
+check_cuda() {
+    if ! command -v nvidia-smi > /dev/null 2>&1; then
+        missing "no NVIDIA GPU visible in the container: run with --gpus all (NVIDIA Container Toolkit)"
+        return
+    fi
+    driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
+    if [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
+        refuse "host NVIDIA driver $driver is older than $ACCEL_IMAGES_MIN_DRIVER, which ${ACCEL_IMAGES_TAG:-this image} needs; update the driver or use an image with an older CUDA"
+    fi
+    capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
+    oldest=$(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | cut -d, -f1)
+    if [ -n "$capability" ] && [ -n "$oldest" ] && version_lt "$capability" "$oldest"; then
+        refuse "GPU compute capability $capability is not compiled into this image (oldest: $oldest); use an image with an older CUDA (e.g. cuda12.6)"
+    fi
+}
+
+check_rocm() {
+    if [ ! -e /dev/kfd ] || [ ! -d /dev/dri ]; then
+        missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
+        return
+    fi
+    if [ ! -r /dev/kfd ] || [ ! -w /dev/kfd ]; then
+        refuse "/dev/kfd is not accessible to user $(id -un): add --group-add with the group that owns it ($(stat -c %g /dev/kfd 2>/dev/null))"
+    fi
+}
+
+check_xpu() {
+    if ! ls /dev/dri/renderD* > /dev/null 2>&1; then
+        missing "no /dev/dri render node: run with --device /dev/dri"
+        return
+    fi
+}
+
+check_gaudi() {
+    if ! ls /dev/accel/accel* /dev/hl* > /dev/null 2>&1; then
+        missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
+    fi
+}
+
+if ! guard_off; then
+    case "${ACCEL_IMAGES_VENDOR:-cpu}" in
+        cuda) check_cuda ;;
+        rocm) check_rocm ;;
+        xpu) check_xpu ;;
+        gaudi) check_gaudi ;;
+        *) ;;
+    esac
+fi
+
+exec "$@"
