@@ -16,11 +16,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from builder import compat
+from builder import buildlog, compat, devices
+from builder.build import PULL_POLICIES, Builder, BuildSettings, Outcome, human_size, outcome_record
+from builder.engine import Engine
+from builder.progress import progress_for
+from builder.smoke.judge import Expectation
+from builder.smoke.launcher import run_smoke
 from builder.errors import AccelError, InputError
 from builder.matrix import load_matrix
 from builder.render import Mirror, Renderer, RenderOptions, stale_paths, write_tree
-from builder.variant import Expansion, Variant, expand, select_or_explain
+from builder.variant import LABEL_PREFIX, Expansion, Variant, expand, select_or_explain
 
 DEFAULT_MATRIX = "matrix.yaml"
 IMAGES_DIR = Path("images")
@@ -221,6 +226,107 @@ def render_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: st
         return
     changed = write_tree(out_dir, contexts)
     click.echo(f"rendered {len(contexts)} variants into {out_dir} ({len(changed)} file(s) changed)")
+
+
+# ---- build and smoke --------------------------------------------------------------------------
+
+def resolve_vendor(kwargs: dict[str, Any]) -> None:
+    """`--vendor auto` (what `make image` passes without VENDOR): the vendor this host has."""
+    if kwargs.get("vendor") == "auto":
+        from builder.host import detect_host
+        host = detect_host()
+        kwargs["vendor"] = host.vendor
+        err.print(f"host: {host.vendor} ({'; '.join(host.evidence) or 'no accelerator found'})")
+
+
+@main.command("build")
+@matrix_option
+@filter_options
+@mirror_options
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds.")
+@click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
+@click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
+@click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
+@click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
+              help="When to pull base images.")
+@click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host).")
+@click.option("--uid", type=click.IntRange(1, 65534), default=None, help="UID of the image's user.")
+@click.option("--gid", type=click.IntRange(1, 65534), default=None, help="GID of the image's user.")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where contexts, logs and reports go (default .accel-images/).")
+@expected_failures
+def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
+                  pip_find_links: Path | None, jobs: int, force: bool, no_smoke: bool, require_accelerator: bool,
+                  pull: str, network_mode: str | None, uid: int | None, gid: int | None,
+                  state_dir: Path | None, **kwargs: Any) -> None:
+    """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
+    resolve_vendor(kwargs)
+    options = render_options(mirrors, pip_index_url, pip_find_links)
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    settings = BuildSettings(options=options, state_dir=buildlog.state_dir(state_dir), force=force,
+                             smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
+                             network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
+    engine = Engine.connect()
+    with progress_for(variants) as progress:
+        outcomes = Builder(engine, compat.load_kb(), expansion, settings, status=progress).run(variants)
+    report_path = write_build_report(settings.state_dir, outcomes)
+    out.print(outcome_table(outcomes))
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        click.echo(f"FAILED {outcome.variant.key}: {outcome.error}", err=True)
+    click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}")
+    sys.exit(1 if failed else 0)
+
+
+def outcome_table(outcomes: list[Outcome]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("image", "status", "size", "build", "smoke"):
+        table.add_column(column)
+    for o in outcomes:
+        smoke = "-" if o.smoke is None else o.smoke.summary()
+        build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
+        status = o.status if o.ok else f"failed: {o.error}"
+        table.add_row(o.image, status, human_size(o.size), build_s, smoke)
+    return table
+
+
+def write_build_report(state_dir: Path, outcomes: list[Outcome]) -> Path:
+    path = state_dir / "reports" / "build-latest.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([outcome_record(o) for o in outcomes], indent=2, default=str))
+    return path
+
+
+@main.command("smoke")
+@click.argument("image")
+@click.option("--require-accelerator", is_flag=True, help="Fail when the accelerator is missing.")
+@click.option("--timeout", "timeout_s", default=600, show_default=True, type=click.IntRange(10, 7200))
+@click.option("--json", "as_json", is_flag=True, help="Print the workload's JSON report.")
+@expected_failures
+def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool) -> None:
+    """Run the smoke workload in IMAGE and check it against what the image's labels promise."""
+    engine = Engine.connect()
+    info = engine.inspect_image(image)
+    if info is None:
+        raise InputError(f"image {image} is not present locally (build or pull it first)")
+    expectation = expectation_from_labels(image, info.labels)
+    present = expectation.vendor != "cpu" and devices.accelerator_present(expectation.vendor)
+    result = run_smoke(engine, image, expectation,
+                       vendor_options=devices.device_options(expectation.vendor) if present else None,
+                       require_accelerator=require_accelerator, timeout_s=timeout_s)
+    if as_json and result.raw is not None:
+        click.echo(json.dumps(result.raw, indent=2))
+    click.echo(f"{image}: {result.summary()}")
+    sys.exit(0 if result.ok else 1)
+
+
+def expectation_from_labels(image: str, labels: dict[str, str]) -> Expectation:
+    def label(name: str) -> str:
+        return labels.get(f"{LABEL_PREFIX}.{name}", "")
+    if not label("vendor") or not label("torch"):
+        raise InputError(f"{image} has no {LABEL_PREFIX}.* labels: not an accel-images image")
+    return Expectation(vendor=label("vendor"), torch=label("torch"), stack=label("stack") or None,
+                       python=label("python"))
 
 
 if __name__ == "__main__":

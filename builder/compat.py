@@ -302,12 +302,12 @@ class KnowledgeBase:
         except IncompatibleError as err:
             return Verdict(query, (err.message,))
         if vendor is None:
-            return self._stack_listing(query, row, python, experimental_python)
+            return self._stack_listing(query, row, torch, python, experimental_python)
         reasons = self.why_not(vendor, stack, torch, python, experimental_python=experimental_python)
         if vendor == "gaudi" and python and not reasons:
             reasons = self._gaudi_python_reasons(stack, python)
         details = self._details(vendor, stack, row, torch) if not reasons else {
-            "alternatives": self._alternatives(vendor, row, python)}
+            "alternatives": self._alternatives(vendor, row, torch, python)}
         return Verdict(query, tuple(reasons), details)
 
     def _gaudi_python_reasons(self, stack: str, python: str) -> list[str]:
@@ -316,8 +316,8 @@ class KnowledgeBase:
             return []
         return [f"Intel Gaudi {stack} images ship Python {', '.join(sort_versions(pythons))}, not {python}"]
 
-    def _alternatives(self, vendor: str, row: TorchRelease, python: str | None) -> dict[str, Any]:
-        return {"stacks": list(self.stacks(vendor, row.minor)) if vendor != "cpu" else [],
+    def _alternatives(self, vendor: str, row: TorchRelease, torch: str, python: str | None) -> dict[str, Any]:
+        return {"stacks": list(self.stacks(vendor, torch)) if vendor != "cpu" else [],
                 "python": list(row.python),
                 "torch_with_stack": []}
 
@@ -342,13 +342,14 @@ class KnowledgeBase:
             details.update(wheel_index="cpu")
         return details
 
-    def _stack_listing(self, query: Mapping[str, str], row: TorchRelease, python: str | None,
+    def _stack_listing(self, query: Mapping[str, str], row: TorchRelease, torch: str, python: str | None,
                        experimental: bool) -> Verdict:
         if python and not self.python_ok(row.minor, python, experimental):
             return Verdict(query, tuple(self._python_reasons("cpu", None, row.minor, row, python, experimental)))
-        builds = {v: list(self.stacks(v, row.minor)) for v in VENDORS if v != "cpu"}
+        # the torch asked for, not its minor: Gaudi 1.18.0 bundles 2.4.0, so it has no build of 2.4.1
+        builds = {v: list(self.stacks(v, torch)) for v in VENDORS if v != "cpu"}
         builds["cpu"] = ["cpu"]
-        return Verdict(query, (), {"torch": self.resolve_torch(row.minor), "python": list(row.python),
+        return Verdict(query, (), {"torch": self.resolve_torch(torch), "python": list(row.python),
                                    "builds": builds, "source": row.source})
 
     def _torch_listing(self, query: Mapping[str, str], vendor: str | None, stack: str | None,

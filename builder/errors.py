@@ -52,9 +52,14 @@ class EngineError(AccelError):
 
 
 class RegistryError(AccelError):
-    """A registry is unreachable or refused a push or a query."""
+    """A registry is unreachable or refused a push or a query.
+
+    `transient` marks failures worth retrying (5xx, connection refused or reset, timeouts);
+    an authentication failure or a missing manifest is permanent.
+    """
 
     exit_code = 4
+    transient: bool = False
 
 
 class BuildFailed(AccelError):

@@ -149,8 +149,9 @@ class Renderer:
             raise InputError(f"template syntax error: {err.message}", file=_template_path(err.filename, self),
                              line=err.lineno) from None
         except jinja2.UndefinedError as err:
+            file, line = self._failing_template_line(err, name)
             raise InputError(f"template uses an undefined variable: {err.message}",
-                             file=str(self.templates_dir / name), field=variant.key) from None
+                             file=file, line=line, field=variant.key) from None
         except jinja2.TemplateNotFound as err:
             raise InputError(f"template not found: {err.name}", file=str(self.templates_dir)) from None
         return _tidy(text)
@@ -168,6 +169,18 @@ class Renderer:
                    options: RenderOptions = RenderOptions()) -> list[RenderedContext]:
         """Render everything in memory first: an error leaves nothing half-written."""
         return [self.context(v, expansion, options) for v in variants]
+
+
+    def _failing_template_line(self, err: Exception, name: str) -> tuple[str, int | None]:
+        """The innermost template frame of a render error: Jinja maps its frames to template lines."""
+        found: tuple[str, int | None] = (str(self.templates_dir / name), None)
+        tb = err.__traceback__
+        while tb is not None:
+            filename = tb.tb_frame.f_code.co_filename
+            if filename.startswith(str(self.templates_dir)):
+                found = (filename, tb.tb_lineno)
+            tb = tb.tb_next
+        return found
 
 
 def _template_path(filename: str | None, renderer: Renderer) -> str:

@@ -206,10 +206,25 @@ def select_or_explain(expansion: Expansion, filters: Mapping[str, str | None]) -
     pruned = [p for p in expansion.pruned if _pruned_matches(p, filters)]
     if pruned:
         raise IncompatibleError(f"{given}: {pruned[0].describe()}")
-    key = next((k for k, v in filters.items() if v is not None), "vendor")
-    have = sorted({getattr(v, key) or "" for v in expansion.variants}, key=str)
-    raise InputError(f"no variant in the matrix matches {given} ({key} values in the matrix: {', '.join(have)})",
-                     field=key)
+    key, before, have = _first_empty_filter(expansion.variants, filters)
+    scope = f" with {before}" if before else ""
+    raise InputError(f"no variant in the matrix matches {given} ({key} values in the matrix{scope}:"
+                     f" {', '.join(have) or 'none'})", field=f"--{key}")
+
+
+def _first_empty_filter(variants: tuple[Variant, ...],
+                        filters: Mapping[str, str | None]) -> tuple[str, str, list[str]]:
+    """The filter that narrows the variants to nothing, the filters before it, and its possible values."""
+    narrowed, before = variants, []
+    for key, wanted in filters.items():
+        if wanted is None:
+            continue
+        kept = select(narrowed, {key: wanted})
+        if not kept:
+            return key, " ".join(before), sorted({getattr(v, key) or "" for v in narrowed}, key=str)
+        narrowed = kept
+        before.append(f"--{key} {wanted}")
+    return "vendor", "", []
 
 
 def _pruned_matches(p: Pruned, filters: Mapping[str, str | None]) -> bool:

@@ -19,6 +19,7 @@ from builder.errors import InputError
 
 MAX_BYTES = 1 << 20       # a matrix is a few KB; a megabyte is already absurd
 MAX_NODES = 50_000        # bounds alias expansion ("billion laughs") as well as plain size
+MAX_DEPTH = 32            # PyYAML composes recursively: `[[[[...` would exhaust the Python stack
 
 Path_ = tuple[Any, ...]
 
@@ -62,6 +63,7 @@ def load(raw: bytes, file: str) -> Positioned:
         line = text[: text.index("\x00")].count("\n") + 1
         raise InputError("NUL byte in file", file=file, line=line)
     try:
+        _check_depth(text, file)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -76,6 +78,19 @@ def load(raw: bytes, file: str) -> Positioned:
     return Positioned(data, walker.lines, file)
 
 
+def _check_depth(text: str, file: str) -> None:
+    """Refuse deep nesting before composing; the event parser itself is iterative."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InputError(f"nested more than {MAX_DEPTH} levels deep; refused", file=file,
+                                 line=event.start_mark.line + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 class _Walker:
     def __init__(self, file: str) -> None:
         self.file = file
@@ -87,6 +102,9 @@ class _Walker:
         self.count += 1
         if self.count > MAX_NODES:
             raise InputError(f"more than {MAX_NODES} values (or aliases expanding to them); refused",
+                             file=self.file, line=node.start_mark.line + 1)
+        if len(path) > MAX_DEPTH:  # aliases can stack nesting the parser saw as shallow
+            raise InputError(f"nested more than {MAX_DEPTH} levels deep (through aliases); refused",
                              file=self.file, line=node.start_mark.line + 1)
         self.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, MappingNode):

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Gives this machine what the test suite needs, from nothing, and reuses whatever is already
+# there: a Docker engine, two Debian 12 base images built with debootstrap (no registry on the
+# internet is reachable), a local registry holding them, and a wheelhouse for offline builds.
+#
+# Run as root. Safe to run again: a second run only checks and prints.
+# Overrides (the test fixtures read the same two): ACCEL_TEST_REGISTRY, ACCEL_TEST_WHEELHOUSE.
+set -euo pipefail
+
+CACHE=/var/cache/accel-images
+REGISTRY="${ACCEL_TEST_REGISTRY:-127.0.0.1:5000}"
+WHEELHOUSE="${ACCEL_TEST_WHEELHOUSE:-$CACHE/wheelhouse}"
+HOST_SOURCES=/etc/apt/sources.list.d/debian.sources
+PACKAGES=(docker.io docker-registry debootstrap skopeo curl)
+SUITE=bookworm
+
+# local image -> debootstrap --include list ("" = minbase only, like the real slim image)
+PYTHON_IMAGE=local/debian:bookworm
+SLIM_IMAGE=local/debian:bookworm-slim
+declare -A INCLUDES=(
+    ["$PYTHON_IMAGE"]=python3,python3-pip,python3-venv,ca-certificates
+    ["$SLIM_IMAGE"]=
+)
+# local image -> its name in the registry, where builds find it through a registry mirror
+declare -A MIRRORED=(
+    ["$SLIM_IMAGE"]=library/debian:bookworm-slim
+    ["$PYTHON_IMAGE"]=library/debian:bookworm
+)
+
+STARTED=$SECONDS
+step_started=$SECONDS
+
+say() { echo "[setup] $*"; }
+die() { echo "[setup] ERROR: $*" >&2; exit 1; }
+ready() { say "$1 ($((SECONDS - step_started)) s)"; step_started=$SECONDS; }
+
+# wait_for WHAT SECONDS LOG COMMAND... : poll COMMAND once a second, give up after SECONDS.
+wait_for() {
+    local what=$1 limit=$2 log=$3
+    shift 3
+    local deadline=$((SECONDS + limit))
+    until "$@" >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$log" >&2 || true
+            die "$what not ready after ${limit} s (log: $log)"
+        fi
+        sleep 1
+    done
+}
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+    done
+    if ((${#missing[@]})); then
+        say "installing ${missing[*]}"
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null </dev/null
+    fi
+    ready "packages present"
+}
+
+start_engine() {
+    if ! docker info >/dev/null 2>&1; then
+        setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+        wait_for "docker engine" 60 /var/log/dockerd.log docker info
+    fi
+    ready "docker engine ready"
+}
+
+# The URIs of the apt source whose Suites include bookworm: the mirror this machine can reach.
+debian_mirror() {
+    [[ -r $HOST_SOURCES ]] || die "no $HOST_SOURCES: cannot tell which Debian mirror to use"
+    local mirror
+    mirror=$(awk -v RS= -v suite="$SUITE" '
+        {
+            uris = ""; suites = ""
+            n = split($0, lines, "\n")
+            for (i = 1; i <= n; i++) {
+                line = lines[i]
+                if (tolower(line) ~ /^uris:/) { sub(/^[^:]*:[ \t]*/, "", line); split(line, u, /[ \t]+/); uris = u[1] }
+                if (tolower(line) ~ /^suites:/) { sub(/^[^:]*:/, "", line); suites = " " line " " }
+            }
+            gsub(/\t/, " ", suites)
+            if (uris != "" && suites ~ (" " suite " ")) { print uris; exit }
+        }' "$HOST_SOURCES")
+    [[ -n $mirror ]] || die "$HOST_SOURCES has no entry for suite $SUITE"
+    echo "$mirror"
+}
+
+# build_image IMAGE: debootstrap a root file system and import it, unless IMAGE exists.
+build_image() {
+    local image=$1 includes=${INCLUDES[$1]}
+    if docker image inspect "$image" >/dev/null 2>&1; then
+        ready "$image present"
+        return
+    fi
+    local name=${image#local/} mirror rootfs log
+    name=${name//:/-}
+    rootfs=$CACHE/rootfs-$name
+    log=$CACHE/debootstrap-$name.log
+    mirror=$(debian_mirror)
+    rm -rf "$rootfs"
+    say "building $image with debootstrap from $mirror (log: $log)"
+    if ! debootstrap --variant=minbase ${includes:+--include="$includes"} \
+        "$SUITE" "$rootfs" "$mirror" >"$log" 2>&1 </dev/null; then
+        tail -n 20 "$log" >&2
+        die "debootstrap of $image failed (log: $log)"
+    fi
+    # Same apt sources as the real Debian image (deb822, with updates and security), on the
+    # mirror this machine reaches.
+    install -m 0644 "$HOST_SOURCES" "$rootfs/etc/apt/sources.list.d/debian.sources"
+    rm -f "$rootfs/etc/apt/sources.list"
+    tar -C "$rootfs" -c . | docker import --change 'CMD ["bash"]' - "$image" >/dev/null ||
+        die "docker import of $image failed"
+    rm -rf "$rootfs"
+    ready "$image built"
+}
+
+write_registry_config() {
+    cat >"$CACHE/registry.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $CACHE/registry-data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY
+EOF
+}
+
+registry_answers() { curl -fsS -m 3 "http://$REGISTRY/v2/" >/dev/null 2>&1; }
+
+start_registry() {
+    if ! registry_answers; then
+        mkdir -p "$CACHE/registry-data"
+        write_registry_config
+        setsid docker-registry serve "$CACHE/registry.yml" >>/var/log/accel-registry.log 2>&1 </dev/null &
+        wait_for "registry on $REGISTRY" 30 /var/log/accel-registry.log registry_answers
+    fi
+    ready "registry ready on $REGISTRY"
+}
+
+# The image ID (config digest) the registry holds for REPO:TAG, or nothing.
+registry_image_id() {
+    curl -fsS -m 10 -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+        "http://$REGISTRY/v2/${1%:*}/manifests/${1##*:}" 2>/dev/null |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["config"]["digest"])' 2>/dev/null || true
+}
+
+push_image() {
+    local image=$1 target="$REGISTRY/${MIRRORED[$1]}"
+    if [[ "$(registry_image_id "${MIRRORED[$image]}")" == "$(docker image inspect -f '{{.Id}}' "$image")" ]]; then
+        ready "$target up to date"
+        return
+    fi
+    docker tag "$image" "$target"
+    docker push "$target" >/dev/null || die "push of $target failed"
+    ready "$target pushed"
+}
+
+fill_wheelhouse() {
+    if compgen -G "$WHEELHOUSE/torch-2.13.0*.whl" >/dev/null && compgen -G "$WHEELHOUSE/numpy-*.whl" >/dev/null; then
+        ready "wheelhouse present at $WHEELHOUSE"
+        return
+    fi
+    mkdir -p "$WHEELHOUSE"
+    local log=$CACHE/wheelhouse.log
+    if ! python3 -m pip download --only-binary=:all: --python-version 3.11 \
+        --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
+        -d "$WHEELHOUSE" torch==2.13.0 numpy >"$log" 2>&1 </dev/null; then
+        tail -n 20 "$log" >&2
+        die "pip download into $WHEELHOUSE failed (log: $log)"
+    fi
+    ready "wheelhouse filled at $WHEELHOUSE"
+}
+
+main() {
+    ((EUID == 0)) || die "run as root"
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.setup.lock"
+    flock -w 1800 9 || die "another setup-host.sh held $CACHE/.setup.lock for 30 min"
+    install_packages
+    start_engine
+    build_image "$PYTHON_IMAGE"
+    build_image "$SLIM_IMAGE"
+    start_registry
+    push_image "$SLIM_IMAGE"
+    push_image "$PYTHON_IMAGE"
+    fill_wheelhouse
+    say "all ready ($((SECONDS - STARTED)) s)"
+}
+
+main "$@"

@@ -1,0 +1,211 @@
+"""Judging a smoke run: the workload's JSON compared with what the image promises.
+
+The in-image verdict is not taken on trust: the versions the workload reports are checked
+again here against the variant, with the same comparison rules (imported from the
+workload file, which is importable without torch), so a stale smoke.py in an image or a
+run that lost its --expect arguments still cannot pass a wrong build.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from builder.smoke import workload
+
+VENDORS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
+# The backend name the workload reports when it used each vendor's accelerator.
+BACKEND_OF_VENDOR = {"cpu": "cpu", "cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "gaudi": "hpu"}
+TAIL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What an image promises: vendor, full torch version, stack version, Python major.minor."""
+
+    vendor: str          # 'cpu' | 'cuda' | 'rocm' | 'xpu' | 'gaudi'
+    torch: str           # '2.13.0'
+    stack: str | None    # '13.0', '7.2', '2026.1', '1.24.1'; None for cpu
+    python: str          # '3.11'
+
+    def expect_build(self) -> str:
+        """The --expect-build argument: 'cpu', 'cuda:13.0', ..."""
+        return self.vendor if self.stack is None else f"{self.vendor}:{self.stack}"
+
+    def workload_args(self) -> list[str]:
+        """The --expect-* arguments of the smoke workload."""
+        return ["--expect-torch", self.torch, "--expect-python", self.python,
+                "--expect-build", self.expect_build()]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check as the workload reported it."""
+
+    name: str
+    ok: bool
+    detail: str
+    ms: float | None
+    numbers: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    """The verdict on one smoke run."""
+
+    ok: bool
+    ran_on: str | None              # 'cuda' | 'rocm' | 'xpu' | 'hpu' | 'cpu'; None when unknown
+    cpu_fallback: bool              # an accelerator image that ran in CPU mode
+    failures: tuple[str, ...]       # one readable line each
+    checks: tuple[Check, ...]
+    raw: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+    timings: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
+    output_tail: str = ""           # end of the output, kept for reports when something failed
+
+    def summary(self) -> str:
+        """One line for a report or an error message."""
+        where = self.ran_on or "unknown device"
+        mode = f"{where} (CPU mode)" if self.cpu_fallback else where
+        if self.ok:
+            return f"smoke passed on {mode}"
+        return f"smoke failed on {mode}: " + "; ".join(self.failures)
+
+
+def judge(expectation: Expectation, stdout: str, exit_code: int, require_accelerator: bool,
+          *, stderr: str = "", timed_out_after_s: float | None = None) -> SmokeResult:
+    """The verdict on a smoke run, from its output and exit status.
+
+    `timed_out_after_s` is set when the run was killed at that time limit.
+    """
+    tail = output_tail(stdout, stderr)
+    report = last_json_object(stdout)
+    failures: list[str] = []
+    if timed_out_after_s is not None:
+        failures.append(f"smoke workload timed out after {timed_out_after_s:g} s")
+    if report is None:
+        failures.append(f"smoke workload printed no JSON result (exit code {exit_code}); "
+                        f"output ends: {_one_line(tail[-400:]) or '(nothing)'}")
+        return SmokeResult(ok=False, ran_on=None, cpu_fallback=False, failures=tuple(failures),
+                           checks=(), output_tail=tail)
+    if report.get("schema") != workload.SCHEMA:
+        failures.append(f"smoke JSON has schema {report.get('schema')!r}, expected {workload.SCHEMA}")
+    checks = _checks(report)
+    ran_on = report.get("backend") if isinstance(report.get("backend"), str) else None
+    cpu_fallback = expectation.vendor != "cpu" and ran_on == "cpu"
+    promises = promise_failures(expectation, report)
+    failures += promises
+    failures += device_failures(expectation, ran_on, require_accelerator)
+    failures += [f"check {check.name} failed: {check.detail}" for check in checks
+                 if not check.ok and not _already_said(check, promises)]
+    failures += _verdict_failures(report, checks, exit_code)
+    return SmokeResult(
+        ok=not failures, ran_on=ran_on, cpu_fallback=cpu_fallback, failures=tuple(failures),
+        checks=checks, raw=report, timings={c.name: c.ms for c in checks if c.ms is not None},
+        output_tail="" if not failures else tail,
+    )
+
+
+def promise_failures(expectation: Expectation, report: Mapping[str, Any]) -> list[str]:
+    """The builder-side re-check of torch, Python and build against the expectation."""
+    failures = []
+    torch_version = report.get("torch")
+    if not isinstance(torch_version, str) or not torch_version:
+        failures.append(f"smoke JSON has no torch version, image promises {expectation.torch}")
+    else:
+        problem = workload.torch_mismatch(torch_version, expectation.torch)
+        if problem:
+            failures.append(problem)
+    python_version = report.get("python")
+    problem = workload.python_mismatch(str(python_version or "unknown"), expectation.python)
+    if problem:
+        failures.append(problem)
+    build = report.get("build")
+    if not isinstance(build, dict):
+        failures.append("smoke JSON has no build information")
+    else:
+        failures += workload.build_mismatches(build, expectation.vendor, expectation.stack)
+    return failures
+
+
+def device_failures(expectation: Expectation, ran_on: str | None, require_accelerator: bool) -> list[str]:
+    """The device used must be the image's own accelerator, or the CPU when that is allowed."""
+    wanted = BACKEND_OF_VENDOR.get(expectation.vendor)
+    if ran_on is None:
+        return ["smoke JSON does not say which device it ran on"]
+    if ran_on == wanted:
+        return []
+    if ran_on == "cpu":
+        if require_accelerator:
+            return [f"no {expectation.vendor} accelerator was usable: the workload ran on the CPU"]
+        return []
+    return [f"a {expectation.vendor} image ran on {ran_on}"]
+
+
+def _verdict_failures(report: Mapping[str, Any], checks: tuple[Check, ...], exit_code: int) -> list[str]:
+    """The exit code, the JSON's own verdict and its checks must agree."""
+    failures = []
+    if not checks:
+        failures.append("smoke JSON lists no checks")
+    if report.get("ok") is not True and all(check.ok for check in checks):
+        failures.append("smoke workload reports failure without a failed check")
+    if exit_code != 0 and all(check.ok for check in checks):
+        failures.append(f"smoke workload exited with code {exit_code}")
+    return failures
+
+
+def _already_said(check: Check, lines: list[str]) -> bool:
+    """A failed in-image check whose every reason the builder-side re-check already gave."""
+    reasons = [reason.strip() for reason in check.detail.split(";") if reason.strip()]
+    return bool(reasons) and all(reason in lines for reason in reasons)
+
+
+def _checks(report: Mapping[str, Any]) -> tuple[Check, ...]:
+    raw_checks = report.get("checks")
+    if not isinstance(raw_checks, list):
+        return ()
+    checks = []
+    for item in raw_checks:
+        if not isinstance(item, dict):
+            continue
+        ms = item.get("ms")
+        numbers = item.get("numbers")
+        checks.append(Check(
+            name=str(item.get("name", "?")),
+            ok=item.get("ok") is True,
+            detail=str(item.get("detail", "")),
+            ms=float(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else None,
+            numbers=numbers if isinstance(numbers, dict) else {},
+        ))
+    return tuple(checks)
+
+
+def last_json_object(stdout: str) -> dict[str, Any] | None:
+    """The last line of stdout that is a JSON object, or None.
+
+    The contract is that the report is the last line; scanning back past trailing lines
+    tolerates a library that prints on exit, and a non-object or broken line is skipped.
+    """
+    for line in reversed(stdout.splitlines()):
+        text = line.strip()
+        if not text.startswith("{"):
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def output_tail(stdout: str, stderr: str, limit: int = TAIL_CHARS) -> str:
+    """The end of stdout and stderr together, for a failure message."""
+    combined = stdout.rstrip()
+    if stderr.strip():
+        combined = f"{combined}\n--- stderr ---\n{stderr.rstrip()}" if combined else stderr.rstrip()
+    return combined[-limit:]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

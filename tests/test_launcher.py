@@ -1,0 +1,126 @@
+"""Launching the smoke workload: the container options and command, with a fake engine, then
+once for real on the cached CPU torch image."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+from builder.devices import device_options
+from builder.engine import RunResult
+from builder.smoke.judge import Expectation
+from builder.smoke.launcher import SMOKE_LABEL, container_options, run_smoke, smoke_command
+
+from test_smoke_judge import RECORDED_CPU, cuda_build, report
+from test_smoke_workload import smoke_engine, smoke_image  # noqa: F401 - shared engine fixtures
+
+CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
+CUDA13 = Expectation(vendor="cuda", torch="2.13.0", stack="13.0", python="3.11")
+
+
+@dataclass
+class FakeEngine:
+    """Records the one call and answers with a prepared result."""
+
+    result: RunResult
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
+            timeout_s: float, labels: Mapping[str, str] | None = None) -> RunResult:
+        self.calls.append({"image": image, "command": command, "options": dict(options or {}),
+                           "timeout_s": timeout_s, "labels": dict(labels or {})})
+        return self.result
+
+
+def answer(data: dict | None, exit_code: int = 0, *, stderr: str = "", timed_out: bool = False) -> FakeEngine:
+    stdout = "" if data is None else json.dumps(data) + "\n"
+    return FakeEngine(RunResult(exit_code=exit_code, stdout=stdout, stderr=stderr, timed_out=timed_out))
+
+
+def test_command_carries_the_expectation():
+    assert smoke_command(CUDA13, require_accelerator=True) == [
+        "python", "/opt/accel-images/smoke.py", "--expect-torch", "2.13.0", "--expect-python", "3.11",
+        "--expect-build", "cuda:13.0", "--require-accelerator"]
+    assert "--require-accelerator" not in smoke_command(CPU, require_accelerator=False)
+
+
+def test_cpu_mode_options_are_locked_down():
+    assert container_options(None, mem_limit="4g") == {
+        "network_disabled": True, "cap_drop": ["ALL"], "cap_add": [],
+        "security_opt": ["no-new-privileges"], "mem_limit": "4g", "pids_limit": 1024,
+    }
+
+
+def test_device_needs_are_merged_into_the_safety_settings(tmp_path):
+    gaudi = container_options(device_options("gaudi", tmp_path), mem_limit="8g")
+    assert gaudi["cap_drop"] == ["ALL"] and gaudi["cap_add"] == ["SYS_NICE"]
+    assert gaudi["runtime"] == "habana" and gaudi["ipc_mode"] == "host"
+    assert gaudi["network_disabled"] is True
+    rocm = container_options(device_options("rocm", tmp_path), mem_limit="8g")
+    assert rocm["security_opt"] == ["no-new-privileges", "seccomp=unconfined"]
+    assert rocm["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert rocm["cap_add"] == []
+    cuda = container_options(device_options("cuda", tmp_path), mem_limit="8g")
+    assert cuda["device_requests"][0]["Capabilities"] == [["gpu"]]
+
+
+def test_run_smoke_passes_expectation_options_timeout_and_labels():
+    engine = answer(RECORDED_CPU)
+    result = run_smoke(engine, "img:1", CPU, vendor_options=None, require_accelerator=False,
+                       timeout_s=120, mem_limit="2g")
+    assert result.ok, result.failures
+    (call,) = engine.calls
+    assert call["image"] == "img:1"
+    assert call["command"] == smoke_command(CPU, require_accelerator=False)
+    assert call["timeout_s"] == 120
+    assert call["options"]["mem_limit"] == "2g"
+    assert call["labels"][SMOKE_LABEL] == "true"
+    assert call["labels"][f"{SMOKE_LABEL}.image"] == "img:1"
+
+
+def test_gpu_image_without_device_options_runs_in_cpu_mode_and_says_so():
+    data = report(torch="2.13.0+cu130", build=cuda_build("13.0"), backend="cpu")
+    engine = answer(data)
+    result = run_smoke(engine, "img:cuda", CUDA13, vendor_options=None, require_accelerator=False)
+    assert result.ok, result.failures
+    assert result.cpu_fallback and result.ran_on == "cpu"
+    assert "device_requests" not in engine.calls[0]["options"]
+
+
+def test_required_accelerator_missing_fails(tmp_path):
+    data = report(torch="2.13.0+cu130", build=cuda_build("13.0"), backend="cpu")
+    result = run_smoke(answer(data), "img:cuda", CUDA13, vendor_options=device_options("cuda", tmp_path),
+                       require_accelerator=True)
+    assert not result.ok
+    assert "no cuda accelerator was usable: the workload ran on the CPU" in result.failures
+
+
+def test_timeout_is_reported_with_its_limit():
+    result = run_smoke(answer(None, exit_code=137, timed_out=True), "img:1", CPU,
+                       vendor_options=None, require_accelerator=False, timeout_s=42)
+    assert not result.ok
+    assert result.failures[0] == "smoke workload timed out after 42 s"
+
+
+def test_crash_without_json_keeps_the_stderr_tail():
+    result = run_smoke(answer(None, exit_code=1, stderr="OSError: libtorch_cpu.so: cannot open"),
+                       "img:1", CPU, vendor_options=None, require_accelerator=False)
+    assert not result.ok and result.ran_on is None
+    assert "libtorch_cpu.so" in result.failures[0]
+
+
+@pytest.mark.engine
+def test_real_run_on_the_cached_torch_image(smoke_engine, smoke_image):  # noqa: F811
+    passed = run_smoke(smoke_engine, smoke_image, CPU, vendor_options=device_options("cpu", Path("/")),
+                       require_accelerator=False, timeout_s=300, mem_limit="2g")
+    assert passed.ok, passed.summary()
+    assert passed.ran_on == "cpu" and not passed.cpu_fallback
+    assert passed.timings["mlp_training"] > 0
+    promised_cuda = run_smoke(smoke_engine, smoke_image, CUDA13, vendor_options=None,
+                              require_accelerator=False)
+    assert not promised_cuda.ok
+    assert "torch is a CPU build, image promises CUDA 13.0" in promised_cuda.failures

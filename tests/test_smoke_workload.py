@@ -1,0 +1,311 @@
+"""The in-image smoke workload: its helpers without torch here, the whole file in a container.
+
+The engine tests build (once per machine, cached by tag) a Debian 12 image with the CPU
+torch wheel from the local wheelhouse, and a thin image on top holding the current
+workload file, tagged by its content hash.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder.smoke import workload
+from builder.smoke.workload import ArgumentError
+
+IN_CI = os.environ.get("CI") == "true"
+WORKLOAD_FILE = Path(workload.__file__)
+WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
+BASE_IMAGE = "local/debian:bookworm"
+TORCH_IMAGE = "accel-images-test/torch-cpu:2.13.0"
+SMOKE_IMAGE_REPO = "accel-images-test/smoke-cpu"
+SMOKE_IN_IMAGE = "/opt/accel-images/smoke.py"
+RUN_TIMEOUT_S = 300
+# Debian 12's python3 is 3.11; the wheel is torch 2.13.0+cpu for CPython 3.11.
+IMAGE_EXPECTATIONS = ["--expect-torch", "2.13.0", "--expect-python", "3.11", "--expect-build", "cpu"]
+
+TORCH_DOCKERFILE = f"""\
+FROM {BASE_IMAGE} AS build
+COPY wheels /wheels
+RUN python3 -m venv /opt/venv \\
+    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels torch==2.13.0 numpy
+FROM {BASE_IMAGE}
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+"""
+
+SMOKE_DOCKERFILE = f"""\
+FROM {TORCH_IMAGE}
+RUN useradd --create-home smoke
+COPY smoke.py {SMOKE_IN_IMAGE}
+USER smoke
+"""
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+def test_parse_args_accepts_the_full_contract():
+    args = workload.parse_args(["--expect-torch", "2.13.0", "--expect-python", "3.11",
+                                "--expect-build", "cuda:13.0", "--require-accelerator"])
+    assert (args.expect_torch, args.expect_python, args.expect_build) == ("2.13.0", "3.11", "cuda:13.0")
+    assert args.require_accelerator is True
+    assert workload.parse_args([]).require_accelerator is False
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--expect-torch", "latest"], "--expect-torch 'latest'"),
+    (["--expect-python", "3"], "--expect-python '3'"),
+    (["--expect-build", "tpu:1.0"], "kind must be one of"),
+    (["--expect-build", "cpu:1.0"], "cpu takes no version"),
+    (["--expect-build", "cuda"], "needs a version"),
+    (["--expect-build", "rocm:seven"], "needs a version"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_parse_args_rejects_bad_values(argv, message):
+    with pytest.raises(ArgumentError, match=message):
+        workload.parse_args(argv)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("cpu", ("cpu", None)), ("cuda:13.0", ("cuda", "13.0")), ("rocm:7.2", ("rocm", "7.2")),
+    ("xpu:2026.1", ("xpu", "2026.1")), ("gaudi:1.24.1", ("gaudi", "1.24.1")),
+])
+def test_parse_expected_build(text, expected):
+    assert workload.parse_expected_build(text) == expected
+
+
+# -- versions -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("2.13.0+cpu", (2, 13, 0)), ("7.2.26015-fc0010cf6a", (7, 2, 26015)), ("13.0", (13, 0)),
+    ("v1.24.1", (1, 24, 1)), ("", None), (None, None), ("unknown", None),
+])
+def test_release_tuple(text, expected):
+    assert workload.release_tuple(text) == expected
+
+
+def test_versions_compare_as_integers_not_strings():
+    assert not workload.same_release("7.14.0", "7.1", parts=2)
+    assert workload.same_release("7.1.1", "7.1", parts=2)
+    assert workload.same_release("2.13", "2.13.0")
+    assert not workload.same_release(None, "2.13.0")
+
+
+@pytest.mark.parametrize("actual, expected, problem", [
+    ("2.13.0+cpu", "2.13.0", None),
+    ("2.13.0", "2.13.0", None),
+    ("2.13.0+cu130", "2.13", None),
+    ("2.13.1+cpu", "2.13.0", "torch is 2.13.1+cpu, image promises 2.13.0"),
+    ("2.13.0", "2.13.0.1", "torch is 2.13.0, image promises 2.13.0.1"),
+])
+def test_torch_mismatch_ignores_the_local_label(actual, expected, problem):
+    assert workload.torch_mismatch(actual, expected) == problem
+
+
+def test_python_mismatch_compares_major_minor():
+    assert workload.python_mismatch("3.11.2", "3.11") is None
+    assert workload.python_mismatch("3.1.0", "3.11") == "Python is 3.1.0, image promises 3.11"
+
+
+@pytest.mark.parametrize("raw, release", [
+    ("20250101", "2025.1.1"), ("20260100", "2026.1.0"), ("2026.1", "2026.1"), (None, None), ("", None)])
+def test_xpu_release_reads_the_sycl_compiler_version(raw, release):
+    assert workload.xpu_release(raw) == release
+
+
+def build(kind, **values):
+    return {"kind": kind, "cuda": None, "hip": None, "xpu": None, "gaudi": None, "local": None, **values}
+
+
+@pytest.mark.parametrize("reported, kind, stack, problems", [
+    (build("cpu", local="cpu"), "cpu", None, []),
+    (build("cpu"), "cpu", None, []),
+    (build("cuda", cuda="13.0", local="cu130"), "cuda", "13.0", []),
+    (build("cuda", cuda="12.6"), "cuda", "13.0", ["torch reports CUDA 12.6, image promises CUDA 13.0"]),
+    (build("cuda", cuda="13.0"), "cpu", None, ["torch is a CUDA 13.0 build, image promises CPU"]),
+    (build("cpu", local="cpu"), "cuda", "13.0", ["torch is a CPU build, image promises CUDA 13.0"]),
+    (build("rocm", hip="7.2.26015-fc0010cf6a"), "rocm", "7.2", []),
+    (build("rocm", hip="7.2.1"), "rocm", "7.2.4", []),  # the HIP version is per ROCm minor
+    (build("rocm", hip="6.4.43483"), "rocm", "7.2", ["torch reports ROCm 6.4.43483, image promises ROCm 7.2"]),
+    (build("xpu", xpu="20260100"), "xpu", "2026.1", []),
+    (build("xpu", xpu="20250301"), "xpu", "2026.1", ["torch reports XPU 2025.3.1, image promises XPU 2026.1"]),
+    (build("xpu"), "xpu", "2026.1", []),  # not reported: recorded, not judged
+    (build("gaudi", gaudi="1.24.1.1007"), "gaudi", "1.24.1", []),
+    (build("gaudi", gaudi="1.23.0.600"), "gaudi", "1.24.1",
+     ["torch reports Gaudi 1.23.0.600, image promises Gaudi 1.24.1"]),
+])
+def test_build_mismatches(reported, kind, stack, problems):
+    assert workload.build_mismatches(reported, kind, stack) == problems
+
+
+# -- the report without torch -----------------------------------------------------------------
+
+def last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_bad_arguments_still_print_the_report(capsys):
+    assert workload.main(["--expect-build", "tpu:1"]) == workload.EXIT_BAD_ARGUMENTS
+    report = last_json(capsys.readouterr().out)
+    assert report["ok"] is False and report["schema"] == 1
+    assert [(c["name"], c["ok"]) for c in report["checks"]] == [("arguments", False)]
+
+
+def test_missing_torch_is_a_failed_check_not_a_traceback(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    assert workload.main(IMAGE_EXPECTATIONS) == workload.EXIT_CHECK_FAILED
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    report = last_json(captured.out)
+    assert set(report) == {"schema", "ok", "torch", "python", "build", "backend", "device",
+                           "device_name", "device_count", "accelerator_present", "expect", "checks"}
+    assert report["checks"][0]["name"] == "import_torch" and report["checks"][0]["ok"] is False
+    assert report["expect"] == {"torch": "2.13.0", "python": "3.11", "build": "cpu",
+                                "require_accelerator": False}
+
+
+def test_non_finite_numbers_become_null_so_the_line_stays_strict_json(capsys):
+    report = workload.empty_report(None)
+    report["checks"].append(workload._check("mlp_training", False, "diverged", 1.0,
+                                            {"last_loss": float("nan"), "first": float("inf")}))
+    workload._emit(report)
+    line = capsys.readouterr().out.strip()
+    assert json.loads(line)["checks"][0]["numbers"] == {"last_loss": None, "first": None}
+
+
+# -- the file itself ------------------------------------------------------------------------
+
+def test_workload_uses_only_the_standard_library_and_torch():
+    tree = ast.parse(WORKLOAD_FILE.read_text(), feature_version=(3, 10))  # parses as Python 3.10
+    allowed = set(sys.stdlib_module_names) | {"__future__", "torch", "habana_frameworks"}
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported - allowed == set()
+    top_level = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
+                 for alias in node.names}
+    assert "torch" not in top_level and "habana_frameworks" not in top_level
+
+
+# -- in a container ---------------------------------------------------------------------------
+
+def unavailable(why: str) -> None:
+    """Missing engine prerequisites fail the suite in CI and skip it elsewhere."""
+    if IN_CI:
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def ensure_torch_image(engine, work_dir: Path) -> str:
+    """The cached Debian 12 + torch 2.13.0+cpu image, built from the wheelhouse if absent."""
+    if engine.inspect_image(TORCH_IMAGE) is not None:
+        return TORCH_IMAGE
+    if engine.inspect_image(BASE_IMAGE) is None:
+        unavailable(f"base image {BASE_IMAGE} is missing")
+    if not list(WHEELHOUSE.glob("torch-2.13.0*.whl")):
+        unavailable(f"no torch 2.13.0 wheel in {WHEELHOUSE}")
+    context = work_dir / "torch-context"
+    (context / "wheels").mkdir(parents=True)
+    for wheel in WHEELHOUSE.glob("*.whl"):
+        _link_or_copy(wheel, context / "wheels" / wheel.name)
+    (context / "Dockerfile").write_text(TORCH_DOCKERFILE)
+    engine.build(context, TORCH_IMAGE, log_path=work_dir / "torch-image.log", network_mode="none")
+    shutil.rmtree(context)
+    return TORCH_IMAGE
+
+
+def ensure_smoke_image(engine, work_dir: Path) -> str:
+    """The torch image plus the current workload file, tagged by the file's content hash."""
+    digest = hashlib.sha256(WORKLOAD_FILE.read_bytes()).hexdigest()[:12]
+    tag = f"{SMOKE_IMAGE_REPO}:{digest}"
+    if engine.inspect_image(tag) is not None:
+        return tag
+    ensure_torch_image(engine, work_dir)
+    context = work_dir / "smoke-context"
+    context.mkdir(parents=True)
+    shutil.copy2(WORKLOAD_FILE, context / "smoke.py")
+    (context / "Dockerfile").write_text(SMOKE_DOCKERFILE)
+    engine.build(context, tag, log_path=work_dir / "smoke-image.log", network_mode="none")
+    return tag
+
+
+@pytest.fixture(scope="session")
+def smoke_engine():
+    from builder.engine import Engine
+    from builder.errors import EngineError
+
+    try:
+        engine = Engine.connect()
+    except EngineError as err:
+        unavailable(err.one_line())
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def smoke_image(smoke_engine, tmp_path_factory) -> str:
+    return ensure_smoke_image(smoke_engine, tmp_path_factory.mktemp("smoke-image"))
+
+
+def run_in_image(engine, image: str, *args: str):
+    return engine.run(image, ["python", SMOKE_IN_IMAGE, *args], timeout_s=RUN_TIMEOUT_S,
+                      options={"network_disabled": True})
+
+
+@pytest.mark.engine
+def test_in_image_passes_with_the_right_expectations(smoke_engine, smoke_image):
+    result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS)
+    report = last_json(result.stdout)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert report["ok"] is True
+    assert report["torch"] == "2.13.0+cpu"
+    assert report["build"]["kind"] == "cpu" and report["build"]["local"] == "cpu"
+    assert report["backend"] == "cpu" and report["accelerator_present"] is False
+    names = [check["name"] for check in report["checks"]]
+    assert names == ["import_torch", "torch_version", "python_version", "build", "accelerator",
+                     "matmul_float32", "matmul_bfloat16", "mlp_training", "device_to_host"]
+    timed = {c["name"]: c["ms"] for c in report["checks"] if c["ms"] is not None}
+    assert set(timed) >= {"matmul_float32", "mlp_training", "device_to_host"}
+    mlp = next(c for c in report["checks"] if c["name"] == "mlp_training")
+    assert mlp["numbers"]["last_loss"] < mlp["numbers"]["first_loss"]
+
+
+@pytest.mark.engine
+def test_in_image_wrong_torch_fails_naming_both_versions(smoke_engine, smoke_image):
+    result = run_in_image(smoke_engine, smoke_image, "--expect-torch", "2.12.0",
+                          "--expect-python", "3.11", "--expect-build", "cpu")
+    report = last_json(result.stdout)
+    assert result.exit_code == workload.EXIT_CHECK_FAILED
+    assert report["ok"] is False
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert [c["name"] for c in failed] == ["torch_version"]
+    assert failed[0]["detail"] == "torch is 2.13.0+cpu, image promises 2.12.0"
+
+
+@pytest.mark.engine
+def test_in_image_require_accelerator_fails_on_a_cpu_host(smoke_engine, smoke_image):
+    result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS, "--require-accelerator")
+    report = last_json(result.stdout)
+    assert result.exit_code == workload.EXIT_CHECK_FAILED
+    assert "Traceback" not in result.stderr
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert [c["name"] for c in failed] == ["accelerator"]
+    assert "--require-accelerator" in failed[0]["detail"]
+    assert report["expect"]["require_accelerator"] is True
