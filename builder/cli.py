@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from builder import buildlog, compat, devices
+from builder import buildlog, compat, devices, tags
 from builder.build import PULL_POLICIES, Builder, BuildSettings, Outcome, human_size, outcome_record
 from builder.engine import Engine
 from builder.progress import progress_for
@@ -59,6 +59,11 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for key in reversed(FILTER_KEYS):
         func = click.option(f"--{key}", key, default=None, help=f"Only variants with this {key}.")(func)
     return func
+
+
+def templates_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+                        default=None, help="Template directory (default: the project's templates/).")(func)
 
 
 def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -153,10 +158,14 @@ def describe_verdict(verdict: compat.Verdict) -> str:
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="An array of objects, one per variant.")
 @click.option("--explain", is_flag=True, help="Also show the combinations the knowledge base pruned, and why.")
+@click.option("--markdown", is_flag=True, help="The supported-images table of the README.")
 @expected_failures
-def list_command(matrix_path: str, as_json: bool, explain: bool, **kwargs: Any) -> None:
+def list_command(matrix_path: str, as_json: bool, explain: bool, markdown: bool, **kwargs: Any) -> None:
     """Show the variants the matrix expands to."""
     expansion, variants = chosen_variants(matrix_path, kwargs)
+    if markdown:
+        click.echo(supported_images_markdown(expansion, variants), nl=False)
+        return
     if as_json:
         rows = [variant_record(v, expansion.image) for v in variants]
         if explain:
@@ -171,6 +180,18 @@ def list_command(matrix_path: str, as_json: bool, explain: bool, **kwargs: Any) 
     if explain:
         for pruned in expansion.pruned:
             out.print(f"  pruned (matrix line {pruned.line}): {pruned.describe()}")
+
+
+def supported_images_markdown(expansion: Expansion, variants: tuple[Variant, ...]) -> str:
+    """The README's table of published images, one row per variant, generated from the matrix."""
+    aliases = tags.aliases(expansion.variants)
+    lines = ["| vendor | stack | torch | python | os | flavor | tag | also tagged | base image |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for v in variants:
+        also = ", ".join(f"`{a}`" for a, w in sorted(aliases.items()) if w == v) or "-"
+        lines.append(f"| {v.vendor} | {v.stack or '-'} | {v.torch} | {v.python} | {v.os} | {v.flavor} "
+                     f"| `{v.tag}` | {also} | `{v.base_image}` |")
+    return "\n".join(lines) + "\n"
 
 
 def variant_record(variant: Variant, image: str) -> dict[str, Any]:
@@ -200,20 +221,23 @@ def variant_table(variants: tuple[Variant, ...]) -> Table:
 @matrix_option
 @filter_options
 @mirror_options
+@templates_option
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 and list what is stale under images/.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=IMAGES_DIR,
               show_default=True, help="Where to write images/<vendor>/<tag>/.")
 @expected_failures
 def render_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
-                   pip_find_links: Path | None, check: bool, out_dir: Path, **kwargs: Any) -> None:
+                   pip_find_links: Path | None, templates_dir: Path | None, check: bool, out_dir: Path,
+                   **kwargs: Any) -> None:
     """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     partial = any(kwargs.get(k) for k in FILTER_KEYS)
-    if (partial or not options.is_default) and out_dir == IMAGES_DIR:
+    if (partial or not options.is_default or templates_dir) and out_dir == IMAGES_DIR:
         raise InputError("images/ always holds the full matrix with upstream sources; "
                          "use --out DIR for a filtered or mirrored render", field="--out")
-    contexts = Renderer(compat.load_kb()).render_all(expansion, variants, options)
+    renderer = Renderer(compat.load_kb(), templates_dir) if templates_dir else Renderer(compat.load_kb())
+    contexts = renderer.render_all(expansion, variants, options)
     if check:
         stale = stale_paths(out_dir, contexts)
         if stale:
@@ -243,6 +267,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @matrix_option
 @filter_options
 @mirror_options
+@templates_option
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds.")
 @click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
 @click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
@@ -256,7 +281,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
               help="Where contexts, logs and reports go (default .accel-images/).")
 @expected_failures
 def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
-                  pip_find_links: Path | None, jobs: int, force: bool, no_smoke: bool, require_accelerator: bool,
+                  pip_find_links: Path | None, templates_dir: Path | None, jobs: int, force: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
@@ -268,7 +293,8 @@ def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     engine = Engine.connect()
     with progress_for(variants) as progress:
-        outcomes = Builder(engine, compat.load_kb(), expansion, settings, status=progress).run(variants)
+        outcomes = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
+                           templates_dir=templates_dir).run(variants)
     report_path = write_build_report(settings.state_dir, outcomes)
     out.print(outcome_table(outcomes))
     failed = [o for o in outcomes if not o.ok]
