@@ -176,8 +176,9 @@ class _Validator:
         if isinstance(item, Scalar) and item.yaml_type == "str":
             return item.value
         if isinstance(item, Scalar) and item.yaml_type in ("float", "int"):
+            why = ", since 12.10 would read as 12.1" if item.yaml_type == "float" else ""
             raise self.fail(path, f"{_raw_hint(item)} is a YAML number, not a string: quote it "
-                                  f"(\"{_raw_hint(item)}\"), since 12.10 would read as 12.1")
+                                  f"(\"{_raw_hint(item)}\"){why}")
         raise self.fail(path, f"expected {what} as a quoted string")
 
     def scalar(self, raw: dict[str, Any], path: tuple[Any, ...], kind: type, *, required: bool = False,

@@ -123,4 +123,4 @@ def test_real_run_on_the_cached_torch_image(smoke_engine, smoke_image):  # noqa:
     promised_cuda = run_smoke(smoke_engine, smoke_image, CUDA13, vendor_options=None,
                               require_accelerator=False)
     assert not promised_cuda.ok
-    assert "torch is a CPU build, image promises CUDA 13.0" in promised_cuda.failures
+    assert "torch is built for CPU, image promises CUDA 13.0" in promised_cuda.failures

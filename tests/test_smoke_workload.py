@@ -129,8 +129,8 @@ def build(kind, **values):
     (build("cpu"), "cpu", None, []),
     (build("cuda", cuda="13.0", local="cu130"), "cuda", "13.0", []),
     (build("cuda", cuda="12.6"), "cuda", "13.0", ["torch reports CUDA 12.6, image promises CUDA 13.0"]),
-    (build("cuda", cuda="13.0"), "cpu", None, ["torch is a CUDA 13.0 build, image promises CPU"]),
-    (build("cpu", local="cpu"), "cuda", "13.0", ["torch is a CPU build, image promises CUDA 13.0"]),
+    (build("cuda", cuda="13.0"), "cpu", None, ["torch is built for CUDA 13.0, image promises CPU"]),
+    (build("cpu", local="cpu"), "cuda", "13.0", ["torch is built for CPU, image promises CUDA 13.0"]),
     (build("rocm", hip="7.2.26015-fc0010cf6a"), "rocm", "7.2", []),
     (build("rocm", hip="7.2.1"), "rocm", "7.2.4", []),  # the HIP version is per ROCm minor
     (build("rocm", hip="6.4.43483"), "rocm", "7.2", ["torch reports ROCm 6.4.43483, image promises ROCm 7.2"]),
@@ -138,11 +138,99 @@ def build(kind, **values):
     (build("xpu", xpu="20250301"), "xpu", "2026.1", ["torch reports XPU 2025.3.1, image promises XPU 2026.1"]),
     (build("xpu"), "xpu", "2026.1", []),  # not reported: recorded, not judged
     (build("gaudi", gaudi="1.24.1.1007"), "gaudi", "1.24.1", []),
+    (build("unknown", local="weird"), "cpu", None,
+     ["torch is built for an unrecognised stack (+weird), image promises CPU"]),
     (build("gaudi", gaudi="1.23.0.600"), "gaudi", "1.24.1",
      ["torch reports Gaudi 1.23.0.600, image promises Gaudi 1.24.1"]),
 ])
 def test_build_mismatches(reported, kind, stack, problems):
     assert workload.build_mismatches(reported, kind, stack) == problems
+
+
+# -- backend detection with a stand-in torch -----------------------------------------------------
+
+class FakeAccelerator:
+    """torch.cuda / torch.xpu / torch.hpu as far as detection uses them."""
+
+    def __init__(self, count: int = 0, name: str = "", warning: str | None = None) -> None:
+        self.count, self.name, self.warning = count, name, warning
+
+    def is_available(self) -> bool:
+        if self.warning:
+            import warnings
+            warnings.warn(self.warning, UserWarning)
+        return self.count > 0
+
+    def device_count(self) -> int:
+        return self.count
+
+    def get_device_name(self, index: int) -> str:
+        return self.name
+
+
+def fake_torch(version: str = "2.13.0+cpu", cuda=None, hip=None, xpu=None, *,
+               cuda_devices: FakeAccelerator | None = None, xpu_devices: FakeAccelerator | None = None,
+               hpu_devices: FakeAccelerator | None = None):
+    from types import SimpleNamespace
+
+    torch = SimpleNamespace(__version__=version, version=SimpleNamespace(cuda=cuda, hip=hip, xpu=xpu),
+                            cuda=cuda_devices or FakeAccelerator(), xpu=xpu_devices or FakeAccelerator())
+    if hpu_devices is not None:
+        torch.hpu = hpu_devices
+    return torch
+
+
+GAUDI_PLUGIN = workload.GaudiPlugin("1.24.1.1007", lambda: None)
+
+
+@pytest.mark.parametrize("torch, gaudi, kind", [
+    (fake_torch("2.13.0+cpu"), None, "cpu"),
+    (fake_torch("2.13.0+cu130", cuda="13.0"), None, "cuda"),
+    (fake_torch("2.13.0+rocm7.2", cuda=None, hip="7.2.26015"), None, "rocm"),
+    (fake_torch("2.13.0+xpu", xpu="20250301"), None, "xpu"),
+    (fake_torch("2.13.0+xpu"), None, "xpu"),
+    (fake_torch("2.11.0"), GAUDI_PLUGIN, "gaudi"),
+    (fake_torch("2.13.0+weird"), None, "unknown"),
+])
+def test_build_info_names_the_build(torch, gaudi, kind):
+    info = workload.build_info(torch, gaudi)
+    assert info["kind"] == kind
+    assert info["gaudi"] == (gaudi.version if gaudi else None)
+
+
+@pytest.mark.parametrize("torch, gaudi, backend, device_type", [
+    (fake_torch(cuda="13.0", cuda_devices=FakeAccelerator(2, "NVIDIA H100")), None, "cuda", "cuda"),
+    (fake_torch(hip="7.2.1", cuda_devices=FakeAccelerator(1, "AMD Instinct MI300X")), None, "rocm", "cuda"),
+    (fake_torch(xpu_devices=FakeAccelerator(1, "Intel Arc B580")), None, "xpu", "xpu"),
+    (fake_torch(hpu_devices=FakeAccelerator(8, "GAUDI3")), GAUDI_PLUGIN, "hpu", "hpu"),
+    (fake_torch(hpu_devices=FakeAccelerator(8, "GAUDI3")), None, "cpu", "cpu"),  # no plugin: no hpu
+    (fake_torch(cuda="13.0"), None, "cpu", "cpu"),
+])
+def test_find_device(torch, gaudi, backend, device_type):
+    device = workload.find_device(torch, gaudi)
+    assert (device.backend, device.type) == (backend, device_type)
+
+
+def test_accelerator_check_keeps_torchs_warning_about_an_unusable_gpu():
+    torch = fake_torch(cuda="13.0", cuda_devices=FakeAccelerator(
+        warning="CUDA initialization: The NVIDIA driver on your system is too old (found version 12040)."))
+    device, check = workload.accelerator_check(torch, None, required=True)
+    assert device.backend == "cpu"
+    assert check["ok"] is False
+    assert "--require-accelerator" in check["detail"] and "driver on your system is too old" in check["detail"]
+    _, relaxed = workload.accelerator_check(torch, None, required=False)
+    assert relaxed["ok"] is True and "ran in CPU mode" in relaxed["detail"]
+
+
+def test_accelerator_check_turns_a_raising_driver_into_a_failed_check():
+    class Broken(FakeAccelerator):
+        def get_device_name(self, index: int) -> str:
+            raise RuntimeError("HIP error: invalid device function")
+
+    torch = fake_torch(hip="7.2.1", cuda_devices=Broken(1))
+    device, check = workload.accelerator_check(torch, None, required=False)
+    assert device.backend == "cpu"
+    assert check["ok"] is False and "invalid device function" in check["detail"]
 
 
 # -- the report without torch -----------------------------------------------------------------

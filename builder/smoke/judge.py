@@ -14,7 +14,6 @@ from typing import Any, Mapping
 
 from builder.smoke import workload
 
-VENDORS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
 # The backend name the workload reports when it used each vendor's accelerator.
 BACKEND_OF_VENDOR = {"cpu": "cpu", "cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "gaudi": "hpu"}
 TAIL_CHARS = 2000

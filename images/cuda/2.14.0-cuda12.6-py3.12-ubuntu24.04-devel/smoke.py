@@ -8,7 +8,7 @@ status: 0 when every check passed, 1 when one failed, 2 when the arguments were 
 
 The file must stay self-contained (standard library + torch) and run on Python 3.10-3.14,
 because it is copied verbatim into images whose only other content is their Python stack.
-torch is imported inside main() so the builder can import the helpers here without torch.
+torch is imported inside run(), so the builder can import the helpers here without torch.
 
 JSON schema 1 (every key always present):
     {"schema": 1, "ok": bool,
@@ -33,6 +33,7 @@ import re
 import sys
 import time
 import traceback
+import warnings
 from typing import Any, Callable
 
 SCHEMA = 1
@@ -146,7 +147,7 @@ def describe_build(build: dict[str, Any]) -> str:
         return "CPU"
     if kind in STACK_NAMES:
         return f"{STACK_NAMES[kind]} {build_stack_version(build) or '(version unknown)'}"
-    return "an unknown build"
+    return f"an unrecognised stack (+{build.get('local')})"
 
 
 def build_stack_version(build: dict[str, Any]) -> str | None:
@@ -171,9 +172,9 @@ def build_mismatches(build: dict[str, Any], expected_kind: str, expected_stack: 
     compares the release of the Habana plugin as far as the promise goes.
     """
     kind = build.get("kind")
-    promised = describe_build({"kind": expected_kind, _stack_key(expected_kind): expected_stack})
+    promised = "CPU" if expected_kind == "cpu" else f"{STACK_NAMES[expected_kind]} {expected_stack}"
     if kind != expected_kind:
-        return [f"torch is a {describe_build(build)} build, image promises {promised}"]
+        return [f"torch is built for {describe_build(build)}, image promises {promised}"]
     if expected_kind == "cpu":
         local = build.get("local")
         if local not in (None, "cpu"):
@@ -188,10 +189,6 @@ def build_mismatches(build: dict[str, Any], expected_kind: str, expected_stack: 
     if not same_release(actual, expected_stack or "", parts):
         return [f"torch reports {STACK_NAMES[expected_kind]} {actual}, image promises {promised}"]
     return []
-
-
-def _stack_key(kind: str) -> str:
-    return {"cuda": "cuda", "rocm": "hip", "xpu": "xpu", "gaudi": "gaudi"}.get(kind, "none")
 
 
 def torch_mismatch(actual: str, expected: str) -> str | None:
@@ -256,7 +253,30 @@ class Device:
             getattr(self.torch, module).synchronize()
 
 
-def build_info(torch: Any, gaudi_version: str | None) -> dict[str, Any]:
+class GaudiPlugin:
+    """The Habana PyTorch plugin of a Gaudi image: its release and htcore.mark_step."""
+
+    def __init__(self, version: str | None, mark_step: Callable[[], None]) -> None:
+        self.version = version
+        self.mark_step = mark_step
+
+
+def gaudi_plugin() -> GaudiPlugin | None:
+    """The Habana plugin when it is installed; importing it also registers the hpu device."""
+    try:
+        import habana_frameworks.torch.core as htcore  # type: ignore[import-not-found]
+    except Exception:  # noqa: BLE001 - absent or broken plugin means "not a Gaudi image"
+        return None
+    try:
+        from importlib import metadata
+        version: str | None = metadata.version("habana-torch-plugin")
+    except Exception:  # noqa: BLE001 - installed some other way: the module may know
+        import habana_frameworks.torch as hft  # type: ignore[import-not-found]
+        version = getattr(hft, "__version__", None)
+    return GaudiPlugin(str(version) if version else None, htcore.mark_step)
+
+
+def build_info(torch: Any, gaudi: GaudiPlugin | None) -> dict[str, Any]:
     """What torch was built for, independent of the device present."""
     version = torch.version
     cuda = getattr(version, "cuda", None)
@@ -267,7 +287,7 @@ def build_info(torch: Any, gaudi_version: str | None) -> dict[str, Any]:
         kind = "rocm"
     elif cuda:
         kind = "cuda"
-    elif gaudi_version is not None or (local or "").startswith("hpu"):
+    elif gaudi is not None or (local or "").startswith("hpu"):
         kind = "gaudi"
     elif xpu or (local or "").startswith("xpu"):
         kind = "xpu"
@@ -275,26 +295,11 @@ def build_info(torch: Any, gaudi_version: str | None) -> dict[str, Any]:
         kind = "cpu"
     else:
         kind = "unknown"
-    return {"kind": kind, "cuda": cuda, "hip": hip, "xpu": xpu, "gaudi": gaudi_version, "local": local}
+    return {"kind": kind, "cuda": cuda, "hip": hip, "xpu": xpu,
+            "gaudi": gaudi.version if gaudi is not None else None, "local": local}
 
 
-def gaudi_software_version() -> tuple[str | None, Callable[[], None] | None]:
-    """(Gaudi software version, htcore.mark_step) when the Habana plugin is installed."""
-    try:
-        import habana_frameworks.torch.core as htcore  # type: ignore[import-not-found]
-    except Exception:  # noqa: BLE001 - absent or broken plugin means "not a Gaudi image"
-        return None, None
-    version = None
-    try:
-        from importlib import metadata
-        version = metadata.version("habana-torch-plugin")
-    except Exception:  # noqa: BLE001
-        import habana_frameworks.torch as hft  # type: ignore[import-not-found]
-        version = getattr(hft, "__version__", None)
-    return (str(version) if version else "unknown"), htcore.mark_step
-
-
-def find_device(torch: Any, mark_step: Callable[[], None] | None) -> Device:
+def find_device(torch: Any, gaudi: GaudiPlugin | None) -> Device:
     """The accelerator the container can use, else the CPU."""
     version = torch.version
     if getattr(version, "hip", None) and torch.cuda.is_available():
@@ -305,8 +310,8 @@ def find_device(torch: Any, mark_step: Callable[[], None] | None) -> Device:
     if xpu is not None and xpu.is_available():
         return Device(torch, "xpu", "xpu", xpu.get_device_name(0), xpu.device_count())
     hpu = getattr(torch, "hpu", None)
-    if mark_step is not None and hpu is not None and hpu.is_available():
-        return Device(torch, "hpu", "hpu", hpu.get_device_name(0), hpu.device_count(), mark_step)
+    if gaudi is not None and hpu is not None and hpu.is_available():
+        return Device(torch, "hpu", "hpu", hpu.get_device_name(0), hpu.device_count(), gaudi.mark_step)
     return Device(torch, "cpu", "cpu", cpu_name(), 1)
 
 
@@ -408,19 +413,40 @@ def expectation_checks(args: argparse.Namespace, torch_version: str, python_vers
     if args.expect_build:
         kind, stack = parse_expected_build(args.expect_build)
         problems = build_mismatches(build, kind, stack)
-        detail = "; ".join(problems) or f"torch is a {describe_build(build)} build"
+        detail = "; ".join(problems) or f"torch is built for {describe_build(build)}"
         if not problems and kind in ("xpu", "gaudi") and build_stack_version(build) is None:
             detail += f" (stack version not reported by torch; promised {stack} not verified)"
         checks.append(_check("build", not problems, detail))
     return checks
 
 
-def accelerator_check(device: Device, required: bool) -> dict[str, Any]:
+def accelerator_check(torch: Any, gaudi: GaudiPlugin | None, required: bool) -> tuple[Device, dict[str, Any]]:
+    """The device to use and the check saying what was found.
+
+    Why an accelerator is unusable usually only shows as a warning from torch (e.g. "The
+    NVIDIA driver on your system is too old"), so warnings raised while looking are kept
+    in the check's detail.
+    """
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            device, problem = find_device(torch, gaudi), None
+        except Exception as exc:  # noqa: BLE001 - e.g. a driver that refuses to initialise
+            device, problem = Device(torch, "cpu", "cpu", cpu_name(), 1), f"{type(exc).__name__}: {exc}"
+    elapsed = (time.perf_counter() - start) * 1000
+    notes = [_one_line(str(warning.message), 200) for warning in caught]
+    if problem:
+        notes.insert(0, _one_line(problem))
+    why = f" ({'; '.join(notes)})" if notes else ""
     if device.backend != "cpu":
-        return _check("accelerator", True, f"{device.backend}: {device.count} x {device.name}")
+        return device, _check("accelerator", True, f"{device.backend}: {device.count} x {device.name}{why}",
+                              elapsed, {"device_count": device.count})
     if required:
-        return _check("accelerator", False, "no accelerator visible to torch; --require-accelerator was given")
-    return _check("accelerator", True, "no accelerator visible to torch; ran in CPU mode")
+        return device, _check("accelerator", False,
+                              f"no accelerator usable by torch; --require-accelerator was given{why}", elapsed)
+    return device, _check("accelerator", problem is None, f"no accelerator usable by torch; ran in CPU mode{why}",
+                          elapsed)
 
 
 # ---------------------------------------------------------------- report
@@ -452,18 +478,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return report
     report["checks"].append(_check("import_torch", True, f"torch {torch.__version__}",
                                    (time.perf_counter() - start) * 1000))
-    gaudi_version, mark_step = gaudi_software_version()
-    build = build_info(torch, gaudi_version)
+    gaudi = gaudi_plugin()
+    build = build_info(torch, gaudi)
     report.update(torch=str(torch.__version__), build=build)
     report["checks"].extend(expectation_checks(args, report["torch"], report["python"], build))
-    try:
-        device = find_device(torch, mark_step)
-    except Exception as exc:  # noqa: BLE001 - e.g. a driver that refuses to initialise
-        report["checks"].append(_check("accelerator", False, f"{type(exc).__name__}: {_one_line(str(exc))}"))
-        device = Device(torch, "cpu", "cpu", cpu_name(), 1)
+    device, found = accelerator_check(torch, gaudi, args.require_accelerator)
+    report["checks"].append(found)
     report.update(backend=device.backend, device=device.type, device_name=device.name,
                   device_count=device.count, accelerator_present=device.backend != "cpu")
-    report["checks"].append(accelerator_check(device, args.require_accelerator))
     report["checks"].append(_timed("matmul_float32", lambda: matmul_check(device, "float32")))
     report["checks"].append(_timed("matmul_bfloat16", lambda: matmul_check(device, "bfloat16")))
     report["checks"].append(_timed("mlp_training", lambda: mlp_check(device)))

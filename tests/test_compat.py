@@ -1,0 +1,367 @@
+"""The compatibility knowledge base against /work/shared/docs/compat-facts.md.
+
+FACTS is the table: each row is one statement of the facts sheet (section in the id), the
+question put to the knowledge base, and the answer the sheet gives. The rest checks that every
+row of builder/data/compat.yaml is well-formed and sourced, and the query API's edges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from builder.compat import (DATA_FILE, VENDORS, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
+                            sort_versions, version_matches, vkey)
+from builder.errors import InputError
+
+VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
+URL = re.compile(r"^https://[^\s]+$")
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return load_kb()
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, Any]:
+    return yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+
+
+def cuda(minor: str) -> Callable[[KnowledgeBase], Any]:
+    return lambda kb: kb.stacks("cuda", minor)
+
+
+def rocm(minor: str) -> Callable[[KnowledgeBase], Any]:
+    return lambda kb: kb.stacks("rocm", minor)
+
+
+def python_range(minor: str) -> Callable[[KnowledgeBase], Any]:
+    return lambda kb: (kb.release(minor).python[0], kb.release(minor).python[-1])
+
+
+def ok(**query: str) -> Callable[[KnowledgeBase], Any]:
+    return lambda kb: kb.check(query).ok
+
+
+def driver(toolkit: str) -> Callable[[KnowledgeBase], Any]:
+    return lambda kb: kb.cuda_driver_min(toolkit)
+
+
+def gaudi_torch(release: str) -> Callable[[KnowledgeBase], Any]:
+    return lambda kb: kb.gaudi[release].torch
+
+
+FACTS: list[tuple[str, Callable[[KnowledgeBase], Any], Any]] = [
+    # §1.1 torch minor -> CUDA wheel indexes
+    ("1.1 2.0 CUDA 11.7, 11.8", cuda("2.0"), ("11.7", "11.8")),
+    ("1.1 2.1 CUDA 11.8, 12.1", cuda("2.1"), ("11.8", "12.1")),
+    ("1.1 2.3 CUDA 11.8, 12.1", cuda("2.3"), ("11.8", "12.1")),
+    ("1.1 2.4 CUDA 11.8, 12.1, 12.4", cuda("2.4"), ("11.8", "12.1", "12.4")),
+    ("1.1 2.5 CUDA 11.8, 12.1, 12.4", cuda("2.5"), ("11.8", "12.1", "12.4")),
+    ("1.1 2.6 CUDA 11.8, 12.4, 12.6", cuda("2.6"), ("11.8", "12.4", "12.6")),
+    ("1.1 2.7 CUDA 11.8, 12.6, 12.8", cuda("2.7"), ("11.8", "12.6", "12.8")),
+    ("1.1 2.8 CUDA 12.6, 12.8, 12.9", cuda("2.8"), ("12.6", "12.8", "12.9")),
+    ("1.1 2.9 CUDA 12.6, 12.8, 13.0", cuda("2.9"), ("12.6", "12.8", "13.0")),
+    ("1.1 2.11 CUDA 12.6, 12.8, 13.0", cuda("2.11"), ("12.6", "12.8", "13.0")),
+    ("1.1 2.12 CUDA 12.6, 13.0, 13.2 (12.8 dropped)", cuda("2.12"), ("12.6", "13.0", "13.2")),
+    ("1.1 2.14 CUDA 12.6, 13.0, 13.2", cuda("2.14"), ("12.6", "13.0", "13.2")),
+    ("1.1 cu118 dropped in 2.8", ok(torch="2.8", cuda="11.8"), False),
+    ("1.1 cu118 still in 2.7", ok(torch="2.7.1", cuda="11.8"), True),
+    ("1.1 torch 2.4.1 + CUDA 12.4", ok(torch="2.4.1", cuda="12.4", python="3.11"), True),
+    # §1.1 / §4.1 torch minor -> ROCm builds
+    ("1.1 2.0 ROCm 5.4.2", rocm("2.0"), ("5.4.2",)),
+    ("1.1 2.1 ROCm 5.6", rocm("2.1"), ("5.6",)),
+    ("4.1 2.2 ROCm 5.6 (2.2.0) and 5.7 (2.2.1+)", rocm("2.2"), ("5.6", "5.7")),
+    ("1.1 2.3 ROCm 6.0", rocm("2.3"), ("6.0",)),
+    ("4.1 2.5 ROCm 6.1, 6.2", rocm("2.5"), ("6.1", "6.2")),
+    ("4.1 2.6 ROCm 6.1, 6.2.4", rocm("2.6"), ("6.1", "6.2.4")),
+    ("1.1 2.7 ROCm 6.3", rocm("2.7"), ("6.3",)),
+    ("4.1 2.9 ROCm 6.4", rocm("2.9"), ("6.4",)),
+    ("4.1 2.10 ROCm 7.1", rocm("2.10"), ("7.1",)),
+    ("4.1 2.13 ROCm 7.2", rocm("2.13"), ("7.2",)),
+    ("4.1 ROCm 7.2 builds 2.11-2.13", lambda kb: kb.torch_for_stack("rocm", "7.2"), ["2.11", "2.12", "2.13"]),
+    ("4.1 ROCm 7.14 only for 2.14", lambda kb: kb.torch_for_stack("rocm", "7.14"), ["2.14"]),
+    ("1.1 torch 2.1 has no ROCm 6.2", ok(torch="2.1", rocm="6.2"), False),
+    ("4.1 ROCm 6.2 asks for 6.2.x: torch 2.6 has 6.2.4", ok(torch="2.6", rocm="6.2"), True),
+    # §1.1 Python ranges (stable, not experimental)
+    ("1.1 2.0 Python 3.8-3.11", python_range("2.0"), ("3.8", "3.11")),
+    ("1.1 2.4 Python 3.8-3.12", python_range("2.4"), ("3.8", "3.12")),
+    ("1.1 2.5 Python 3.9-3.12", python_range("2.5"), ("3.9", "3.12")),
+    ("1.1 2.6 Python 3.9-3.13", python_range("2.6"), ("3.9", "3.13")),
+    ("1.1 2.8 Python 3.9-3.13", python_range("2.8"), ("3.9", "3.13")),
+    ("1.1 2.9 Python 3.10-3.14", python_range("2.9"), ("3.10", "3.14")),
+    ("1.1 2.14 Python 3.10-3.14 (builder rule)", python_range("2.14"), ("3.10", "3.14")),
+    ("1.1 3.15 only experimental on 2.13", lambda kb: kb.release("2.13").python_experimental, ("3.15",)),
+    ("8 Python 3.9 dropped in 2.9", ok(torch="2.9", cuda="12.6", python="3.9"), False),
+    ("8 Python 3.8 dropped in 2.5", ok(torch="2.5", python="3.8"), False),
+    ("8 Python 3.13 from 2.6", ok(torch="2.6", python="3.13"), True),
+    # §5.1 XPU binaries: 2.4 none, from 2.5
+    ("5.1 2.4 no XPU binaries", lambda kb: kb.stacks("xpu", "2.4"), ()),
+    ("5.1 2.5 XPU yes", lambda kb: bool(kb.stacks("xpu", "2.5")), True),
+    ("5.1 2.6 XPU oneAPI 2025.0", lambda kb: kb.stacks("xpu", "2.6"), ("2025.0",)),
+    ("5.1 2.8 XPU oneAPI 2025.1", lambda kb: kb.stacks("xpu", "2.8"), ("2025.1",)),
+    ("5.1 2.9 XPU oneAPI 2025.2", lambda kb: kb.stacks("xpu", "2.9"), ("2025.2",)),
+    ("5.1 2.10-2.12 XPU oneAPI 2025.3", lambda kb: kb.torch_for_stack("xpu", "2025.3"), ["2.10", "2.11", "2.12"]),
+    ("5.1 2.13 XPU oneAPI 2026.0", lambda kb: kb.stacks("xpu", "2.13"), ("2026.0",)),
+    ("5.1 2.14 XPU oneAPI 2026.1", lambda kb: kb.stacks("xpu", "2.14"), ("2026.1",)),
+    ("5.1 every torch >= 2.5 has XPU",
+     lambda kb: all(kb.stacks("xpu", m) for m in kb.torch_minors() if vkey(m) >= (2, 5)), True),
+    # §2.1 CUDA toolkit -> minimum Linux driver
+    ("2.1 11.8 GA 520.61.05", driver("11.8.0"), "520.61.05"),
+    ("2.1 12.0 GA 525.60.13", driver("12.0.0"), "525.60.13"),
+    ("2.1 12.4 GA 550.54.14", driver("12.4.0"), "550.54.14"),
+    ("2.1 12.6 Update 3 560.35.05", driver("12.6.3"), "560.35.05"),
+    ("2.1 12.8 Update 1 570.124.06", driver("12.8.1"), "570.124.06"),
+    ("2.1 13.0 GA 580.65.06", driver("13.0.0"), "580.65.06"),
+    ("2.1 13.0 Update 2 580.95.05", driver("13.0.2"), "580.95.05"),
+    ("2.1 13.2 Update 1 595.58.03", driver("13.2.1"), "595.58.03"),
+    ("2.3 cu126 wheel is toolkit 12.6.3", lambda kb: kb.cuda_toolkit("2.14", "12.6"), "12.6.3"),
+    ("2.3 cu132 wheel is toolkit 13.2.1", lambda kb: kb.cuda_toolkit("2.14", "13.2"), "13.2.1"),
+    ("2.3 cu130 in 2.12+ is 13.0.2", lambda kb: kb.cuda_toolkit("2.12", "13.0"), "13.0.2"),
+    # §2.2 minor-version-compatibility floors
+    ("2.2 MVC floor CUDA 12.x 525.60.13", lambda kb: kb.cuda_mvc_floor("12.6"), "525.60.13"),
+    ("2.2 MVC floor CUDA 12.1 525.60.13", lambda kb: kb.cuda_mvc_floor("12.1"), "525.60.13"),
+    ("2.2 MVC floor CUDA 13.x 580", lambda kb: kb.cuda_mvc_floor("13.2"), "580"),
+    ("2.2 MVC floor CUDA 13.0 580", lambda kb: kb.cuda_mvc_floor("13.0"), "580"),
+    ("2.2 MVC floor CUDA 11.x 450.80.02", lambda kb: kb.cuda_mvc_floor("11.8"), "450.80.02"),
+    # §1.3 architectures
+    ("1.3 cu13x wheels start at compute 7.5", lambda kb: kb.gpu_archs("cuda", "2.14", "13.2")[0], "7.5"),
+    ("1.3 cu126 in 2.12+ covers 5.0-9.0", lambda kb: kb.gpu_archs("cuda", "2.13", "12.6"),
+     ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0")),
+    ("1.3 2.11 cu128 dropped Volta", lambda kb: "7.0" in kb.gpu_archs("cuda", "2.11", "12.8"), False),
+    ("1.3 2.10 cu128 still has Volta", lambda kb: "7.0" in kb.gpu_archs("cuda", "2.10", "12.8"), True),
+    ("4.2 ROCm >= 7.0 adds gfx950", lambda kb: "gfx950" in kb.gpu_archs("rocm", "2.14", "7.14"), True),
+    ("4.2 ROCm 6.4 lacks gfx950", lambda kb: "gfx950" in kb.gpu_archs("rocm", "2.9", "6.4"), False),
+    # §6.1 / §9 Intel Gaudi software -> bundled torch
+    ("6.1 Gaudi 1.16 -> torch 2.2.2", gaudi_torch("1.16.0"), "2.2.2"),
+    ("6.1 Gaudi 1.17 -> torch 2.3.1", gaudi_torch("1.17.0"), "2.3.1"),
+    ("6.1 Gaudi 1.18 -> torch 2.4.0", gaudi_torch("1.18.0"), "2.4.0"),
+    ("6.1 Gaudi 1.19 -> torch 2.5.1", gaudi_torch("1.19.0"), "2.5.1"),
+    ("6.1 Gaudi 1.21 -> torch 2.6.0", gaudi_torch("1.21.0"), "2.6.0"),
+    ("6.1 Gaudi 1.22 -> torch 2.7.1", gaudi_torch("1.22.0"), "2.7.1"),
+    ("6.1 Gaudi 1.23.0 -> torch 2.9.0", gaudi_torch("1.23.0"), "2.9.0"),
+    ("6.1 Gaudi 1.24.0 -> torch 2.10.0", gaudi_torch("1.24.0"), "2.10.0"),
+    ("6.1 Gaudi 1.24.1 -> torch 2.11.0", gaudi_torch("1.24.1"), "2.11.0"),
+    ("6.1 torch 2.11 is Gaudi 1.24.1", lambda kb: kb.stacks("gaudi", "2.11"), ("1.24.1",)),
+    ("6.1 Gaudi 1.24.1 does not bundle 2.14", ok(torch="2.14", gaudi="1.24.1"), False),
+    ("6.1 Gaudi 22.04 ships Python 3.10", ok(torch="2.11", gaudi="1.24.1", python="3.10"), True),
+    ("6.1 Gaudi ships no Python 3.11 on 1.24.1", ok(torch="2.11", gaudi="1.24.1", python="3.11"), False),
+    ("6.1 Gaudi 24.04 from 1.18 (Python 3.12)", lambda kb: kb.gaudi["1.18.0"].os_python.get("ubuntu24.04"), "3.12"),
+    ("6.1 Gaudi 1.17 has no 24.04 image", lambda kb: "ubuntu24.04" in kb.gaudi["1.17.0"].os_python, False),
+    # §8.13 version ordering: ROCm 7.2 < 7.14 < 10.0, never floats
+    ("8.13 7.2 < 7.14 < 10.0", lambda kb: sort_versions(["10.0", "7.14", "7.2"]), ["7.2", "7.14", "10.0"]),
+    ("8.13 12.10 > 12.9", lambda kb: vkey("12.10") > vkey("12.9"), True),
+    # §1.4 glibc: torch >= 2.6 wheels need glibc 2.28
+    ("1.4 2.6 needs glibc 2.28", lambda kb: kb.release("2.6").glibc_min, "2.28"),
+    ("1.4 2.14 needs glibc 2.28", lambda kb: kb.release("2.14").glibc_min, "2.28"),
+    ("1.4 2.5 has no glibc floor", lambda kb: kb.release("2.5").glibc_min, None),
+    # §1.1 patch releases
+    ("1.1 2.12 patch 2.12.1 is the newest", lambda kb: kb.resolve_torch("2.12"), "2.12.1"),
+    ("1.1 2.6.1 was never released", ok(torch="2.6.1", cuda="12.6"), False),
+]
+
+
+@pytest.mark.parametrize("question, expected", [(f[1], f[2]) for f in FACTS], ids=[f[0] for f in FACTS])
+def test_fact_from_compat_facts(kb: KnowledgeBase, question: Callable[[KnowledgeBase], Any], expected: Any) -> None:
+    assert question(kb) == expected
+
+
+def test_fact_table_is_big_enough() -> None:
+    assert len(FACTS) >= 30
+
+
+# -- the glibc rule, on an OS the shipped data does not list ------------------------------
+
+def test_glibc_rule_rejects_an_old_os_for_new_torch_only(kb: KnowledgeBase) -> None:
+    old = OsInfo("ubuntu18.04", "ubuntu:18.04", "3.6", "2.27", "ubuntu", ("3.8", "3.9", "3.10", "3.11"))
+    cpu = dataclasses.replace(kb.vendors["cpu"], os=(*kb.vendors["cpu"].os, "ubuntu18.04"))
+    patched = dataclasses.replace(kb, os={**kb.os, "ubuntu18.04": old}, vendors={**kb.vendors, "cpu": cpu})
+    reasons = patched.why_not("cpu", None, "2.6", "3.10", "ubuntu18.04", "runtime")
+    assert reasons == ["torch 2.6 wheels need glibc >= 2.28; ubuntu18.04 has 2.27"]
+    assert patched.why_not("cpu", None, "2.5", "3.10", "ubuntu18.04", "runtime") == []
+
+
+def test_every_shipped_os_meets_the_glibc_floor(kb: KnowledgeBase) -> None:
+    for info in kb.os.values():
+        assert vkey(info.glibc) >= (2, 28), info.name
+
+
+# -- data file: well-formed and sourced ---------------------------------------------------
+
+def test_every_torch_row_has_a_source_url(raw: dict[str, Any]) -> None:
+    for minor, row in raw["torch"].items():
+        assert URL.match(str(row.get("source", ""))), minor
+
+
+def test_every_gaudi_and_os_row_has_a_source_url(raw: dict[str, Any]) -> None:
+    for name, row in {**raw["gaudi"], **raw["os"]}.items():
+        assert URL.match(str(row.get("source", ""))), name
+    for name, url in raw["sources"].items():
+        assert URL.match(url), name
+
+
+def test_torch_rows_are_well_formed(raw: dict[str, Any]) -> None:
+    allowed = {"released", "versions", "python", "python_experimental", "cuda", "rocm", "xpu", "xpu_note",
+               "cuda_toolkits", "cuda_archs", "glibc_min", "source"}
+    dates = []
+    for minor, row in raw["torch"].items():
+        assert isinstance(minor, str) and VERSION.match(minor), minor
+        assert set(row) <= allowed, (minor, set(row) - allowed)
+        assert {"released", "versions", "python", "cuda", "rocm", "xpu", "source"} <= set(row), minor
+        for key in ("versions", "python", "python_experimental", "cuda", "rocm", "xpu"):
+            values = row.get(key, [])
+            assert all(isinstance(v, str) and VERSION.match(v) for v in values), (minor, key)
+            assert values == sort_versions(values) and len(set(values)) == len(values), (minor, key)
+        assert all(v.startswith(minor + ".") for v in row["versions"]), minor
+        assert not set(row.get("python_experimental", [])) & set(row["python"]), minor
+        for cu in row["cuda"]:
+            assert cu in raw["cuda"], (minor, cu)
+        for cu, toolkit in row.get("cuda_toolkits", {}).items():
+            assert cu in row["cuda"] and toolkit.startswith(cu + ".") and toolkit in raw["cuda_drivers"], (minor, cu)
+        for cu, archs in row.get("cuda_archs", {}).items():
+            assert cu in row["cuda"] and archs == sort_versions(archs), (minor, cu)
+        dates.append(dt.date.fromisoformat(row["released"]))
+    assert list(raw["torch"]) == sort_versions(raw["torch"])
+    assert dates == sorted(dates)
+
+
+def test_cuda_rows_are_well_formed(raw: dict[str, Any]) -> None:
+    for toolkit, driver in raw["cuda_drivers"].items():
+        assert re.match(r"^\d+\.\d+\.\d+$", toolkit) and re.match(r"^\d{3}(\.\d+){1,2}$", driver), toolkit
+    drivers = [vkey(raw["cuda_drivers"][t]) for t in sort_versions(raw["cuda_drivers"])]
+    assert drivers == sorted(drivers), "a newer toolkit never needs an older driver"
+    for family, row in raw["cuda"].items():
+        assert set(row) == {"mvc_floor", "min_compute", "base_version", "base_os"}, family
+        assert row["base_version"].startswith(family + ".")
+        assert all(re.match(r"^ubuntu\d\d\.04$", name) for name in row["base_os"]), family  # nvidia/cuda tags
+        assert set(row["base_os"]) & set(raw["vendors"]["cuda"]["os"]), family
+
+
+def test_gaudi_rows_are_well_formed(kb: KnowledgeBase, raw: dict[str, Any]) -> None:
+    for version, row in raw["gaudi"].items():
+        assert re.match(r"^\d+\.\d+\.\d+$", version), version
+        kb.release(row["torch"])  # a real torch release
+        for os_name, python in row["os"].items():
+            assert os_name in raw["os"] and VERSION.match(python), (version, os_name)
+    assert list(raw["gaudi"]) == sort_versions(raw["gaudi"])
+
+
+def test_vendor_rules_name_known_oses_and_flavors(raw: dict[str, Any]) -> None:
+    assert tuple(raw["vendors"]) == VENDORS
+    for vendor, rules in raw["vendors"].items():
+        assert set(rules["os"]) <= set(raw["os"]), vendor
+        assert set(rules["flavors"]) <= {"runtime", "devel"}, vendor
+    for stack, images in raw["rocm_devel_images"].items():
+        assert set(images) - {"evidence", "note"} <= set(raw["vendors"]["rocm"]["os"]), stack
+
+
+def test_shipped_data_parses_into_the_knowledge_base(kb: KnowledgeBase, raw: dict[str, Any]) -> None:
+    assert kb.torch_minors() == sort_versions(raw["torch"])
+    assert kb.release("2.14.0").minor == "2.14"
+
+
+# -- query API ---------------------------------------------------------------------------------
+
+def test_version_matching_by_prefix_not_by_text() -> None:
+    assert version_matches("6.2", "6.2.4")
+    assert not version_matches("6.2", "6.20")
+    assert not version_matches("7.1", "7.14")
+    assert version_matches("13.0", "13.0")
+
+
+def test_release_accepts_minor_full_and_local_versions(kb: KnowledgeBase) -> None:
+    assert kb.release("2.4").minor == kb.release("2.4.1").minor == kb.release("2.4.1+cu124").minor == "2.4"
+    with pytest.raises(IncompatibleError, match="unknown to the knowledge base"):
+        kb.release("3.0")
+    with pytest.raises(IncompatibleError, match="never released"):
+        kb.release("2.4.7")
+
+
+def test_incompatible_answer_says_why_and_what_works(kb: KnowledgeBase) -> None:
+    verdict = kb.check({"torch": "2.1", "rocm": "6.2"})
+    assert not verdict.ok
+    (reason,) = verdict.reasons
+    assert "torch 2.1 has no ROCm 6.2 build" in reason and "ROCm builds: 5.6" in reason
+    assert verdict.details["alternatives"]["stacks"] == ["5.6"]
+
+
+def test_compatible_answer_carries_drivers_and_index(kb: KnowledgeBase) -> None:
+    verdict = kb.check({"torch": "2.4.1", "cuda": "12.4", "python": "3.11"})
+    assert verdict.ok
+    assert verdict.details["wheel_index"] == "cu124"
+    assert verdict.details["driver_min"] == "550.54.14"
+    assert verdict.details["mvc_floor"] == "525.60.13"
+    assert verdict.details["torch"] == "2.4.1"
+
+
+def test_torch_only_lists_every_stack_with_a_build(kb: KnowledgeBase) -> None:
+    builds = kb.check({"torch": "2.4.1"}).details["builds"]
+    assert builds == {"cuda": ["11.8", "12.1", "12.4"], "rocm": ["6.1"], "xpu": [], "gaudi": [], "cpu": ["cpu"]}
+    assert kb.check({"torch": "2.4.0"}).details["builds"]["gaudi"] == ["1.18.0"]
+
+
+def test_stack_only_lists_torch_versions(kb: KnowledgeBase) -> None:
+    assert kb.check({"cuda": "12.4"}).details == {"torch": ["2.4", "2.5", "2.6"]}
+    assert kb.check({"gaudi": "1.24"}).details == {"torch": ["2.10.0", "2.11.0"]}
+    assert not kb.check({"cuda": "10.2"}).ok
+
+
+def test_experimental_python_needs_the_flag(kb: KnowledgeBase) -> None:
+    query = {"torch": "2.14", "cuda": "13.2", "python": "3.15"}
+    verdict = kb.check(query)
+    assert not verdict.ok and "experimental" in verdict.reasons[0]
+    assert kb.check(query, experimental_python=True).ok
+
+
+def test_os_rules(kb: KnowledgeBase) -> None:
+    assert kb.why_not("cuda", "13.2", "2.14", "3.12", "debian12", "runtime")[0].startswith("cuda images are built on")
+    assert "nvidia/cuda has no CUDA 12.4 image for ubuntu24.04" in kb.why_not(
+        "cuda", "12.4", "2.6", "3.12", "ubuntu24.04", "runtime")[0]
+    assert kb.why_not("cpu", None, "2.14", "3.10", "debian12", "runtime") == [
+        "debian12 provides Python 3.11, not 3.10"]
+    assert kb.why_not("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "devel")[0].startswith(
+        "xpu images come in runtime, not devel")
+    assert "no rocm/dev-ubuntu image for ROCm 7.14 on ubuntu22.04" in " ".join(
+        kb.why_not("rocm", "7.14", "2.14", "3.11", "ubuntu22.04", "devel"))
+
+
+@pytest.mark.parametrize("terms, expected", [
+    (["torch==2.4.1", "cuda==12.4"], {"torch": "2.4.1", "cuda": "12.4"}),
+    (["TORCH==2.14", "python==3.12"], {"torch": "2.14", "python": "3.12"}),
+    (["torch==2.4.1+cu124"], {"torch": "2.4.1+cu124"}),
+    (["xpu==2026.1"], {"xpu": "2026.1"}),
+    (["gaudi==1.24.1"], {"gaudi": "1.24.1"}),
+    (["rocm==7.14", "cpu"], {"rocm": "7.14", "cpu": ""}),
+])
+def test_parse_query_accepts(terms: list[str], expected: dict[str, str]) -> None:
+    assert parse_query(terms) == expected
+
+
+@pytest.mark.parametrize("terms, fragment", [
+    (["tensorflow==2.14"], "unknown key 'tensorflow'"),
+    (["torch=2.14"], "is not KEY==VERSION"),
+    (["torch==two"], "is not a version"),
+    (["cuda==12.4.x"], "is not a version"),
+    (["python==3.11;id"], "is not a version"),
+    (["torch==2.4", "torch==2.5"], "given twice"),
+    ([], "nothing to check"),
+])
+def test_parse_query_rejects(terms: list[str], fragment: str) -> None:
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        parse_query(terms)
+
+
+def test_two_stacks_at_once_is_an_input_error(kb: KnowledgeBase) -> None:
+    with pytest.raises(InputError, match="one stack at a time"):
+        kb.check({"torch": "2.4", "cuda": "12.4", "rocm": "6.1"})
+
+
+def test_data_file_is_inside_the_package() -> None:
+    assert DATA_FILE == Path(__import__("builder").__file__).parent / "data" / "compat.yaml"
