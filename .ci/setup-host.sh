@@ -18,8 +18,8 @@ SUITE=bookworm
 PYTHON_IMAGE=local/debian:bookworm
 SLIM_IMAGE=local/debian:bookworm-slim
 declare -A INCLUDES=(
-    ["$PYTHON_IMAGE"]=python3,python3-pip,python3-venv,ca-certificates
-    ["$SLIM_IMAGE"]=
+    ["$PYTHON_IMAGE"]="python3,python3-pip,python3-venv,ca-certificates"
+    ["$SLIM_IMAGE"]=""
 )
 # local image -> its name in the registry, where builds find it through a registry mirror
 declare -A MIRRORED=(
@@ -63,7 +63,7 @@ install_packages() {
 
 start_engine() {
     if ! docker info >/dev/null 2>&1; then
-        setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+        setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null 9>&- &
         wait_for "docker engine" 60 /var/log/dockerd.log docker info
     fi
     ready "docker engine ready"
@@ -139,9 +139,14 @@ start_registry() {
     if ! registry_answers; then
         mkdir -p "$CACHE/registry-data"
         write_registry_config
-        setsid docker-registry serve "$CACHE/registry.yml" >>/var/log/accel-registry.log 2>&1 </dev/null &
+        setsid docker-registry serve "$CACHE/registry.yml" >>/var/log/accel-registry.log 2>&1 </dev/null 9>&- &
         wait_for "registry on $REGISTRY" 30 /var/log/accel-registry.log registry_answers
     fi
+    # Tests delete tags: a registry found running without storage delete answers 405 here.
+    local zero=sha256:0000000000000000000000000000000000000000000000000000000000000000
+    [[ "$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X DELETE \
+        "http://$REGISTRY/v2/library/debian/manifests/$zero")" != 405 ]] ||
+        die "the registry on $REGISTRY does not allow deletes (storage.delete.enabled)"
     ready "registry ready on $REGISTRY"
 }
 
@@ -182,8 +187,11 @@ fill_wheelhouse() {
 main() {
     ((EUID == 0)) || die "run as root"
     mkdir -p "$CACHE"
-    exec 9>"$CACHE/.setup.lock"
-    flock -w 1800 9 || die "another setup-host.sh held $CACHE/.setup.lock for 30 min"
+    exec 9>"$CACHE/.setup.lock" # daemons started below must not inherit it: 9>&-
+    if ! flock -n 9; then
+        say "waiting for another setup-host.sh to finish"
+        flock -w 900 9 || die "another setup-host.sh held $CACHE/.setup.lock for 15 min"
+    fi
     install_packages
     start_engine
     build_image "$PYTHON_IMAGE"

@@ -350,6 +350,9 @@ def test_parse_query_accepts(terms: list[str], expected: dict[str, str]) -> None
     (["torch==two"], "is not a version"),
     (["cuda==12.4.x"], "is not a version"),
     (["python==3.11;id"], "is not a version"),
+    (["torch==2.14\n"], "is not a version"),
+    (["torch==2.4.1+cu124;id"], "is not a version"),
+    (["torch==2.4.1+"], "is not a version"),
     (["torch==2.4", "torch==2.5"], "given twice"),
     ([], "nothing to check"),
 ])

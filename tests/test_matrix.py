@@ -146,6 +146,17 @@ def test_non_utf8_bytes_name_their_line(tmp_path: Path) -> None:
     assert "not UTF-8" in error.message and "0xe9" in error.message
 
 
+@pytest.mark.parametrize("head", [
+    'schema: 1\nimage: "accel-images/pytorch\\n"\n',
+    'schema: 1\nimage: accel-images/pytorch\nuser: {name: "dev\\n"}\n',
+])
+def test_a_trailing_newline_is_not_part_of_a_valid_name(head: str) -> None:
+    raw = head + 'vendors:\n  cpu:\n' + GOOD_GROUP
+    with pytest.raises(InputError) as caught:
+        parse_matrix(raw.encode(), "m.yaml")
+    assert "\\n' is not" in caught.value.message
+
+
 def test_nul_byte_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "nul.yaml"
     path.write_bytes(b"schema: 1\nimage: a\x00b\n")
@@ -219,6 +230,7 @@ def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value, fragment", [
     ('"3.11\\t"', "is not a version"),
+    ('"3.11\\n"', "is not a version"),
     ('"3.11 && id"', "is not a version"),
     ('"`id`"', "is not a version"),
     ('"3.11"', "listed twice"),
