@@ -8,19 +8,22 @@ decides the exit code from the outcomes. Everything that talks to Docker goes th
 from __future__ import annotations
 
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
+from urllib.parse import urlsplit
 
 from builder import buildlog, devices
 from builder.compat import KnowledgeBase
 from builder.engine import Engine, ImageInfo
-from builder.errors import AccelError, EngineError
+from builder.compat import vkey
+from builder.errors import AccelError, EngineError, RegistryError
 from builder.fingerprint import FINGERPRINT_LABEL, fingerprint
-from builder.render import Renderer, RenderOptions, mirrored, write_build_context
+from builder.render import RenderedContext, Renderer, RenderOptions, mirrored, write_build_context
 from builder.smoke.judge import SmokeResult
 from builder.smoke.launcher import run_smoke
 from builder.variant import Expansion, Variant
@@ -28,8 +31,12 @@ from builder.variant import Expansion, Variant
 PULL_POLICIES = ("missing", "always", "never")
 BASE_DIGEST_LABEL = "io.accel-images.base.digest"
 CREATED_LABEL = "org.opencontainers.image.created"
+CREDENTIALS_ARG = "ACCEL_PIP_CREDENTIALS"
+"""Build arg carrying the user:password of --pip-index-url, so it is never written into a Dockerfile."""
 
 Status = Callable[[Variant, str], None]
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,20 @@ class Outcome:
         return self.status != "failed"
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A variant ready to build: its context on disk, build args, resolved base and fingerprint."""
+
+    variant: Variant
+    ref: str
+    context_dir: Path
+    args: dict[str, str]
+    fingerprint: str
+    base_digest: str
+    secret_args: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Build args that must reach the build but not the fingerprint, a log or a report."""
+
+
 def image_ref(expansion: Expansion, variant: Variant) -> str:
     return f"{expansion.image}:{variant.tag}"
 
@@ -91,22 +112,12 @@ class Builder:
         self.settings = settings
         self.renderer = Renderer(kb, templates_dir) if templates_dir else Renderer(kb)
         self.status = status or (lambda variant, text: None)
+        self.finished: list[Outcome] = []
+        """Outcomes so far, in completion order: what a partial report after Ctrl-C shows."""
 
     def run(self, variants: Sequence[Variant]) -> list[Outcome]:
         """Build every variant, `jobs` at a time; outcomes in the order given."""
-        if self.settings.jobs <= 1 or len(variants) <= 1:
-            return [self.one(v) for v in variants]
-        results: dict[Variant, Outcome] = {}
-        with ThreadPoolExecutor(max_workers=self.settings.jobs, thread_name_prefix="build") as pool:
-            futures = {pool.submit(self.one, v): v for v in variants}
-            try:
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-            except KeyboardInterrupt:
-                for future in futures:
-                    future.cancel()
-                raise
-        return [results[v] for v in variants]
+        return run_each(self.one, variants, self.settings.jobs)
 
     def one(self, variant: Variant) -> Outcome:
         """Build and smoke one variant; expected failures become a failed Outcome."""
@@ -118,29 +129,48 @@ class Builder:
                 outcome = self._smoke(outcome)
         except AccelError as error:
             outcome = replace(outcome, status="failed", error=error.one_line())
+        self.finished.append(outcome)
         self.status(variant, describe(outcome))
         return outcome
 
     def _build(self, variant: Variant, ref: str) -> Outcome:
+        prepared = self.prepare(variant)
+        existing = self.engine.inspect_image(ref)
+        if existing and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint and not self.settings.force:
+            return Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
+                           prepared.base_digest)
+        return self.build_prepared(prepared)
+
+    def prepare(self, variant: Variant) -> Prepared:
+        """Render the context, resolve the base per the pull policy and fingerprint the result.
+
+        Separate from the build so a caller can decide from the fingerprint (a nightly
+        compares it with the registry's copy) whether to build at all.
+        """
         self.status(variant, "rendering")
         context_dir = self.settings.state_dir / "contexts" / variant.vendor / variant.tag
         rendered = self.renderer.context(variant, self.expansion, self.settings.options)
+        rendered = withhold_credentials(rendered, self.settings.options.pip_index_url)
         write_build_context(context_dir, rendered, self.settings.options.pip_find_links)
         base = self._resolve_base(variant)
         base_digest = base.repo_digests[0] if base.repo_digests else base.id
         args = build_args(variant, self.expansion, self.settings)
-        print_ = fingerprint(context_dir, args, base_digest)
-        existing = self.engine.inspect_image(ref)
-        if existing and existing.labels.get(FINGERPRINT_LABEL) == print_ and not self.settings.force:
-            return Outcome(variant, "skipped", ref, existing.id, existing.size, None, print_, base_digest)
+        return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
+                        fingerprint(context_dir, args, base_digest), base_digest,
+                        credential_args(self.settings.options.pip_index_url))
+
+    def build_prepared(self, prepared: Prepared) -> Outcome:
+        """Build a prepared context unconditionally; a failing build is a failed Outcome."""
+        variant, ref, print_, base_digest = prepared.variant, prepared.ref, prepared.fingerprint, prepared.base_digest
         self.status(variant, "building")
         log_path = buildlog.log_path(variant.vendor, variant.tag, root=self.settings.state_dir)
         labels = {FINGERPRINT_LABEL: print_, BASE_DIGEST_LABEL: base_digest,
                   CREATED_LABEL: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
         started = time.monotonic()
         try:
-            built = self.engine.build(context_dir, ref, buildargs=args, labels=labels, log_path=log_path,
-                                      network_mode=self.settings.network_mode, pull=False,
+            built = self.engine.build(prepared.context_dir, ref, buildargs={**prepared.args, **prepared.secret_args},
+                                      labels=labels,
+                                      log_path=log_path, network_mode=self.settings.network_mode, pull=False,
                                       on_line=lambda line: self.status(variant, "building: " + line[-120:]))
         except AccelError as error:
             return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
@@ -157,22 +187,122 @@ class Builder:
         if self.settings.pull == "never":
             raise EngineError(f"base image {base_ref} is not present locally and --pull never forbids pulling it")
         self.status(variant, f"pulling {base_ref}")
-        return self.engine.pull(base_ref)
+        try:
+            return self.engine.pull(base_ref)
+        except RegistryError as error:
+            raise with_newer_bases(error, variant, self.renderer.kb) from error
 
     def _smoke(self, outcome: Outcome) -> Outcome:
         if outcome.status == "skipped" and smoke_passed_before(self.settings.state_dir, outcome.image_id):
             return outcome
         variant = outcome.variant
         self.status(variant, "smoke test")
-        present = devices.accelerator_present(variant.vendor) if variant.vendor != "cpu" else False
-        options = devices.device_options(variant.vendor) if present else None
-        result = run_smoke(self.engine, outcome.image, variant.expectation(), vendor_options=options,
-                           require_accelerator=self.settings.require_accelerator,
-                           timeout_s=self.settings.smoke_timeout_s)
+        result = smoke_image(self.engine, outcome.image, variant, self.settings)
         if result.ok:
             remember_smoke_pass(self.settings.state_dir, outcome.image_id, result)
             return replace(outcome, smoke=result)
         return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures))
+
+
+def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:
+    """Base tags of the same image family the knowledge base knows, newest first.
+
+    Vendors delete end-of-life tags (nvidia/cuda drops old patch releases), so a missing base
+    usually means "move to one of these".
+    """
+    if variant.vendor == "cuda":
+        current = next((row["base_version"] for stack, row in kb.cuda.items() if stack == variant.stack), "0")
+        versions = [row["base_version"] for row in kb.cuda.values()
+                    if variant.os in row.get("base_os", ()) and vkey(row["base_version"]) > vkey(current)]
+        return [f"nvidia/cuda:{version}-{variant.flavor}-{variant.os}"
+                for version in sorted(versions, key=vkey, reverse=True)]
+    if variant.vendor == "rocm" and variant.flavor == "devel":
+        images = [by_os[variant.os] for stack, by_os in kb.rocm_devel_images.items()
+                  if variant.os in by_os and vkey(stack) > vkey(variant.stack or "0")]
+        return sorted(images, reverse=True)
+    return []
+
+
+def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase) -> RegistryError:
+    """A missing base's error, naming the upstream tag and the newer tags to move to."""
+    if error.transient or "not found" not in error.message:
+        return error
+    newer = newer_bases(kb, variant)
+    hint = (f"newer bases the knowledge base knows: {', '.join(newer)}" if newer
+            else "the knowledge base knows no newer base for it")
+    better = RegistryError(f"base image {variant.base_image} of {variant.key}: {error.message}",
+                           hint=f"the tag may have been withdrawn upstream; {hint}")
+    better.transient = False  # type: ignore[misc]
+    return better
+
+
+# ---- credentials in the package index URL -----------------------------------------------------
+
+def index_credentials(url: str | None) -> str | None:
+    """The `user:password` of an index URL, or None."""
+    if not url:
+        return None
+    userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
+    return userinfo if at and userinfo else None
+
+
+def credential_args(url: str | None) -> dict[str, str]:
+    credentials = index_credentials(url)
+    return {CREDENTIALS_ARG: credentials} if credentials else {}
+
+
+_FROM_LINE = re.compile(r"^FROM\s", re.IGNORECASE | re.MULTILINE)
+
+
+def withhold_credentials(context: RenderedContext, url: str | None) -> RenderedContext:
+    """The context with the index URL's `user:password` replaced by a build arg reference.
+
+    The Dockerfile, the build log (which echoes every step) and the final image's history then
+    show `${ACCEL_PIP_CREDENTIALS}`; only the stage that runs pip declares the ARG, and that
+    stage's layers never reach the final image.
+    """
+    credentials = index_credentials(url)
+    if credentials is None or "Dockerfile" not in context.files:
+        return context
+    text = context.files["Dockerfile"].decode()
+    text = text.replace(credentials + "@", "${" + CREDENTIALS_ARG + "}@")
+    stages = _FROM_LINE.split(text)
+    starts = _FROM_LINE.findall(text)
+    out = [stages[0]]
+    for keyword, stage in zip(starts, stages[1:]):
+        if "${" + CREDENTIALS_ARG + "}" in stage:
+            first_line, _, rest = stage.partition("\n")
+            stage = f"{first_line}\nARG {CREDENTIALS_ARG}\n{rest}"
+        out.append(keyword + stage)
+    return replace(context, files={**context.files, "Dockerfile": "".join(out).encode()})
+
+
+def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:
+    """Run the smoke workload in `image` with this host's devices for the variant's vendor."""
+    present = devices.accelerator_present(variant.vendor) if variant.vendor != "cpu" else False
+    options = devices.device_options(variant.vendor) if present else None
+    return run_smoke(engine, image, variant.expectation(), vendor_options=options,
+                     require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s)
+
+
+def run_each(work: Callable[[Item], Result], items: Sequence[Item], jobs: int) -> list[Result]:
+    """`work` on every item, `jobs` at a time; results in the order given.
+
+    Ctrl-C cancels what has not started and re-raises, so the caller's cleanup runs.
+    """
+    if jobs <= 1 or len(items) <= 1:
+        return [work(item) for item in items]
+    results: dict[int, Result] = {}
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build") as pool:
+        futures = {pool.submit(work, item): index for index, item in enumerate(items)}
+        try:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            raise
+    return [results[index] for index in range(len(items))]
 
 
 def describe(outcome: Outcome) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -16,10 +17,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from builder import buildlog, compat, devices, tags
-from builder.build import PULL_POLICIES, Builder, BuildSettings, Outcome, human_size, outcome_record
+from builder import buildlog, compat, devices, pin, tags
+from builder.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, human_size, image_ref, outcome_record,
+                           withhold_credentials)
 from builder.engine import Engine
 from builder.progress import progress_for
+from builder.report import write_reports
 from builder.smoke.judge import Expectation
 from builder.smoke.launcher import run_smoke
 from builder.errors import AccelError, InputError
@@ -44,10 +47,27 @@ def expected_failures(func: Callable[..., Any]) -> Callable[..., Any]:
         except AccelError as error:
             click.echo(f"accel-images: error: {error.one_line()}", err=True)
             sys.exit(error.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             click.echo("accel-images: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(getattr(interrupt, "exit_code", 130))
     return wrapper
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken down the same cleanup path as Ctrl-C; exits 143 (128 + SIGTERM)."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def _terminate(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during cleanup ends it at once
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """Make SIGTERM (CI cancelling a job, `docker stop`, systemd) clean up like Ctrl-C."""
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _terminate)
 
 
 def matrix_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -76,6 +96,29 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help=f"Render base images as repository@digest from this lock file (default with --pin:"
+                             f" {pin.LOCK_FILE}).")(func)
+    func = click.option("--pin", "pin_bases", is_flag=True,
+                        help="Resolve every base image to its digest now and record it in the lock file.")(func)
+    return func
+
+
+def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: Path | None,
+                    options: RenderOptions) -> tuple[Variant, ...]:
+    """The variants with bases from the lock (refreshed first with --pin); unchanged without either."""
+    if not pin_bases and lock_path is None:
+        return variants
+    path = lock_path or pin.LOCK_FILE
+    if pin_bases:
+        lock = pin.pin(Engine.connect(), variants, options.mirrors, path)
+        err.print(f"pinned {len(lock.bases)} base image(s) in {path}")
+    else:
+        lock = pin.read_lock(path)
+    return pin.apply(lock, variants, path)
+
+
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
                    pip_find_links: Path | None) -> RenderOptions:
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links)
@@ -99,13 +142,36 @@ def chosen_variants(matrix_path: str, kwargs: dict[str, Any]) -> tuple[Expansion
 def _check_filter_values(filters: dict[str, str | None]) -> None:
     for key, value in filters.items():
         if value is not None and (not value or any(c.isspace() or c in ";|&$`'\"\\<>" for c in value)):
-            raise InputError(f"'{value!r}' is not a valid {key}", field=f"--{key}")
+            raise InputError(f"{value!r} is not a valid {key}", field=f"--{key}")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineUsageErrors(click.Group):
+    """Click's own errors (unknown option or command, a value out of range) as one line, like AccelError."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as error:  # bare `accel-images`: the help, as click shows it
+            error.show()
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            ctx = getattr(error, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            click.echo(f"accel-images: error: {' '.join(error.format_message().split())}{hint}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort as error:
+            click.echo("accel-images: interrupted", err=True)
+            sys.exit(getattr(error.__cause__, "exit_code", 130))
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=OneLineUsageErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="accel-images")
 def main() -> None:
     """PyTorch development images for NVIDIA CUDA, AMD ROCm, Intel XPU, Intel Gaudi and CPU."""
+    handle_sigterm()
 
 
 # ---- compat ---------------------------------------------------------------------------------
@@ -222,22 +288,26 @@ def variant_table(variants: tuple[Variant, ...]) -> Table:
 @filter_options
 @mirror_options
 @templates_option
+@lock_options
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 and list what is stale under images/.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=IMAGES_DIR,
               show_default=True, help="Where to write images/<vendor>/<tag>/.")
 @expected_failures
 def render_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
-                   pip_find_links: Path | None, templates_dir: Path | None, check: bool, out_dir: Path,
-                   **kwargs: Any) -> None:
+                   pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
+                   check: bool, out_dir: Path, **kwargs: Any) -> None:
     """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     partial = any(kwargs.get(k) for k in FILTER_KEYS)
-    if (partial or not options.is_default or templates_dir) and out_dir == IMAGES_DIR:
+    pinned = pin_bases or lock_path is not None
+    if (partial or not options.is_default or templates_dir or pinned) and out_dir == IMAGES_DIR:
         raise InputError("images/ always holds the full matrix with upstream sources; "
-                         "use --out DIR for a filtered or mirrored render", field="--out")
+                         "use --out DIR for a filtered, mirrored or pinned render", field="--out")
+    variants = pinned_variants(variants, pin_bases, lock_path, options)
     renderer = Renderer(compat.load_kb(), templates_dir) if templates_dir else Renderer(compat.load_kb())
-    contexts = renderer.render_all(expansion, variants, options)
+    contexts = [withhold_credentials(c, options.pip_index_url)
+                for c in renderer.render_all(expansion, variants, options)]
     if check:
         stale = stale_paths(out_dir, contexts)
         if stale:
@@ -268,6 +338,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @filter_options
 @mirror_options
 @templates_option
+@lock_options
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds.")
 @click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
 @click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
@@ -281,20 +352,31 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
               help="Where contexts, logs and reports go (default .accel-images/).")
 @expected_failures
 def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
-                  pip_find_links: Path | None, templates_dir: Path | None, jobs: int, force: bool, no_smoke: bool, require_accelerator: bool,
+                  pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
+                  jobs: int, force: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     resolve_vendor(kwargs)
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
+    variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=buildlog.state_dir(state_dir), force=force,
                              smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     engine = Engine.connect()
-    with progress_for(variants) as progress:
-        outcomes = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
-                           templates_dir=templates_dir).run(variants)
+    builder: Builder | None = None
+    try:
+        with progress_for(variants) as progress:
+            builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
+                              templates_dir=templates_dir)
+            outcomes = builder.run(variants)
+    except KeyboardInterrupt:
+        finished = builder.finished if builder is not None else []
+        path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
+                                  {"partial": True})
+        click.echo(f"accel-images: stopped; partial report: {path}", err=True)
+        raise
     report_path = write_build_report(settings.state_dir, outcomes)
     out.print(outcome_table(outcomes))
     failed = [o for o in outcomes if not o.ok]
@@ -316,11 +398,21 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
     return table
 
 
-def write_build_report(state_dir: Path, outcomes: list[Outcome]) -> Path:
-    path = state_dir / "reports" / "build-latest.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([outcome_record(o) for o in outcomes], indent=2, default=str))
-    return path
+def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
+                         finished: list[Outcome]) -> list[Outcome]:
+    """What finished, then every other variant as `interrupted`, in the order asked."""
+    done = {outcome.variant: outcome for outcome in finished}
+    return [done.get(v) or Outcome(v, "interrupted", image_ref(expansion, v), error="interrupted") for v in variants]
+
+
+def write_build_report(state_dir: Path, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
+    """reports/build/ (JSON, Markdown, HTML grid, JUnit) plus reports/build-latest.json (the records)."""
+    records = [outcome_record(o) for o in outcomes]
+    reports = state_dir / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / "build-latest.json").write_text(json.dumps(records, indent=2, default=str))
+    paths = write_reports(records, reports / "build", {"command": " ".join(sys.argv), **(meta or {})})
+    return paths["html"]
 
 
 @main.command("smoke")

@@ -20,7 +20,8 @@ from builder.errors import IncompatibleError, InputError
 DATA_FILE = Path(__file__).with_name("data") / "compat.yaml"
 VENDORS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
 STACK_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "oneAPI", "gaudi": "Intel Gaudi"}
-VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}$")
+VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}\Z")
+TORCH_RE = re.compile(r"^\d+(\.\d+){0,3}(\+[a-z0-9]+(\.[a-z0-9]+)*)?\Z")  # 2.4.1+cu124
 
 
 def vkey(version: str) -> tuple[int, ...]:
@@ -284,7 +285,7 @@ class KnowledgeBase:
         if vendor == "rocm" and flavor == "devel" and stack and os:
             images = self.rocm_devel_images.get(stack, {})
             if os not in images:
-                where = ", ".join(k for k in images if k not in ("evidence", "note")) or "none"
+                where = ", ".join(k for k in images if k.startswith(("ubuntu", "debian"))) or "none"
                 return [f"no rocm/dev-ubuntu image for ROCm {stack} on {os} (available: {where})"]
         return []
 
@@ -442,7 +443,7 @@ def parse_query(terms: Iterable[str]) -> dict[str, str]:
             raise InputError(f"'{term}' is not KEY==VERSION (keys: {', '.join(allowed)})", field=key or term)
         if key not in allowed:
             raise InputError(f"unknown key '{key}' (keys: {', '.join(allowed)})", field=key)
-        if not VERSION_RE.match(value.split("+")[0] if key == "torch" else value):
+        if not (TORCH_RE if key == "torch" else VERSION_RE).match(value):
             raise InputError(f"'{value}' is not a version like 2.14 or 13.0", field=key)
         if key in query:
             raise InputError(f"{key} given twice", field=key)

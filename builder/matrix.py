@@ -18,10 +18,10 @@ from builder.compat import VENDORS
 from builder.errors import InputError
 from builder.yamlpos import Positioned, Scalar
 
-VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}$")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-IMAGE_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
-USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}\Z")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
+IMAGE_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*\Z")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 
 TOP_KEYS = {"schema", "image", "user", "vendors"}
 GROUP_KEYS = {"stack", "torch", "python", "os", "flavor", "experimental_python"}
@@ -66,6 +66,8 @@ class Matrix:
 def load_matrix(path: str | Path) -> Matrix:
     """Read and validate a matrix file; every problem is an InputError naming file and line."""
     file = str(path)
+    if not file:  # Path("") is the current directory
+        raise InputError("the matrix path is empty", field="--matrix")
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable
 if TYPE_CHECKING:
     from builder.variant import Variant
 
-TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 
 
 def _suffix(variant: "Variant") -> str:

@@ -20,6 +20,8 @@ from builder.errors import InputError
 MAX_BYTES = 1 << 20       # a matrix is a few KB; a megabyte is already absurd
 MAX_NODES = 50_000        # bounds alias expansion ("billion laughs") as well as plain size
 MAX_DEPTH = 32            # PyYAML composes recursively: `[[[[...` would exhaust the Python stack
+COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+SCALAR_TYPES = {"str", "int", "float", "bool", "null", "timestamp"}  # what plain YAML resolves to
 
 Path_ = tuple[Any, ...]
 
@@ -67,8 +69,12 @@ def load(raw: bytes, file: str) -> Positioned:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        problem = err.problem or err.context or "invalid YAML"
+        problem = ", ".join(part for part in (err.context, err.problem) if part) or "invalid YAML"
         raise InputError(f"invalid YAML: {problem}", file=file, line=mark.line + 1 if mark else None) from None
+    except yaml.reader.ReaderError as err:  # a control character: it has a position, not a mark
+        line = text[: err.position].count("\n") + 1
+        raise InputError(f"invalid YAML: control character U+{err.character:04X} is not allowed", file=file,
+                         line=line) from None
     except yaml.YAMLError as err:
         raise InputError(f"invalid YAML: {str(err).splitlines()[0]}", file=file) from None
     if node is None:
@@ -102,11 +108,14 @@ class _Walker:
         self.count += 1
         if self.count > MAX_NODES:
             raise InputError(f"more than {MAX_NODES} values (or aliases expanding to them); refused",
-                             file=self.file, line=node.start_mark.line + 1)
+                             file=self.file, line=node.start_mark.line + 1, field=_dotted(path[:1]) or None)
         if len(path) > MAX_DEPTH:  # aliases can stack nesting the parser saw as shallow
             raise InputError(f"nested more than {MAX_DEPTH} levels deep (through aliases); refused",
                              file=self.file, line=node.start_mark.line + 1)
         self.lines.setdefault(path, node.start_mark.line + 1)
+        if not isinstance(node, ScalarNode) and node.tag not in COLLECTION_TAGS:
+            raise InputError(f"YAML tag {node.tag} is not allowed here", file=self.file,
+                             line=node.start_mark.line + 1, field=_dotted(path) or None)
         if isinstance(node, MappingNode):
             return self._mapping(node, path)
         if isinstance(node, SequenceNode):
@@ -118,7 +127,8 @@ class _Walker:
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                raise InputError("keys must be plain names (no complex keys or merges)", file=self.file, line=line)
+                raise InputError("keys must be plain names (no complex keys or merges)", file=self.file, line=line,
+                                 field=_dotted(path) or None)
             key = key_node.value
             if key in result:
                 first = self.lines.get(path + (key,))
@@ -129,12 +139,18 @@ class _Walker:
         return result
 
     def _scalar(self, node: ScalarNode, path: Path_) -> Scalar:
+        yaml_type = node.tag.rsplit(":", 1)[-1]
+        if not node.tag.startswith("tag:yaml.org,2002:") or yaml_type not in SCALAR_TYPES:
+            raise InputError(f"YAML tag {node.tag} is not allowed here", file=self.file,
+                             line=node.start_mark.line + 1, field=_dotted(path) or None)
         try:
             value = self.constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as err:
-            raise InputError(f"bad value: {str(err).splitlines()[0]}", file=self.file,
-                             line=node.start_mark.line + 1, field=_dotted(path)) from None
-        return Scalar(value, node.tag.rsplit(":", 1)[-1], node.value)
+        # PyYAML hands an explicitly tagged scalar (`!!int x`, `!!timestamp nope`, `2001-02-30`)
+        # to the type's own parser, which fails with whatever that parser raises (`!!bool maybe`: KeyError).
+        except (yaml.YAMLError, ValueError, TypeError, AttributeError, LookupError, ArithmeticError):
+            raise InputError(f"bad value: {node.value[:60]!r} is not a valid {yaml_type}", file=self.file,
+                             line=node.start_mark.line + 1, field=_dotted(path) or None) from None
+        return Scalar(value, yaml_type, node.value)
 
 
 def _dotted(path: Path_) -> str:

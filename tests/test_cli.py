@@ -318,6 +318,13 @@ def test_render_bad_mirror_exits_2(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_render_bad_index_url_exits_2(tmp_path: Path) -> None:
+    result = run("render", "--matrix", SMALL, "--out", str(tmp_path / "out"), "--pip-index-url", "http://x/;id")
+    assert result.exit_code == 2
+    assert one_error_line(result).startswith("accel-images: error: --pip-index-url: ")
+    assert not (tmp_path / "out").exists()
+
+
 def test_render_filter_matching_only_pruned_writes_nothing(tmp_path: Path) -> None:
     result = run("render", "--matrix", SMALL, "--out", str(tmp_path / "out"), "--vendor", "gaudi", "--stack", "1.23")
     assert result.exit_code == 1

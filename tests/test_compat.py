@@ -259,7 +259,8 @@ def test_vendor_rules_name_known_oses_and_flavors(raw: dict[str, Any]) -> None:
         assert set(rules["os"]) <= set(raw["os"]), vendor
         assert set(rules["flavors"]) <= {"runtime", "devel"}, vendor
     for stack, images in raw["rocm_devel_images"].items():
-        assert set(images) - {"evidence", "note"} <= set(raw["vendors"]["rocm"]["os"]), stack
+        assert set(images) - {"evidence", "note", "source", "rocm_path"} <= set(raw["vendors"]["rocm"]["os"]), stack
+        assert images["rocm_path"].startswith("/opt/rocm"), stack
 
 
 def test_shipped_data_parses_into_the_knowledge_base(kb: KnowledgeBase, raw: dict[str, Any]) -> None:

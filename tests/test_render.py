@@ -231,6 +231,15 @@ def test_pip_index_default_and_override(kb: KnowledgeBase) -> None:
     assert pip_source_args(cuda, fixed) == "--index-url https://pypi.example.com/simple"
 
 
+@pytest.mark.parametrize("url", ["http://mirror.example.com/simple\n", "http://mirror.example.com/a b",
+                                 "http://mirror.example.com/$(id)", "http://x;id", "ftp://mirror.example.com/",
+                                 "mirror.example.com/simple"])
+def test_odd_index_urls_are_input_errors(url: str) -> None:
+    with pytest.raises(InputError) as caught:
+        RenderOptions(pip_index_url=url)
+    assert caught.value.field == "--pip-index-url"
+
+
 def test_pip_index_override_reaches_the_dockerfile(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, "xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime")
     text = render(renderer, variant, RenderOptions(pip_index_url="https://mirror.example.cn/pytorch/{index}"))

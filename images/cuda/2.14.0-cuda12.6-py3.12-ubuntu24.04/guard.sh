@@ -9,8 +9,12 @@
 #
 # Facts come from the image's environment, set at build time from the knowledge base:
 # ACCEL_IMAGES_VENDOR, ACCEL_IMAGES_TAG, ACCEL_IMAGES_MIN_DRIVER, ACCEL_IMAGES_GPU_ARCHS.
+# ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev path, so the checks can be
+# exercised against a fake device tree.
 
 set -u
+
+dev="${ACCEL_IMAGES_DEV_ROOT:-}/dev"
 
 guard_off() { [ "${ACCEL_IMAGES_GUARD:-on}" = "off" ]; }
 
@@ -31,6 +35,22 @@ refuse() {
     exit 78
 }
 
+# any_exists PATH...: true when at least one path exists (unmatched globs stay literal and fail).
+any_exists() {
+    for candidate in "$@"; do
+        [ -e "$candidate" ] && return 0
+    done
+    return 1
+}
+
+# is_version TEXT: digits and dots only, starting with a digit.
+is_version() {
+    case "$1" in
+        ''|[!0-9]*|*[!0-9.]*) return 1 ;;
+    esac
+    return 0
+}
+
 # version_lt A B: true when dotted version A is lower than B (numeric per component).
 version_lt() {
     [ "$1" = "$2" ] && return 1
@@ -43,11 +63,19 @@ check_cuda() {
         missing "no NVIDIA GPU visible in the container: run with --gpus all (NVIDIA Container Toolkit)"
         return
     fi
-    driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
+    # nvidia-smi prints its own failures on stdout: only a zero exit makes the answer a version.
+    if ! answer=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1); then
+        missing "nvidia-smi cannot reach the NVIDIA driver ($(printf '%s\n' "$answer" | head -n1))"
+        return
+    fi
+    driver=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
+    # compute_cap is unknown to old drivers: no answer means no architecture check.
+    capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
+    is_version "$driver" || driver=""
+    is_version "$capability" || capability=""
     if [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
         refuse "host NVIDIA driver $driver is older than $ACCEL_IMAGES_MIN_DRIVER, which ${ACCEL_IMAGES_TAG:-this image} needs; update the driver or use an image with an older CUDA"
     fi
-    capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
     oldest=$(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | cut -d, -f1)
     if [ -n "$capability" ] && [ -n "$oldest" ] && version_lt "$capability" "$oldest"; then
         refuse "GPU compute capability $capability is not compiled into this image (oldest: $oldest); use an image with an older CUDA (e.g. cuda12.6)"
@@ -55,24 +83,24 @@ check_cuda() {
 }
 
 check_rocm() {
-    if [ ! -e /dev/kfd ] || [ ! -d /dev/dri ]; then
+    if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
         missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
         return
     fi
-    if [ ! -r /dev/kfd ] || [ ! -w /dev/kfd ]; then
-        refuse "/dev/kfd is not accessible to user $(id -un): add --group-add with the group that owns it ($(stat -c %g /dev/kfd 2>/dev/null))"
+    if [ ! -r "$dev/kfd" ] || [ ! -w "$dev/kfd" ]; then
+        refuse "/dev/kfd is not accessible to user $(id -u): add --group-add with the group that owns it ($(stat -c %g "$dev/kfd" 2>/dev/null))"
     fi
 }
 
 check_xpu() {
-    if ! ls /dev/dri/renderD* > /dev/null 2>&1; then
+    if ! any_exists "$dev"/dri/renderD*; then
         missing "no /dev/dri render node: run with --device /dev/dri"
         return
     fi
 }
 
 check_gaudi() {
-    if ! ls /dev/accel/accel* /dev/hl* > /dev/null 2>&1; then
+    if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
     fi
 }

@@ -1,0 +1,158 @@
+"""`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from builder import compat
+from builder.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
+                         variant_record)
+from builder.engine import Engine
+from builder.errors import IncompatibleError, InputError
+from builder.fanout import bake, ci_matrix
+from builder.host import HostInfo, detect_host
+from builder.recommend import Recommendation, describe_host, recommend
+
+FLAVORS = ("runtime", "devel")
+CHOICE_FILTERS = ("vendor", "stack", "torch", "python", "os")
+"""Filters that narrow what recommend and pull choose from; the flavor is a preference instead."""
+
+
+def choice_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by recommend and pull."""
+    for key in reversed(CHOICE_FILTERS):
+        default_help = " (default: the host's)" if key == "vendor" else ""
+        func = click.option(f"--{key}", key, default=None,
+                            help=f"Only images with this {key}{default_help}.")(func)
+    func = click.option("--host-json", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        default=None, hidden=True,
+                        help="Judge this recorded host (HostInfo fields as JSON) instead of detecting one.")(func)
+    func = click.option("--json", "as_json", is_flag=True, help="Print the recommendation as JSON.")(func)
+    func = click.option("--flavor", type=click.Choice(FLAVORS), default="runtime", show_default=True,
+                        help="Preferred flavor; another is chosen only when none of this one fits.")(func)
+    func = click.option("--registry", default=None, metavar="REG",
+                        help="Registry prefix of the images (e.g. ghcr.io/acme); default: the matrix image name.")(func)
+    return matrix_option(func)
+
+
+def load_host(host_json: Path | None) -> HostInfo:
+    """The detected host, or the recorded one a test or a support request hands in."""
+    if host_json is None:
+        return detect_host()
+    try:
+        data = json.loads(host_json.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read a host from {host_json}: {err}", field="--host-json") from None
+    known = {field.name for field in dataclasses.fields(HostInfo)}
+    if not isinstance(data, dict) or set(data) - known:
+        unknown = ", ".join(sorted(set(data) - known)) if isinstance(data, dict) else "not an object"
+        raise InputError(f"{host_json}: not a host description ({unknown})", field="--host-json",
+                         hint=f"fields: {', '.join(sorted(known))}")
+    values = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    return HostInfo(**values)
+
+
+def choose(matrix_path: str, registry: str | None, flavor: str, host_json: Path | None,
+           kwargs: dict[str, Any]) -> tuple[HostInfo, Recommendation]:
+    host = load_host(host_json)
+    filters = {key: kwargs.get(key) for key in FILTER_KEYS}
+    filters["vendor"] = filters["vendor"] or host.vendor
+    expansion, variants = chosen_variants(matrix_path, filters)
+    recommendation = recommend(host, variants, compat.load_kb(), image=expansion.image,
+                               registry=registry, prefer_flavor=flavor)
+    return host, recommendation
+
+
+def recommendation_record(host: HostInfo, rec: Recommendation) -> dict[str, Any]:
+    return {"host": dataclasses.asdict(host), "image": rec.image,
+            "variant": variant_record(rec.variant, _repository(rec.image)) if rec.variant and rec.image else None,
+            "reasons": list(rec.reasons), "warnings": list(rec.warnings), "docker_run": rec.docker_run}
+
+
+def _repository(ref: str) -> str:
+    """`ghcr.io/acme/accel-images/pytorch:TAG` -> its repository part (a port colon comes earlier)."""
+    return ref.rsplit(":", 1)[0]
+
+
+def report(host: HostInfo, rec: Recommendation, as_json: bool) -> str:
+    """Print the recommendation and return the chosen image reference.
+
+    Nothing fitting is an IncompatibleError, raised after the reasons were printed.
+    """
+    if as_json:
+        click.echo(json.dumps(recommendation_record(host, rec), indent=2))
+    else:
+        click.echo(f"host: {describe_host(host)}", err=True)
+        for index, reason in enumerate(rec.reasons):
+            click.echo(f"  {'why' if rec.ok and index == 0 else 'not'}: {reason}", err=True)
+        for warning in rec.warnings:
+            click.echo(f"  warning: {warning}", err=True)
+    if rec.image is None:
+        raise IncompatibleError(f"no image in the matrix fits this {host.vendor} host"
+                                f" ({len(rec.reasons)} rejected; first: {rec.reasons[0]})")
+    return rec.image
+
+
+@click.command("recommend")
+@choice_options
+@expected_failures
+def recommend_command(matrix_path: str, registry: str | None, flavor: str, as_json: bool,
+                      host_json: Path | None, **kwargs: Any) -> None:
+    """Pick the newest image that fits this host and print the `docker run` line for it."""
+    host, rec = choose(matrix_path, registry, flavor, host_json, kwargs)
+    report(host, rec, as_json)
+    if not as_json:
+        click.echo(rec.docker_run)
+
+
+@click.command("pull")
+@choice_options
+@expected_failures
+def pull_command(matrix_path: str, registry: str | None, flavor: str, as_json: bool,
+                 host_json: Path | None, **kwargs: Any) -> None:
+    """Like recommend, then pull the image and print the `docker run` line for it."""
+    host, rec = choose(matrix_path, registry, flavor, host_json, kwargs)
+    ref = report(host, rec, as_json)
+    engine = Engine.connect()
+    try:
+        engine.pull(ref, on_line=lambda line: click.echo(line, err=True))
+    finally:
+        engine.close()
+    if not as_json:
+        click.echo(rec.docker_run)
+
+
+@click.command("ci-matrix")
+@matrix_option
+@filter_options
+@expected_failures
+def ci_matrix_command(matrix_path: str, **kwargs: Any) -> None:
+    """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."""
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
+
+
+@click.command("bake")
+@matrix_option
+@filter_options
+@click.option("--registry", default=None, metavar="REG", help="Registry prefix for the tags (e.g. ghcr.io/acme).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write docker-bake.json here instead of standard output.")
+@expected_failures
+def bake_command(matrix_path: str, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
+    """Write a docker-bake.json with one target per variant, for `docker buildx bake`."""
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"
+    if out_file is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        out_file.write_text(text)
+    except OSError as err:
+        raise InputError(f"cannot write {out_file}: {err.strerror}", field="--out") from None
+    click.echo(f"wrote {out_file} ({len(variants)} targets)", err=True)

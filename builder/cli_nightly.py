@@ -1,0 +1,103 @@
+"""`accel-images nightly`: rebuild what changed, push only what passed, report everything.
+
+A thin command over builder.nightly: parse options, take the state directory's lock, run,
+write the reports (JSON, Markdown, HTML, JUnit) and exit 1 when any variant failed.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from builder import buildlog, compat
+from builder.build import BuildSettings
+from builder.cli import (chosen_variants, expected_failures, filter_options, matrix_option, mirror_options, out,
+                         render_options, templates_option)
+from builder.engine import Engine
+from builder.lock import held
+from builder.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
+from builder.progress import progress_for
+from builder.publish import Target
+from builder.registry import Destination, RegistryClient
+from builder.report import write_reports
+
+LOCK_FILE = "nightly.lock"
+
+
+@click.command("nightly")
+@click.option("--registry", "registry_text", required=True, metavar="[http[s]://]HOST[:PORT][/NAMESPACE]",
+              help="Where images are published; credentials come from `docker login`.")
+@matrix_option
+@filter_options
+@mirror_options
+@templates_option
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent variants.")
+@click.option("--max-age", "max_age_days", default=DEFAULT_MAX_AGE_DAYS, show_default=True,
+              type=click.FloatRange(0), metavar="DAYS", help="Rebuild an unchanged image once it is this old.")
+@click.option("--lock-wait", "lock_wait_s", default=0, show_default=True, type=click.FloatRange(0),
+              metavar="SECONDS", help="How long to wait for another nightly on this host (0: refuse at once).")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the reports go (default <state>/reports/nightly-<date>).")
+@click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where contexts, logs, reports and the lock go (default .accel-images/).")
+@expected_failures
+def nightly_command(registry_text: str, matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
+                    pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float, lock_wait_s: float,
+                    report_dir: Path | None, require_accelerator: bool, state_dir: Path | None,
+                    **kwargs: Any) -> None:
+    """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
+
+    Unchanged images younger than --max-age are skipped. A failing variant never stops the
+    others, and never moves a published tag. Exit 0 when nothing failed, 1 otherwise.
+    """
+    destination = Destination.parse(registry_text)
+    options = render_options(mirrors, pip_index_url, pip_find_links)
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    state = buildlog.state_dir(state_dir)
+    settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
+                             require_accelerator=require_accelerator)
+    started = datetime.now(timezone.utc)
+    nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
+                             max_age_days=max_age_days, now=started)
+    reports = report_dir or state / "reports" / f"nightly-{nightly.day:%Y%m%d}"
+    with held(state / LOCK_FILE, lock_wait_s):
+        engine = Engine.connect()
+        registry = RegistryClient.for_destination(destination)
+        with progress_for(variants) as progress:
+            nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,
+                                 status=progress, templates_dir=templates_dir)
+        records = [nightly_record(night, nightly.target) for night in nights]
+        meta = {"kind": "nightly", "command": ["accel-images", *sys.argv[1:]], "started": started,
+                "finished": datetime.now(timezone.utc), "host": socket.gethostname(),
+                "registry": f"{nightly.target.host}/{nightly.target.repository}", "run_id": nightly.run_id,
+                "max_age_days": max_age_days}
+        paths = write_reports(records, reports, meta)
+    out.print(nightly_table(nights))
+    failed = [night for night in nights if not night.ok]
+    for night in failed:
+        click.echo(f"FAILED {night.outcome.variant.key}: {night.outcome.error}", err=True)
+    counts = summary(nights)
+    click.echo(f"{counts['built']} published, {counts['skipped']} skipped, {counts['failed']} failed;"
+               f" report: {paths['json']}")
+    sys.exit(1 if failed else 0)
+
+
+def nightly_table(nights: list[NightlyOutcome]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("variant", "status", "why", "tags", "digest", "smoke"):
+        table.add_column(column)
+    for night in nights:
+        publication = night.publication
+        tags = ", ".join(publication.promoted) if publication and publication.promoted else "-"
+        smoke = night.outcome.smoke.summary() if night.outcome.smoke else "-"
+        status = night.status if night.ok else f"failed: {night.outcome.error}"
+        digest = (night.registry_digest or "-")[:19]
+        table.add_row(night.outcome.variant.key, status, night.reason, tags, digest, smoke)
+    return table

@@ -1,0 +1,203 @@
+"""The nightly rebuild: rebuild only what changed, publish only what passed.
+
+For every variant: render its context and resolve its base with pull policy `always` (so a
+base image that moved under its tag is seen), fingerprint the result, and compare it with
+the fingerprint label of the image the registry serves under the variant's full tag. An
+unchanged image younger than the maximum age is skipped; anything else is built, pushed as
+a candidate, smoke-tested and promoted (builder.publish). One variant's failure never stops
+the others; the caller turns the outcomes into reports and an exit code.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from builder import tags
+from builder.build import (BASE_DIGEST_LABEL, CREATED_LABEL, Builder, BuildSettings, Outcome, Prepared,
+                           image_ref, outcome_record, run_each, smoke_image)
+from builder.compat import KnowledgeBase
+from builder.engine import Engine
+from builder.errors import AccelError
+from builder.fingerprint import FINGERPRINT_LABEL
+from builder.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
+from builder.registry import RegistryClient, RemoteImage, parse_time
+from builder.variant import Expansion, Variant
+
+DEFAULT_MAX_AGE_DAYS = 7.0
+Status = Callable[[Variant, str], None]
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """`YYYYMMDDTHHMMSS-xxxxxx`: sortable, unique per run, valid inside a tag."""
+    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return f"{moment:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class NightlyOptions:
+    """What a nightly run needs beyond the build settings."""
+
+    target: Target
+    max_age_days: float = DEFAULT_MAX_AGE_DAYS
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    run_id: str = field(default_factory=new_run_id)
+    retry: RetryPolicy = RetryPolicy()
+
+    @property
+    def day(self) -> date:
+        """The date in dated tags: the run's start, in UTC, for every variant alike."""
+        return self.now.astimezone(timezone.utc).date()
+
+
+@dataclass(frozen=True)
+class NightlyOutcome:
+    """One variant's night: the build outcome, why it was (not) built, and what was published."""
+
+    outcome: Outcome
+    reason: str
+    publication: Publication | None = None
+    registry_digest: str | None = None     # what the full tag serves after this run
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+
+def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days: float,
+                   now: datetime) -> str | None:
+    """Why the variant must be rebuilt; None when the registry's image is current."""
+    if remote is None:
+        return "not in the registry yet"
+    labels = remote.labels
+    published = labels.get(FINGERPRINT_LABEL)
+    if not published:
+        return "the registry's image has no fingerprint label"
+    if published != prepared.fingerprint:
+        old_base = labels.get(BASE_DIGEST_LABEL)
+        if old_base and old_base != prepared.base_digest:
+            return f"base image changed ({_short(old_base)} -> {_short(prepared.base_digest)})"
+        return "template, build context or build args changed"
+    created = parse_time(labels.get(CREATED_LABEL)) or remote.created
+    if created is None:
+        return "the registry's image has no build date"
+    if now - created > timedelta(days=max_age_days):
+        return f"older than {max_age_days:g} days (built {created:%Y-%m-%d})"
+    return None
+
+
+def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variants: Sequence[Variant],
+                registry: RegistryClient, settings: BuildSettings, options: NightlyOptions, *,
+                status: Status | None = None, smoke: SmokeRunner | None = None,
+                templates_dir: Path | None = None) -> list[NightlyOutcome]:
+    """Rebuild, smoke-test and promote what changed; one outcome per variant, in order.
+
+    An unreachable or refusing registry fails the whole run at once (RegistryError), before
+    anything is built. Base images are always pulled; the local smoke of Builder is off,
+    because the smoke test runs on the pushed candidate instead.
+    """
+    settings = replace(settings, pull="always", smoke=False)
+    with_retries(registry.ping, options.retry, f"checking registry {registry.host}")
+    night = _Night(engine, registry, expansion, settings, options, status or (lambda v, text: None),
+                   smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
+                   Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir))
+    return run_each(night.one, variants, settings.jobs)
+
+
+@dataclass(frozen=True)
+class _Night:
+    engine: Engine
+    registry: RegistryClient
+    expansion: Expansion
+    settings: BuildSettings
+    options: NightlyOptions
+    status: Status
+    smoke: SmokeRunner
+    builder: Builder
+
+    def one(self, variant: Variant) -> NightlyOutcome:
+        """Decide, build and publish one variant; expected failures end up in the outcome."""
+        night = NightlyOutcome(Outcome(variant, "failed", image_ref(self.expansion, variant)), "")
+        try:
+            night = self._one(variant, night)
+        except AccelError as error:
+            night = replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line()))
+        self.status(variant, describe(night))
+        return night
+
+    def _one(self, variant: Variant, night: NightlyOutcome) -> NightlyOutcome:
+        target = self.options.target
+        prepared = self.builder.prepare(variant)
+        self.status(variant, "reading the registry")
+        remote = with_retries(lambda: self.registry.image(target.repository, variant.tag), self.options.retry,
+                              f"reading {target.ref(variant.tag)}")
+        last_good = remote.digest if remote else None
+        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
+        if reason is None:
+            assert remote is not None
+            created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
+            skipped = Outcome(variant, "skipped", target.ref(variant.tag), fingerprint=prepared.fingerprint,
+                              base_digest=prepared.base_digest)
+            return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
+                                  registry_digest=last_good)
+        night = replace(night, reason=reason, registry_digest=last_good)
+        built = self.builder.build_prepared(prepared)
+        if not built.ok or built.image_id is None:
+            return replace(night, outcome=built)
+        real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
+        publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
+                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status)
+        if not publication.ok:
+            failed = replace(built, status="failed", smoke=publication.smoke, error=publication.error)
+            return replace(night, outcome=failed, publication=publication)
+        published = replace(built, image=target.ref(variant.tag), smoke=publication.smoke)
+        return replace(night, outcome=published, publication=publication, registry_digest=publication.digest)
+
+
+def describe(night: NightlyOutcome) -> str:
+    """A short status line for progress displays."""
+    if night.status == "failed":
+        return f"FAILED: {night.outcome.error}"
+    if night.status == "skipped":
+        return f"skipped: {night.reason}"
+    smoke = night.outcome.smoke
+    where = f", smoke ok on {smoke.ran_on}" if smoke is not None else ""
+    return f"published ({night.reason}){where}"
+
+
+def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
+    """JSON-ready view of a nightly outcome: the build record plus what reached the registry."""
+    record = dict(outcome_record(night.outcome))
+    publication = night.publication
+    record.update({
+        "reason": night.reason,
+        "registry": target.host,
+        "repository": target.repository,
+        "full_ref": target.ref(night.outcome.variant.tag),
+        "digest": night.registry_digest,
+        "pushed_tags": list(publication.promoted) if publication else [],
+        "candidate": publication.candidate if publication else None,
+        "candidate_digest": publication.digest if publication else None,
+        "candidate_left": publication.candidate_left if publication else False,
+        "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
+    })
+    return record
+
+
+def summary(nights: Sequence[NightlyOutcome]) -> Mapping[str, int]:
+    counts = {"built": 0, "skipped": 0, "failed": 0}
+    for night in nights:
+        counts[night.status] = counts.get(night.status, 0) + 1
+    return counts
+
+
+def _short(digest: str) -> str:
+    """`sha256:0123456789ab`, or the tail of `repo@sha256:...`."""
+    return digest.rsplit("@", 1)[-1][:19]

@@ -1,0 +1,205 @@
+"""Promote on green: a built image reaches its real tags only after its smoke test passed.
+
+For one variant:
+1. push the local image as `<registry>/<repository>:<candidate tag>` (never pulled by users);
+2. run the smoke workload on exactly that pushed image;
+3. only when it is green, tag and push the real tags (full, dated, floating aliases); the
+   layers are already there, so each is a manifest put of the same digest;
+4. check that the registry's full tag now points at the smoke-tested digest;
+5. always remove the candidate tag again (registry and local name), even after a failure
+   or Ctrl-C.
+A failed push or a red smoke test moves no real tag: users keep the last good image.
+Retries cover only transient registry failures, a few times with capped exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from builder.errors import AccelError, RegistryError
+from builder.smoke.judge import SmokeResult
+from builder.tags import candidate_tag, full_tag
+from builder.variant import Variant
+
+T = TypeVar("T")
+SmokeRunner = Callable[[str, Variant], SmokeResult]
+"""Runs the smoke workload in an image reference for a variant (builder.build.smoke_image)."""
+Status = Callable[[Variant, str], None]
+
+DATED = re.compile(r".+-\d{8}")
+"""A dated tag, `<full tag>-YYYYMMDD` (builder.tags.dated_tag)."""
+
+log = logging.getLogger(__name__)
+
+
+class Pusher(Protocol):
+    """The part of builder.engine.Engine that publishing uses."""
+
+    def tag(self, image: str, ref: str) -> None: ...
+
+    def push(self, ref: str) -> str: ...
+
+    def remove_image(self, ref: str, force: bool = False) -> None: ...
+
+
+class TagStore(Protocol):
+    """The part of builder.registry.RegistryClient that publishing uses."""
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None: ...
+
+    def delete_tag(self, repository: str, tag: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where images go: `host/repository:tag`, as Docker spells the reference."""
+
+    host: str
+    repository: str
+
+    def ref(self, tag: str) -> str:
+        return f"{self.host}/{self.repository}:{tag}"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of transient registry failures: delays first, 2x first, ... up to max."""
+
+    tries: int = 3
+    first_delay_s: float = 2.0
+    max_delay_s: float = 30.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number `attempt` (1-based)."""
+        return min(self.max_delay_s, self.first_delay_s * 2 ** (attempt - 1))
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What publishing one variant did."""
+
+    candidate: str                         # the candidate reference
+    digest: str | None = None              # pushed and smoke-tested
+    smoke: SmokeResult | None = None
+    promoted: tuple[str, ...] = ()         # real tags now pointing at `digest`
+    error: str | None = None
+    candidate_left: bool = False           # the candidate tag could not be removed from the registry
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def with_retries(action: Callable[[], T], policy: RetryPolicy, what: str = "registry call") -> T:
+    """`action()`, retried after transient RegistryErrors only; the last error when tries run out."""
+    for attempt in range(1, policy.tries + 1):
+        try:
+            return action()
+        except RegistryError as error:
+            if not error.transient or attempt >= policy.tries:
+                raise
+            delay = policy.delay(attempt)
+            log.info("%s failed (%s); retry %d/%d in %.0f s", what, error.one_line(), attempt,
+                     policy.tries - 1, delay)
+            policy.sleep(delay)
+    raise AssertionError("unreachable: tries must be at least 1")
+
+
+def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
+            real_tags: Sequence[str], run_id: str, smoke: SmokeRunner, *,
+            retry: RetryPolicy = RetryPolicy(), status: Status | None = None) -> Publication:
+    """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
+
+    `real_tags` are the tags a green image is promoted to, the full tag first
+    (builder.tags.all_tags). Ctrl-C still removes the candidate, then propagates.
+    """
+    say = status or (lambda v, text: None)
+    steps = _Steps(target.ref(candidate_tag(variant, run_id)))
+    try:
+        publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps)
+    except AccelError as error:
+        publication = steps.failed(error.one_line())
+    finally:
+        left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
+    return replace(publication, candidate_left=left)
+
+
+@dataclass
+class _Steps:
+    """What has happened so far, so a failure part-way still reports it."""
+
+    candidate: str
+    digest: str | None = None
+    smoke: SmokeResult | None = None
+    promoted: list[str] = field(default_factory=list)
+
+    def failed(self, error: str) -> Publication:
+        return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted), error)
+
+
+def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
+             real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
+             steps: _Steps) -> Publication:
+    say(variant, f"pushing candidate {steps.candidate}")
+    engine.tag(image_id, steps.candidate)
+    steps.digest = with_retries(lambda: engine.push(steps.candidate), retry, f"push of {steps.candidate}")
+    say(variant, "smoke test of the candidate")
+    steps.smoke = smoke(steps.candidate, variant)
+    if not steps.smoke.ok:
+        return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
+    say(variant, "promoting")
+    promote(engine, image_id, target, real_tags, steps.digest, retry, steps.promoted)
+    verify(registry, target, full_tag(variant), steps.digest, retry)
+    return Publication(steps.candidate, steps.digest, steps.smoke, tuple(steps.promoted))
+
+
+def promote(engine: Pusher, image_id: str, target: Target, real_tags: Sequence[str], digest: str,
+            retry: RetryPolicy, promoted: list[str]) -> None:
+    """Tag and push each real tag; every push must land on the smoke-tested digest.
+
+    Tags that only mark a day are pushed, then their local names dropped, so old images do
+    not stay alive on the build host under a date.
+    """
+    for tag in real_tags:
+        ref = target.ref(tag)
+        engine.tag(image_id, ref)
+        pushed = with_retries(lambda: engine.push(ref), retry, f"push of {ref}")
+        if pushed != digest:
+            raise RegistryError(f"{ref} was pushed as {pushed}, not as the smoke-tested {digest}")
+        promoted.append(tag)
+        if DATED.fullmatch(tag) and tag.startswith(real_tags[0]):
+            engine.remove_image(ref)
+
+
+def verify(registry: TagStore, target: Target, tag: str, digest: str, retry: RetryPolicy) -> None:
+    """The registry, asked directly, must serve `digest` under `tag`."""
+    found = with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
+                         f"reading {target.ref(tag)}")
+    if found != digest:
+        raise RegistryError(f"after promotion {target.ref(tag)} points at {found or 'nothing'},"
+                            f" not at the smoke-tested {digest}")
+
+
+def _remove_candidate(engine: Pusher, registry: TagStore, target: Target, tag: str, steps: _Steps,
+                      retry: RetryPolicy) -> bool:
+    """Drop the candidate everywhere; True when it may still be in the registry.
+
+    Never raises an expected failure: a leftover candidate must not hide the outcome.
+    """
+    try:
+        engine.remove_image(steps.candidate)
+    except AccelError as error:
+        log.warning("local name %s left behind: %s", steps.candidate, error.one_line())
+    if steps.digest is None:
+        return False  # never pushed: the manifest is the last thing a push writes
+    try:
+        with_retries(lambda: registry.delete_tag(target.repository, tag), retry, f"deleting {steps.candidate}")
+    except AccelError as error:
+        log.warning("candidate %s left in the registry: %s", steps.candidate, error.one_line())
+        return True
+    return False

@@ -1,0 +1,435 @@
+"""A small Docker Registry HTTP API v2 client: what a registry holds, without pulling.
+
+The nightly rebuild decides from an image's labels (its fingerprint, its build date) whether
+to rebuild it, and checks after a promotion that a tag points at the digest that passed its
+smoke test. Both need only a manifest and a config blob, so they talk to the registry
+directly instead of pulling gigabytes through the Docker daemon.
+
+Authentication follows the registry's own challenge: anonymous first; on 401 either Basic,
+or the Bearer token flow of the `WWW-Authenticate` header, with the credentials `docker
+login` stored (the Docker config file, or its credential helpers, through docker-py). They
+are never printed and never taken from the command line.
+
+Deleting a tag: the distribution registry (v2.x) deletes manifests by digest only, and
+that removes every tag pointing at the digest. A candidate tag shares its digest with the
+real tags it was promoted to, so `delete_tag` first points the tag at a tiny manifest of
+its own (a "tombstone") and deletes that; other tags never move. This needs
+`storage.delete.enabled` on the registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+import docker.auth
+import docker.errors
+import requests
+
+from builder.errors import InputError, RegistryError
+
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST)
+LIST_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST)
+PLATFORM = {"os": "linux", "architecture": "amd64"}
+TIMEOUT_S = 30.0
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
+DOCKER_HUB_API = "registry-1.docker.io"
+TOMBSTONE_LABEL = "io.accel-images.tombstone"
+
+_HOST_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$")
+_PATH_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+
+Credentials = Callable[[str], Mapping[str, str] | None]
+
+
+@dataclass(frozen=True)
+class Destination:
+    """`--registry` parsed: `[http[s]://]HOST[:PORT][/NAMESPACE]`."""
+
+    host: str
+    namespace: str = ""
+    scheme: str | None = None     # None: http for loopback, https otherwise
+
+    @classmethod
+    def parse(cls, text: str) -> "Destination":
+        scheme, sep, rest = text.strip().partition("://")
+        if not sep:
+            scheme, rest = None, text.strip()
+        host, _, namespace = rest.rstrip("/").partition("/")
+        if scheme not in (None, "http", "https") or not _HOST_RE.match(host) \
+                or (namespace and not _PATH_RE.match(namespace)):
+            raise InputError(f"'{text}' is not [http[s]://]HOST[:PORT][/NAMESPACE]"
+                             " (e.g. 127.0.0.1:5000 or ghcr.io/my-team)", field="--registry")
+        return cls(host, namespace, scheme)
+
+    def repository(self, image: str) -> str:
+        """The repository path of `image` (the matrix's image name) under this destination."""
+        return f"{self.namespace}/{image}" if self.namespace else image
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.namespace}" if self.namespace else self.host
+
+
+@dataclass(frozen=True)
+class RemoteImage:
+    """What the registry says about one tag, read without pulling."""
+
+    repository: str
+    tag: str
+    digest: str                    # the tag's manifest digest (the index's, for a multi-platform tag)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    created: datetime | None = None
+
+
+def docker_credentials(registry: str) -> Mapping[str, str] | None:
+    """The `docker login` credentials for `registry` (config file or credential helper)."""
+    try:
+        found = docker.auth.load_config().resolve_authconfig(registry)
+    except docker.errors.DockerException as err:
+        raise RegistryError(f"cannot read the Docker credentials for {registry}: {type(err).__name__}") from err
+    return found or None
+
+
+class RegistryClient:
+    """The registry API of one host. Safe to share between threads."""
+
+    def __init__(self, host: str, *, scheme: str | None = None, credentials: Credentials = docker_credentials,
+                 timeout_s: float = TIMEOUT_S) -> None:
+        self.host = host
+        api_host = DOCKER_HUB_API if host in DOCKER_HUB_ALIASES else host
+        scheme = scheme or ("http" if is_loopback(api_host) else "https")
+        self.base_url = f"{scheme}://{api_host}"
+        self.timeout_s = timeout_s
+        self._credentials = credentials
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._tokens: dict[str, str] = {}
+        self._basic: str | None = None
+
+    @classmethod
+    def for_destination(cls, destination: Destination, **kwargs: Any) -> "RegistryClient":
+        return cls(destination.host, scheme=destination.scheme, **kwargs)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def ping(self) -> None:
+        """Fail now, with the reason, when the registry cannot be reached or refuses us."""
+        self._call("GET", "/v2/", scope="", what="checking its API (/v2/)")
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        """The labels, digest and creation time of `repository:tag`; None when the tag is absent.
+
+        For a multi-platform tag the linux/amd64 image's config is read.
+        """
+        found = self._manifest(repository, tag)
+        if found is None:
+            return None
+        digest, manifest = found
+        if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+            chosen = _platform_entry(manifest, f"{repository}:{tag}")
+            inner = self._manifest(repository, chosen)
+            if inner is None:
+                raise RegistryError(f"{self.host}/{repository}:{tag} lists {chosen}, which the registry lacks")
+            manifest = inner[1]
+        config = self._config(repository, manifest, f"{repository}:{tag}")
+        labels = (config.get("config") or {}).get("Labels") or {}
+        return RemoteImage(repository, tag, digest, dict(labels), parse_time(config.get("created")))
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        """The digest `repository:tag` points at, None when the tag is absent."""
+        response = self._request("HEAD", f"/v2/{repository}/manifests/{tag}", scope=_scope(repository),
+                                 headers={"Accept": ", ".join(MANIFEST_TYPES)}, missing_ok=True,
+                                 what=f"reading {repository}:{tag}")
+        if response is None:
+            return None
+        digest = response.headers.get("Docker-Content-Digest")
+        if digest:
+            return digest
+        found = self._manifest(repository, tag)  # registries may omit the header on HEAD
+        return found[0] if found else None
+
+    def tags(self, repository: str, page_size: int = 1000) -> list[str]:
+        """Every tag of `repository` (all pages); [] when the repository does not exist."""
+        names: list[str] = []
+        path: str | None = f"/v2/{repository}/tags/list?n={page_size}"
+        while path:
+            response = self._request("GET", path, scope=_scope(repository), missing_ok=True,
+                                     what=f"listing the tags of {repository}")
+            if response is None:
+                return names
+            names += _json(response, f"listing the tags of {repository}").get("tags") or []
+            path = _next_page(response.headers.get("Link"))
+        return names
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        """Remove one tag and nothing else; False when it was not there.
+
+        The tag is first pointed at a tombstone manifest of its own, which is then deleted by
+        digest: deleting the real digest would take every other tag on it along.
+        """
+        if self.manifest_digest(repository, tag) is None:
+            return False
+        scope = _scope(repository, "pull,push,delete")
+        tombstone = self._put_tombstone(repository, tag, scope)
+        self._request("DELETE", f"/v2/{repository}/manifests/{tombstone}", scope=scope,
+                      ok=(200, 202), what=f"deleting {repository}:{tag}", missing_ok=True)
+        return True
+
+    def _put_tombstone(self, repository: str, tag: str, scope: str) -> str:
+        config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+                             "config": {"Labels": {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}}}).encode()
+        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        where = f"deleting {repository}:{tag}"
+        started = self._call("POST", f"/v2/{repository}/blobs/uploads/", scope=scope, ok=(202,), what=where)
+        location = started.headers.get("Location") or ""
+        if not location:
+            raise RegistryError(f"registry {self.host} gave no upload location while {where}")
+        self._call("PUT", _with_query(location, digest=config_digest), scope=scope, ok=(201,), data=config,
+                   headers={"Content-Type": "application/octet-stream"}, what=where)
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+                               "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": config_digest},
+                               "layers": []}).encode()
+        put = self._call("PUT", f"/v2/{repository}/manifests/{tag}", scope=scope, ok=(201,), data=manifest,
+                         headers={"Content-Type": DOCKER_MANIFEST}, what=where)
+        return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(manifest).hexdigest()
+
+    # -- manifests and blobs ----------------------------------------------------------------
+
+    def _manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None:
+        what = f"reading {repository}" + (f"@{reference}" if ":" in reference else f":{reference}")
+        response = self._request("GET", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository),
+                                 headers={"Accept": ", ".join(MANIFEST_TYPES)}, missing_ok=True, what=what)
+        if response is None:
+            return None
+        digest = response.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(response.content).hexdigest()
+        return digest, _json(response, what)
+
+    def _config(self, repository: str, manifest: Mapping[str, Any], what: str) -> dict[str, Any]:
+        descriptor = manifest.get("config")
+        if not isinstance(descriptor, Mapping) or not descriptor.get("digest"):
+            raise RegistryError(f"{self.host}/{what}: the manifest has no image config (schema 1 is not supported)")
+        response = self._call("GET", f"/v2/{repository}/blobs/{descriptor['digest']}", scope=_scope(repository),
+                              what=f"reading the config of {what}")
+        return _json(response, f"reading the config of {what}")
+
+    # -- HTTP and authentication ------------------------------------------------------------
+
+    def _call(self, method: str, path: str, *, scope: str, what: str, ok: tuple[int, ...] = (200,),
+              headers: Mapping[str, str] | None = None, data: bytes | None = None) -> requests.Response:
+        """Like _request, for calls where a 404 is a failure like any other."""
+        response = self._request(method, path, scope=scope, what=what, ok=ok, headers=headers, data=data)
+        assert response is not None  # only missing_ok calls return None
+        return response
+
+    def _request(self, method: str, path: str, *, scope: str, what: str, ok: tuple[int, ...] = (200,),
+                 missing_ok: bool = False, headers: Mapping[str, str] | None = None,
+                 data: bytes | None = None) -> requests.Response | None:
+        """One call, authenticating once if challenged; None for a 404 when `missing_ok`.
+
+        `what` says what the call was for, in error messages: "reading team/image:tag"."""
+        url = path if path.startswith(("http://", "https://")) else self.base_url + path
+        response = self._send(method, url, headers, data, self._authorization(scope), what)
+        if response.status_code == 401:
+            authorization = self._answer_challenge(response.headers.get("WWW-Authenticate", ""), scope, what)
+            response = self._send(method, url, headers, data, authorization, what)
+        if response.status_code in ok:
+            return response
+        if response.status_code == 404 and missing_ok:
+            return None
+        raise self._failure(response, what)
+
+    def _send(self, method: str, url: str, headers: Mapping[str, str] | None, data: bytes | None,
+              authorization: str | None, what: str) -> requests.Response:
+        sent = dict(headers or {})
+        if authorization:
+            sent["Authorization"] = authorization
+        try:
+            return self._session().request(method, url, headers=sent, data=data, timeout=self.timeout_s)
+        except requests.exceptions.RequestException as err:
+            raise unreachable(self.host, what, err) from None
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        return session
+
+    def _authorization(self, scope: str) -> str | None:
+        with self._lock:
+            token = self._tokens.get(scope)
+            return f"Bearer {token}" if token else self._basic
+
+    def _answer_challenge(self, challenge: str, scope: str, what: str) -> str:
+        kind, _, params_text = challenge.strip().partition(" ")
+        params = dict(_CHALLENGE_PARAM.findall(params_text))
+        credentials = self._credentials(self.host) or {}
+        if kind.lower() == "basic":
+            user, password = _user_password(credentials)
+            if user is None:
+                raise denied(self.host, what, "authentication required")
+            basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            with self._lock:
+                self._basic = basic
+            return basic
+        if kind.lower() != "bearer" or "realm" not in params:
+            raise denied(self.host, what, f"unsupported authentication challenge '{kind}'")
+        token = self._fetch_token(params, params.get("scope") or scope, credentials, what)
+        with self._lock:
+            self._tokens[scope] = token
+        return f"Bearer {token}"
+
+    def _fetch_token(self, params: Mapping[str, str], scope: str, credentials: Mapping[str, str],
+                     what: str) -> str:
+        """The token service's answer: anonymous, Basic with the stored login, or a refresh token."""
+        query = {"service": params.get("service", "")} if params.get("service") else {}
+        if scope:
+            query["scope"] = scope
+        identity = credentials.get("IdentityToken") or credentials.get("identitytoken")
+        user, password = _user_password(credentials)
+        try:
+            if identity:
+                response = self._session().post(params["realm"], timeout=self.timeout_s, data={
+                    **query, "grant_type": "refresh_token", "client_id": "accel-images", "refresh_token": identity})
+            else:
+                response = self._session().get(params["realm"], params=query, timeout=self.timeout_s,
+                                               auth=(user, password) if user is not None else None)
+        except requests.exceptions.RequestException as err:
+            raise unreachable(self.host, f"getting a token for {what}", err) from None
+        if response.status_code in (401, 403):
+            raise denied(self.host, what, "the token service refused the credentials")
+        if response.status_code != 200:
+            raise self._failure(response, f"getting a token for {what}")
+        body = _json(response, f"getting a token for {what}")
+        token = body.get("token") or body.get("access_token")
+        if not token:
+            raise RegistryError(f"the token service of {self.host} returned no token while {what}")
+        return str(token)
+
+    def _failure(self, response: requests.Response, what: str) -> RegistryError:
+        status = response.status_code
+        reason = _error_text(response)
+        if status in (401, 403):
+            return denied(self.host, what, reason or ("unauthorized" if status == 401 else "forbidden"))
+        error = RegistryError(f"registry {self.host} answered {status}" + (f" ({reason})" if reason else "")
+                              + f" while {what}")
+        error.transient = status >= 500 or status == 429
+        if status == 405 and "DELETE" in (response.request.method or ""):
+            error.hint = "the registry does not allow deletes (registry setting storage.delete.enabled)"
+        return error
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def unreachable(host: str, what: str, err: BaseException) -> RegistryError:
+    """A connection failure: transient, with the reason and never the request's headers."""
+    reason = _connection_reason(err)
+    error = RegistryError(f"registry {host} unreachable ({reason}) while {what}")
+    error.transient = True
+    return error
+
+
+def denied(host: str, what: str, reason: str) -> RegistryError:
+    error = RegistryError(f"registry {host} denied access ({reason}) while {what}",
+                          hint=f"log in with `docker login {host}`")
+    error.transient = False
+    return error
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.1, localhost or [::1], with or without a port: plain HTTP by default."""
+    name = host[: host.index("]") + 1] if host.startswith("[") and "]" in host else host.split(":")[0]
+    return name in LOCAL_HOSTS
+
+
+def _connection_reason(err: BaseException) -> str:
+    text = str(err).lower()
+    for needle, reason in (("connection refused", "connection refused"),
+                           ("name or service not known", "unknown host"),
+                           ("temporary failure in name resolution", "DNS failure"),
+                           ("nodename nor servname", "unknown host"),
+                           ("certificate", "TLS certificate not trusted"),
+                           ("wrong version number", "TLS to a plain HTTP port: use http://HOST"),
+                           ("timed out", "timed out"),
+                           ("connection reset", "connection reset"),
+                           ("remote end closed", "connection closed early")):
+        if needle in text:
+            return reason
+    return type(err).__name__
+
+
+def _user_password(credentials: Mapping[str, str]) -> tuple[str | None, str]:
+    user = credentials.get("username") or credentials.get("Username")
+    password = credentials.get("password") or credentials.get("Password") or ""
+    return (str(user), str(password)) if user else (None, "")
+
+
+def _scope(repository: str, actions: str = "pull") -> str:
+    return f"repository:{repository}:{actions}"
+
+
+def _json(response: requests.Response, what: str) -> dict[str, Any]:
+    try:
+        value = response.json()
+    except ValueError:
+        raise RegistryError(f"the registry answered something that is not JSON while {what}") from None
+    if not isinstance(value, dict):
+        raise RegistryError(f"the registry answered JSON that is not an object while {what}")
+    return value
+
+
+def _error_text(response: requests.Response) -> str:
+    """The registry's own `errors[].code: message`, when it sent one."""
+    try:
+        errors = response.json().get("errors") or []
+        return "; ".join(f"{e.get('code', '')}: {e.get('message', '')}".strip(": ") for e in errors)[:300]
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _platform_entry(index: Mapping[str, Any], what: str) -> str:
+    for entry in index.get("manifests") or []:
+        platform = entry.get("platform") or {}
+        if all(platform.get(key) == value for key, value in PLATFORM.items()):
+            return str(entry["digest"])
+    raise RegistryError(f"{what} has no linux/amd64 image")
+
+
+def _next_page(link: str | None) -> str | None:
+    """The next page from a `Link: </v2/...?last=x&n=1000>; rel="next"` header."""
+    if not link:
+        return None
+    found = re.match(r'\s*<([^>]+)>\s*;\s*rel="?next"?', link)
+    return found.group(1) if found else None
+
+
+def _with_query(url: str, **params: str) -> str:
+    joiner = "&" if "?" in url else "?"
+    return url + joiner + "&".join(f"{key}={value}" for key, value in params.items())
+
+
+def parse_time(text: object) -> datetime | None:
+    """RFC 3339 as registries and labels write it (nanoseconds, `Z`); None when absent or odd."""
+    if not isinstance(text, str) or not text:
+        return None
+    trimmed = re.sub(r"(\.\d{6})\d+", r"\1", text.strip()).replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(trimmed)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

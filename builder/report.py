@@ -1,0 +1,666 @@
+"""Run reports: JSON for machines, Markdown and a static HTML grid for people, JUnit XML for CI.
+
+Every report is rendered from the same list of per-variant records (`builder.build.outcome_record`,
+plus `pushed_tags` and `digest` from a nightly run) and the same run metadata, by pure functions;
+`write_reports` only renders all four and then moves each into place atomically, so a reader never
+sees half a file and an interrupted run never leaves one report disagreeing with another. Error
+text is arbitrary (it quotes build logs), so the HTML is autoescaped, the Markdown keeps it in code
+fences, and the XML drops what XML cannot carry.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shlex
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import jinja2
+from packaging.version import InvalidVersion, Version
+
+from builder.compat import STACK_NAMES, VENDORS
+
+SCHEMA = 1
+STATUSES = ("built", "skipped", "failed")
+REPORT_FILES = {"json": "report.json", "markdown": "summary.md", "html": "index.html", "junit": "junit.xml"}
+VENDOR_NAMES = {"cpu": "CPU", "cuda": "NVIDIA CUDA", "rocm": "AMD ROCm", "xpu": "Intel XPU", "gaudi": "Intel Gaudi"}
+TIMED_CHECKS = (("matmul_float32", "matmul fp32"), ("matmul_bfloat16", "matmul bf16"), ("mlp_training", "training"))
+"""The smoke checks whose timings the reports quote, with their short names."""
+META_LABELS = (("command", "Command"), ("started", "Started"), ("finished", "Finished"), ("duration", "Duration"),
+               ("host", "Host"), ("registry", "Registry"), ("revision", "Git revision"))
+CODE_LABELS = ("Command", "Git revision")
+"""Metadata shown as code: what a reader copies."""
+PARTIAL_NOTE = ("The run was interrupted: only the variants that finished are reported; "
+                "the others were neither built nor checked.")
+ERROR_EXCERPT_CHARS = 220
+
+_ANSI_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
+_NOT_IN_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+# ---- one record as every report shows it ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Timing:
+    label: str
+    ms: float
+
+    def text(self) -> str:
+        return f"{self.label} {self.ms:.1f} ms"
+
+
+@dataclass(frozen=True)
+class VariantView:
+    """A record's display values, derived once so the reports cannot disagree."""
+
+    key: str
+    vendor: str
+    stack: str
+    torch: str
+    tag: str
+    python: str
+    os: str
+    flavor: str
+    status: str
+    image: str
+    size_gb: str
+    build_time: str
+    build_s: float
+    smoke_verdict: str              # 'passed on cuda', 'failed on cpu', 'not run'
+    smoke_ok: bool | None           # None: no smoke result
+    ran_on: str | None
+    cpu_fallback: bool
+    timings: tuple[Timing, ...]
+    error: str
+    log: str
+    smoke_failures: tuple[str, ...]
+    pushed_tags: tuple[str, ...] | None   # None: not a nightly record
+    digest: str
+
+    @property
+    def label(self) -> str:
+        """What tells variants apart inside one vendor/stack/torch cell."""
+        return f"py{self.python} · {self.os} · {self.flavor}"
+
+    @property
+    def smoke(self) -> str:
+        """The verdict, with CPU mode said: 'passed on cpu (CPU mode)'."""
+        return self.smoke_verdict + (" (CPU mode)" if self.cpu_fallback else "")
+
+    @property
+    def facts(self) -> str:
+        """'9.87 GB · built in 23 min 32 s', '2.10 GB · unchanged, not rebuilt'."""
+        parts = [f"{self.size_gb} GB"] if self.size_gb != "–" else ["size unknown"]
+        if self.status == "skipped":
+            parts.append("unchanged, not rebuilt")
+        elif self.build_time != "–":
+            parts.append(f"built in {self.build_time}" if self.status == "built" else f"ran {self.build_time}")
+        return " · ".join(parts)
+
+    @property
+    def unsaid_smoke_failures(self) -> tuple[str, ...]:
+        """Smoke failures the error message does not already quote."""
+        return tuple(f for f in self.smoke_failures if f not in self.error)
+
+    def timings_text(self) -> str:
+        return ", ".join(timing.text() for timing in self.timings)
+
+    def error_excerpt(self) -> str:
+        if len(self.error) <= ERROR_EXCERPT_CHARS:
+            return self.error
+        return self.error[:ERROR_EXCERPT_CHARS].rstrip() + "…"
+
+
+def view(record: Mapping[str, Any]) -> VariantView:
+    """The display values of one record; missing fields read as unknown, never as an error."""
+    smoke = record.get("smoke") if isinstance(record.get("smoke"), Mapping) else None
+    build_s = record.get("build_s")
+    pushed = record.get("pushed_tags")
+    return VariantView(
+        key=_text(record.get("variant")) or f"{record.get('vendor')}/{record.get('tag')}",
+        vendor=_text(record.get("vendor")) or "unknown", stack=_text(record.get("stack")),
+        torch=_text(record.get("torch")) or "?", tag=_text(record.get("tag")),
+        python=_text(record.get("python")) or "?", os=_text(record.get("os")) or "?",
+        flavor=_text(record.get("flavor")) or "?", status=_text(record.get("status")) or "unknown",
+        image=_text(record.get("image")), size_gb=size_gb(record.get("size")),
+        build_time=duration_text(build_s), build_s=float(build_s) if _is_number(build_s) else 0.0,
+        smoke_verdict=smoke_verdict(smoke), smoke_ok=None if smoke is None else smoke.get("ok") is True,
+        ran_on=(_text(smoke.get("ran_on")) or None) if smoke else None,
+        cpu_fallback=bool(smoke and smoke.get("cpu_fallback")), timings=timings(smoke),
+        error=clean_text(record.get("error")), log=_text(record.get("log")),
+        smoke_failures=tuple(clean_text(f) for f in (smoke or {}).get("failures") or ()),
+        pushed_tags=tuple(_text(t) for t in pushed) if isinstance(pushed, (list, tuple)) else None,
+        digest=_text(record.get("digest")),
+    )
+
+
+def size_gb(size: Any) -> str:
+    """Bytes as decimal gigabytes, the unit image sizes are quoted in; '–' when unknown."""
+    return f"{size / 1e9:.2f}" if _is_number(size) else "–"
+
+
+def duration_text(seconds: Any) -> str:
+    """'42 s', '12 min 05 s', '1 h 02 min'; '–' when there was no build."""
+    if not _is_number(seconds):
+        return "–"
+    total = round(float(seconds))
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        return f"{total // 60} min {total % 60:02d} s"
+    return f"{total // 3600} h {total % 3600 // 60:02d} min"
+
+
+def smoke_verdict(smoke: Mapping[str, Any] | None) -> str:
+    if smoke is None:
+        return "not run"
+    where = _text(smoke.get("ran_on")) or "unknown device"
+    return f"{'passed' if smoke.get('ok') is True else 'failed'} on {where}"
+
+
+def timings(smoke: Mapping[str, Any] | None) -> tuple[Timing, ...]:
+    checks = {c.get("name"): c for c in (smoke or {}).get("checks") or () if isinstance(c, Mapping)}
+    return tuple(Timing(label, float(checks[name]["ms"])) for name, label in TIMED_CHECKS
+                 if name in checks and _is_number(checks[name].get("ms")))
+
+
+def clean_text(value: Any) -> str:
+    """Text as every report can carry it: no terminal colour codes, nothing XML 1.0 forbids."""
+    return _NOT_IN_XML.sub("", _ANSI_SEQUENCE.sub("", _text(value)))
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def version_key(version: str) -> Version:
+    try:
+        return Version(version)
+    except InvalidVersion:
+        return Version("0")
+
+
+def vendor_rank(vendor: str) -> tuple[int, str]:
+    return (VENDORS.index(vendor) if vendor in VENDORS else len(VENDORS), vendor)
+
+
+def by_vendor(views: Iterable[VariantView]) -> dict[str, list[VariantView]]:
+    """Views grouped by vendor, vendors in the project's order, records in the order given."""
+    groups: dict[str, list[VariantView]] = {}
+    for item in sorted(views, key=lambda v: vendor_rank(v.vendor)):
+        groups.setdefault(item.vendor, []).append(item)
+    return groups
+
+
+# ---- run metadata and summary -----------------------------------------------------------------
+
+def normalize_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-ready metadata: times as ISO 8601, a command line as one string, `partial` as a bool."""
+    result: dict[str, Any] = {}
+    for name, value in meta.items():
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            value = value.astimezone(timezone.utc).isoformat(timespec="seconds")
+        elif isinstance(value, Path):
+            value = str(value)
+        elif name == "command" and isinstance(value, (list, tuple)):
+            value = shlex.join(str(part) for part in value)
+        result[name] = value
+    result["partial"] = bool(meta.get("partial"))
+    return result
+
+
+def run_duration(meta: Mapping[str, Any]) -> str | None:
+    """Finished minus started, when both are ISO 8601 times."""
+    try:
+        started = datetime.fromisoformat(str(meta["started"]))
+        finished = datetime.fromisoformat(str(meta["finished"]))
+        return duration_text((finished - started).total_seconds())
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def meta_rows(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The metadata a person reads, labelled, in a fixed order."""
+    known = dict(normalize_meta(meta))
+    duration = run_duration(known)
+    if duration:
+        known["duration"] = duration
+    return [(label, clean_text(known[name])) for name, label in META_LABELS if known.get(name) not in (None, "")]
+
+
+def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts per status (the three always present) and the keys of the failed variants."""
+    views = [view(r) for r in records]
+    counts = dict.fromkeys(STATUSES, 0)
+    for item in views:
+        counts[item.status] = counts.get(item.status, 0) + 1
+    return {"total": len(views), "counts": counts, "failed": [v.key for v in views if v.status == "failed"]}
+
+
+def headline(summary: Mapping[str, Any]) -> str:
+    """'3 built, 1 skipped, 1 failed' (other statuses, if any, after)."""
+    return ", ".join(f"{count} {status}" for status, count in summary["counts"].items())
+
+
+def title(meta: Mapping[str, Any]) -> str:
+    return "accel-images run report" + (" (PARTIAL)" if meta.get("partial") else "")
+
+
+# ---- JSON -------------------------------------------------------------------------------------
+
+def build_document(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {"schema": SCHEMA, "meta": normalize_meta(meta), "summary": summarize(records),
+            "variants": [dict(r) for r in records]}
+
+
+def render_json(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
+    return json.dumps(build_document(records, meta), indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+# ---- Markdown ---------------------------------------------------------------------------------
+
+def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
+    views = [view(r) for r in records]
+    summary = summarize(records)
+    lines = [f"# {title(meta)}", ""]
+    if meta.get("partial"):
+        lines += [f"> **PARTIAL REPORT.** {PARTIAL_NOTE}", ""]
+    lines += [f"**{headline(summary)}** ({summary['total']} variants)", ""]
+    lines += [f"- {label}: {_md_code(value) if label in CODE_LABELS else _md_cell(value)}"
+              for label, value in meta_rows(meta)]
+    for vendor, items in by_vendor(views).items():
+        lines += ["", f"## {VENDOR_NAMES.get(vendor, vendor)}", ""] + _md_table(items)
+    lines += ["", "## Failures", ""]
+    failed = [v for v in views if v.status == "failed"]
+    for item in failed:
+        lines += _md_failure(item)
+    if not failed:
+        lines.append("None.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_table(items: list[VariantView]) -> list[str]:
+    nightly = any(item.pushed_tags is not None for item in items)
+    header = ["Tag", "Status", "Size (GB)", "Build time", "Smoke", "Smoke timings"] + (["Pushed"] if nightly else [])
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for item in items:
+        cells = [_md_code(item.tag), item.status, item.size_gb, item.build_time, item.smoke,
+                 item.timings_text() or "–"]
+        if nightly:
+            cells.append(f"{len(item.pushed_tags)} tags" if item.pushed_tags else "–")
+        rows.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    return rows
+
+
+def _md_failure(item: VariantView) -> list[str]:
+    lines = [f"### {_md_code(item.key)}", ""] + ([f"Smoke: {item.smoke}", ""] if item.smoke_ok is not None else [])
+    lines += _md_fenced(item.error or "(no error message recorded)")
+    lines += ["", f"Log: {_md_code(item.log) if item.log else 'none'}", ""]
+    lines += [f"- {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
+    return lines + ([""] if item.unsaid_smoke_failures else [])
+
+
+def _md_fenced(text: str) -> list[str]:
+    """A code block whose fence is longer than any backtick run inside, so text cannot end it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "text", text, fence]
+
+
+def _md_code(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    return f"{ticks}{padded}{ticks}"
+
+
+def _md_cell(text: str) -> str:
+    """Table-safe: one line, pipes escaped, no raw HTML."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# ---- HTML -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GridCell:
+    torch: str
+    items: tuple[VariantView, ...]
+
+
+@dataclass(frozen=True)
+class GridRow:
+    vendor: str
+    stack: str
+    cells: tuple[GridCell, ...]
+    first_of_vendor: bool
+
+    @property
+    def vendor_name(self) -> str:
+        return VENDOR_NAMES.get(self.vendor, self.vendor)
+
+    @property
+    def stack_label(self) -> str:
+        """'CUDA 13.2', '' for CPU."""
+        return f"{STACK_NAMES.get(self.vendor, self.vendor)} {self.stack}" if self.stack else ""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Rows are vendor + stack, columns torch versions, newest first; cells hold the variants."""
+
+    torches: tuple[str, ...]
+    rows: tuple[GridRow, ...]
+
+
+def grid(views: Sequence[VariantView]) -> Grid:
+    torches = tuple(sorted({v.torch for v in views}, key=version_key, reverse=True))
+    row_keys = sorted({(v.vendor, v.stack) for v in views},
+                      key=lambda vs: (vendor_rank(vs[0]), _negated(version_key(vs[1]))))
+    rows = tuple(GridRow(vendor, stack, tuple(
+        GridCell(torch, tuple(v for v in views if (v.vendor, v.stack, v.torch) == (vendor, stack, torch)))
+        for torch in torches), first_of_vendor=n == 0 or row_keys[n - 1][0] != vendor)
+        for n, (vendor, stack) in enumerate(row_keys))
+    return Grid(torches, rows)
+
+
+def _negated(version: Version) -> tuple:
+    return tuple(-part for part in version.release)
+
+
+@functools.lru_cache(maxsize=1)
+def _page_template() -> jinja2.Template:
+    """The page template, compiled once; autoescaped, so no record text can become markup."""
+    environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+                                     trim_blocks=True, lstrip_blocks=True)
+    return environment.from_string(HTML_TEMPLATE)
+
+
+def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
+    """One static page: inline CSS, no script, no external resource."""
+    views = [view(r) for r in records]
+    failed = [v for v in views if v.status == "failed"]
+    return _page_template().render(
+        title=title(meta), partial=bool(meta.get("partial")), partial_note=PARTIAL_NOTE,
+        summary=summarize(records), meta_rows=meta_rows(meta), grid=grid(views), failed=failed,
+        anchors={v.key: f"failure-{n}" for n, v in enumerate(failed, 1)}, files=REPORT_FILES, schema=SCHEMA,
+        code_labels=CODE_LABELS,
+    )
+
+
+HTML_TEMPLATE = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{ title }}</title>
+<style>
+:root { --ok: #1a7f37; --ok-bg: #e6f6ea; --skip: #59636e; --skip-bg: #eff1f3; --bad: #c8252c;
+        --bad-bg: #fdecec; --warn: #8a5a00; --warn-bg: #fff4cc; --line: #d0d7de; --ink: #1f2328;
+        --muted: #59636e; }
+* { box-sizing: border-box; }
+body { margin: 0; padding: 24px 32px 48px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
+       "DejaVu Sans", sans-serif; color: var(--ink); background: #f6f8fa; }
+h1 { font-size: 22px; margin: 0 0 12px; }
+h2 { font-size: 17px; margin: 32px 0 12px; }
+code, pre, .mono { font-family: ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", monospace; font-size: 12px; }
+.partial { margin: 0 0 16px; padding: 12px 16px; border: 2px solid #d4a72c; border-radius: 6px;
+           background: var(--warn-bg); color: #5c3d00; font-size: 15px; }
+.headline { margin: 0 0 12px; display: flex; gap: 8px; flex-wrap: wrap; }
+.pill { padding: 3px 12px; border-radius: 999px; font-weight: 600; border: 1px solid transparent; }
+.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; font-size: 13px; }
+.meta dt { color: var(--muted); }
+.meta dd { margin: 0; overflow-wrap: anywhere; }
+table.grid { border-collapse: separate; border-spacing: 0; width: 100%; background: #fff;
+             border: 1px solid var(--line); border-radius: 8px; overflow: hidden; table-layout: fixed; }
+.grid th, .grid td { border-bottom: 1px solid var(--line); border-right: 1px solid var(--line);
+                     padding: 8px; vertical-align: top; text-align: left; }
+.grid thead th { background: #eef1f4; font-size: 13px; }
+.grid tr > :last-child { border-right: 0; }
+.grid tbody tr:last-child > * { border-bottom: 0; }
+.grid th.corner { width: 150px; color: var(--muted); font-weight: 500; }
+.grid tbody th { background: #fafbfc; }
+.grid tr.vendor-start > * { border-top: 2px solid #8c959f; }
+.vendor { display: block; font-weight: 600; }
+.stack { display: block; color: var(--muted); font-weight: 400; font-size: 13px; }
+td.empty { background: repeating-linear-gradient(135deg, #fff, #fff 6px, #f6f8fa 6px, #f6f8fa 12px); }
+.none { color: #aab2bb; }
+.card { border: 1px solid var(--line); border-left: 5px solid var(--skip); border-radius: 6px; padding: 6px 8px;
+        margin: 0 0 6px; font-size: 12.5px; background: #fff; }
+.card:last-child { margin-bottom: 0; }
+.card-head { display: flex; justify-content: space-between; gap: 8px; align-items: baseline; }
+.what { font-weight: 600; }
+.badge { padding: 0 7px; border-radius: 999px; font-size: 11px; font-weight: 700; text-transform: uppercase;
+         letter-spacing: .03em; white-space: nowrap; }
+.s-built { border-left-color: var(--ok); }
+.s-failed { border-left-color: var(--bad); background: #fffafa; }
+.pill.s-built, .badge.s-built { background: var(--ok-bg); color: var(--ok); border-color: #aedcb9; }
+.pill.s-skipped, .badge.s-skipped { background: var(--skip-bg); color: var(--skip); border-color: #d0d7de; }
+.pill.s-failed, .badge.s-failed { background: var(--bad-bg); color: var(--bad); border-color: #f5b9b9; }
+.facts, .smoke { color: var(--muted); }
+.smoke.ok b { color: var(--ok); }
+.smoke.bad b { color: var(--bad); }
+.flag { padding: 0 6px; border-radius: 4px; background: var(--warn-bg); color: var(--warn);
+        border: 1px solid #e8cf7a; font-size: 11px; font-weight: 700; white-space: nowrap; }
+.timings { color: var(--ink); display: flex; flex-wrap: wrap; column-gap: 10px; }
+.timings span { white-space: nowrap; }
+.error { margin-top: 4px; color: var(--bad); overflow-wrap: anywhere; }
+.error a { color: inherit; font-weight: 600; }
+details { margin-top: 4px; }
+summary { cursor: pointer; color: var(--muted); }
+details ul { margin: 4px 0 0; padding-left: 18px; }
+.legend { margin: 8px 0 0; color: var(--muted); font-size: 12.5px; }
+.legend .badge { margin: 0 2px 0 8px; }
+.failure { background: #fff; border: 1px solid var(--line); border-left: 5px solid var(--bad);
+           border-radius: 6px; padding: 10px 14px; margin: 0 0 12px; }
+.failure h3 { margin: 0 0 6px; }
+.failure h3 code { font-size: 14px; }
+.failure pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; border: 1px solid var(--line);
+               border-radius: 6px; padding: 8px 10px; margin: 6px 0; max-height: 320px; overflow: auto; }
+.failure ul { margin: 6px 0 0; padding-left: 20px; }
+footer { margin-top: 32px; color: var(--muted); font-size: 12.5px; }
+</style>
+</head>
+<body>
+<header>
+<h1>{{ title }}</h1>
+{% if partial %}
+<p class="partial" role="alert"><strong>Partial report.</strong> {{ partial_note }}</p>
+{% endif %}
+<p class="headline">
+{% for status, count in summary.counts.items() %}
+<span class="pill s-{{ status }}">{{ count }} {{ status }}</span>
+{% endfor %}
+<span class="pill">{{ summary.total }} variants</span>
+</p>
+{% if meta_rows %}
+<dl class="meta">
+{% for label, value in meta_rows %}
+<dt>{{ label }}</dt><dd class="{{ 'mono' if label in code_labels else '' }}">{{ value }}</dd>
+{% endfor %}
+</dl>
+{% endif %}
+</header>
+<main>
+<h2>Variants by vendor and torch version</h2>
+{% if grid.rows %}
+<table class="grid">
+<thead><tr><th class="corner">vendor / stack</th>
+{% for torch in grid.torches %}<th scope="col">torch {{ torch }}</th>{% endfor %}
+</tr></thead>
+<tbody>
+{% for row in grid.rows %}
+<tr{% if row.first_of_vendor and not loop.first %} class="vendor-start"{% endif %}>
+<th scope="row"><span class="vendor">{{ row.vendor_name }}</span>{% if row.stack_label %}<span class="stack">{{ row.stack_label }}</span>{% endif %}</th>
+{% for cell in row.cells %}
+<td class="cell{{ '' if cell.items else ' empty' }}" data-vendor="{{ row.vendor }}" data-stack="{{ row.stack }}" data-torch="{{ cell.torch }}">
+{% for item in cell.items %}
+<div class="card s-{{ item.status }}" data-variant="{{ item.key }}" title="{{ item.image or item.tag }}">
+<div class="card-head"><span class="what">{{ item.label }}</span><span class="badge s-{{ item.status }}">{{ item.status }}</span></div>
+<div class="facts">{{ item.facts }}</div>
+<div class="smoke {{ 'ok' if item.smoke_ok else ('bad' if item.smoke_ok is false else '') }}">smoke <b>{{ item.smoke_verdict }}</b>{% if item.cpu_fallback %} <span class="flag">CPU mode</span>{% endif %}</div>
+{% if item.timings %}
+<div class="timings">{% for timing in item.timings %}<span>{{ timing.text() }}</span>{% endfor %}</div>
+{% endif %}
+{% if item.pushed_tags is not none %}
+{% if item.pushed_tags %}
+<details><summary>pushed {{ item.pushed_tags | length }} tag{{ '' if item.pushed_tags | length == 1 else 's' }}{% if item.digest %} · {{ item.digest[:19] }}…{% endif %}</summary>
+<ul>{% for tag in item.pushed_tags %}<li><code>{{ tag }}</code></li>{% endfor %}</ul></details>
+{% else %}
+<div class="facts">not pushed</div>
+{% endif %}
+{% endif %}
+{% if item.status == 'failed' %}
+<div class="error">{{ item.error_excerpt() or 'failed without a message' }} <a href="#{{ anchors[item.key] }}">details</a></div>
+{% endif %}
+</div>
+{% else %}
+<span class="none">—</span>
+{% endfor %}
+</td>
+{% endfor %}
+</tr>
+{% endfor %}
+</tbody>
+</table>
+<p class="legend">Each cell lists python · os · flavor.
+<span class="badge s-built">built</span> built (and smoke-tested unless marked otherwise)
+<span class="badge s-skipped">skipped</span> unchanged since its last build
+<span class="badge s-failed">failed</span> build or smoke test failed
+<span class="flag">CPU mode</span> smoke ran without the accelerator</p>
+{% else %}
+<p>No variants were reported.</p>
+{% endif %}
+
+<h2>Failures</h2>
+{% for item in failed %}
+<section class="failure" id="{{ anchors[item.key] }}">
+<h3><code>{{ item.key }}</code></h3>
+{% if item.smoke_ok is not none %}<div>smoke {{ item.smoke }}</div>{% endif %}
+<pre>{{ item.error or '(no error message recorded)' }}</pre>
+<div>Log: {% if item.log %}<code>{{ item.log }}</code>{% else %}none{% endif %}</div>
+{% if item.unsaid_smoke_failures %}
+<ul>{% for failure in item.unsaid_smoke_failures %}<li>{{ failure }}</li>{% endfor %}</ul>
+{% endif %}
+</section>
+{% else %}
+<p>None.</p>
+{% endfor %}
+</main>
+<footer>Report schema {{ schema }} · also as <a href="{{ files.json }}">{{ files.json }}</a>,
+<a href="{{ files.markdown }}">{{ files.markdown }}</a> and <a href="{{ files.junit }}">{{ files.junit }}</a></footer>
+</body>
+</html>
+"""
+
+
+# ---- JUnit XML --------------------------------------------------------------------------------
+
+def render_junit(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
+    """testsuites / one testsuite per vendor / one testcase per variant; a partial run adds a failing case."""
+    known = normalize_meta(meta)
+    root = ET.Element("testsuites", name=title(meta))
+    for vendor, items in by_vendor(view(r) for r in records).items():
+        suite = _suite(root, vendor, known)
+        for item in items:
+            _testcase(suite, item)
+    if known["partial"]:
+        suite = _suite(root, "run", known)
+        case = ET.SubElement(suite, "testcase", classname="accel-images.run", name="complete", time="0")
+        ET.SubElement(case, "failure", message="interrupted: partial report", type="partial").text = PARTIAL_NOTE
+    for suite in root:
+        _count(suite)
+    _count(root)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _suite(root: ET.Element, name: str, meta: Mapping[str, Any]) -> ET.Element:
+    suite = ET.SubElement(root, "testsuite", name=name)
+    for attribute, field in (("timestamp", "started"), ("hostname", "host")):
+        if meta.get(field):
+            suite.set(attribute, clean_text(meta[field]))
+    properties = ET.SubElement(suite, "properties")
+    for field in ("command", "registry", "revision", "partial"):
+        if field in meta:
+            value = meta[field]
+            ET.SubElement(properties, "property", name=field,
+                          value=str(value).lower() if isinstance(value, bool) else clean_text(value))
+    return suite
+
+
+def _testcase(suite: ET.Element, item: VariantView) -> None:
+    case = ET.SubElement(suite, "testcase", classname=f"accel-images.{item.vendor}",
+                         name=clean_text(item.tag or item.key), time=f"{item.build_s:.3f}")
+    if item.status == "failed":
+        failure = ET.SubElement(case, "failure", message=item.error or "failed", type="failed")
+        failure.text = "\n".join([item.error, f"log: {item.log or 'none'}", f"smoke: {item.smoke}",
+                                  *item.smoke_failures])
+    elif item.status == "skipped":
+        ET.SubElement(case, "skipped", message="unchanged image: its fingerprint matches, not rebuilt")
+    out = [f"image: {item.image}", f"size: {item.size_gb} GB", f"smoke: {item.smoke}"]
+    out += [f"timings: {item.timings_text()}"] if item.timings else []
+    out += [f"pushed: {' '.join(item.pushed_tags)}"] if item.pushed_tags else []
+    out += [f"log: {item.log}"] if item.log else []
+    ET.SubElement(case, "system-out").text = clean_text("\n".join(out))
+
+
+def _count(element: ET.Element) -> None:
+    """tests/failures/skipped/errors/time attributes from the testcases below."""
+    cases = list(element.iter("testcase"))
+    element.set("tests", str(len(cases)))
+    element.set("failures", str(sum(c.find("failure") is not None for c in cases)))
+    element.set("errors", "0")
+    element.set("skipped", str(sum(c.find("skipped") is not None for c in cases)))
+    element.set("time", f"{sum(float(c.get('time', '0')) for c in cases):.3f}")
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+RENDERERS = {"json": render_json, "markdown": render_markdown, "html": render_html, "junit": render_junit}
+
+
+def render_all(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, str]:
+    """Every report's text, keyed like REPORT_FILES."""
+    return {kind: RENDERERS[kind](records, meta) for kind in REPORT_FILES}
+
+
+def write_reports(records: Sequence[Mapping[str, Any]], out_dir: Path, meta: Mapping[str, Any]) -> dict[str, Path]:
+    """Render all four reports first, then move each into `out_dir`; returns their paths by kind."""
+    texts = render_all(records, meta)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for kind, text in texts.items():
+        paths[kind] = out_dir / REPORT_FILES[kind]
+        atomic_write(paths[kind], text)
+    return paths
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write beside the target, then rename over it: readers see the old file or the new one."""
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False)
+    try:
+        with handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(handle.name, 0o644)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,222 @@
+"""Fault injection for the reliability tests.
+
+- `FaultProxy`: a threaded HTTP proxy on 127.0.0.1:<free port> in front of the real registry.
+  Docker treats every 127.0.0.x registry as insecure, so a push to the proxy's port speaks
+  plain HTTP and passes through it. It can refuse connections, answer 401 to everything,
+  answer 500 for the Nth PUT of a manifest or a blob, or cut the connection mid-upload.
+- `DisposableDaemon`: a second, throw-away dockerd on its own socket and data root, so tests
+  can stop and kill a daemon without touching the shared one at /var/run/docker.sock.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import docker
+import docker.errors
+
+UPSTREAM = "127.0.0.1:5000"
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+               "proxy-authorization", "proxy-authenticate", "content-length"}
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (right now): connecting to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Faults:
+    """What the proxy does wrong; counters are per proxy, 1-based."""
+
+    unauthorized: bool = False
+    fail_put: dict[str, int] = field(default_factory=dict)    # 'manifest'|'blob' -> Nth PUT answered 500
+    cut_upload: int = 0                                        # Nth blob upload request: connection closed
+    seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
+
+
+class FaultProxy:
+    """Forwards to `upstream` except where `faults` say otherwise. Use as a context manager."""
+
+    def __init__(self, upstream: str = UPSTREAM) -> None:
+        self.upstream = upstream
+        self.faults = Faults()
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self.host = f"127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.refuse()
+
+    def refuse(self) -> None:
+        """Stop listening: from now on connections to the port are refused."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def count(self, kind: str) -> int:
+        with self._lock:
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+            return self._counts[kind]
+
+
+def _kind(method: str, path: str) -> str | None:
+    if method == "PUT" and "/manifests/" in path:
+        return "manifest"
+    if method == "PUT" and "/blobs/uploads/" in path:
+        return "blob"
+    return None
+
+
+def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                chunks = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _answer(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _handle(self) -> None:
+            faults = proxy.faults
+            faults.seen.append(f"{self.command} {self.path}")
+            if faults.unauthorized:
+                self._body()
+                self._answer(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',
+                             {"WWW-Authenticate": f'Basic realm="{proxy.host}"',
+                              "Content-Type": "application/json",
+                              "Docker-Distribution-API-Version": "registry/2.0"})
+                return
+            if faults.cut_upload and self.command in ("PATCH", "PUT") and "/blobs/uploads/" in self.path:
+                if proxy.count("upload") == faults.cut_upload:
+                    self.rfile.read(min(int(self.headers.get("Content-Length") or 1024), 1024))
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+            body = self._body()
+            kind = _kind(self.command, self.path)
+            if kind and kind in faults.fail_put and proxy.count(kind) == faults.fail_put[kind]:
+                self._answer(500, b'{"errors":[{"code":"UNKNOWN","message":"injected server error"}]}',
+                             {"Content-Type": "application/json"})
+                return
+            self._forward(body)
+
+        def _forward(self, body: bytes) -> None:
+            upstream = http.client.HTTPConnection(proxy.upstream, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            headers["Content-Length"] = str(len(body))
+            upstream.request(self.command, self.path, body=body if body or self.command in ("PUT", "PATCH", "POST")
+                             else None, headers=headers)
+            response = upstream.getresponse()
+            data = response.read()
+            self.send_response(response.status)
+            for key, value in response.getheaders():
+                if key.lower() not in _HOP_BY_HOP:
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            upstream.close()
+
+        do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
+
+    return Handler
+
+
+class DisposableDaemon:
+    """A dockerd of our own under `root`; never the shared one."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket = root / "docker.sock"
+        self.host = f"unix://{self.socket}"
+        self.log = root / "dockerd.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            self._process = subprocess.Popen(
+                ["dockerd", "--host", self.host, "--data-root", str(self.root / "data"),
+                 "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
+                 "--bridge", "none", "--iptables=false"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"dockerd exited: {self.log.read_text()[-2000:]}")
+            try:
+                with docker.DockerClient(base_url=self.host, timeout=5) as client:
+                    client.ping()
+                return
+            except docker.errors.DockerException:
+                time.sleep(0.3)
+        raise RuntimeError(f"dockerd did not answer within {timeout_s} s")
+
+    def client(self) -> docker.DockerClient:
+        return docker.DockerClient(base_url=self.host, timeout=120)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or the OOM killer would: the socket file stays behind."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM and wait; then end the containerd it started, if that outlived it."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=30)
+        self._end_containerd()
+
+    def _end_containerd(self) -> None:
+        pidfile = self.root / "exec" / "containerd" / "containerd.pid"
+        try:
+            pid = int(pidfile.read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
+            pass

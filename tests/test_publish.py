@@ -1,0 +1,264 @@
+"""builder.publish: candidate -> smoke -> promotion, with the order, retries and cleanup checked
+against fakes, and the whole flow once against the real engine and local registry."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date
+
+import docker
+import pytest
+
+from builder import compat, tags
+from builder.engine import Engine
+from builder.errors import EngineError, RegistryError
+from builder.publish import Publication, RetryPolicy, Target, publish, with_retries
+from builder.smoke.judge import SmokeResult
+from builder.variant import Variant, make_variant
+from builder.registry import RegistryClient
+from nightly_fixture.rawregistry import RawRegistry
+
+DIGEST = "sha256:" + "1" * 64
+OTHER = "sha256:" + "2" * 64
+DAY = date(2026, 12, 2)
+TARGET = Target("reg.example:5000", "team/pytorch")
+
+GREEN = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
+RED = SmokeResult(ok=False, ran_on="cpu", cpu_fallback=False, failures=("check mlp_training failed: loss rose",),
+                  checks=())
+
+
+@pytest.fixture(scope="module")
+def variants() -> tuple[Variant, ...]:
+    kb = compat.load_kb()
+    return (make_variant(kb, "cpu", None, "2.14", "3.11", "debian12", "runtime"),
+            make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime"))
+
+
+def transient(message: str = "registry unreachable (connection refused)") -> RegistryError:
+    error = RegistryError(message)
+    error.transient = True
+    return error
+
+
+@dataclass
+class FakeEngine:
+    """Records every call; `push_failures[ref]` is a list of errors raised by successive pushes."""
+
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    push_failures: dict[str, list[BaseException]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+
+    def tag(self, image: str, ref: str) -> None:
+        self.calls.append(("tag", ref))
+
+    def push(self, ref: str) -> str:
+        self.calls.append(("push", ref))
+        failures = self.push_failures.get(ref)
+        if failures:
+            raise failures.pop(0)
+        return self.digests.get(ref, DIGEST)
+
+    def remove_image(self, ref: str, force: bool = False) -> None:
+        self.calls.append(("remove", ref))
+
+
+@dataclass
+class FakeRegistry:
+    serving: dict[str, str] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    delete_error: BaseException | None = None
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.serving.get(tag)
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        if self.delete_error is not None:
+            raise self.delete_error
+        self.deleted.append(tag)
+        return True
+
+
+@dataclass
+class Smoke:
+    result: SmokeResult = GREEN
+    seen: list[str] = field(default_factory=list)
+    raises: BaseException | None = None
+
+    def __call__(self, image: str, variant: Variant) -> SmokeResult:
+        self.seen.append(image)
+        if self.raises is not None:
+            raise self.raises
+        return self.result
+
+
+def no_sleep() -> tuple[RetryPolicy, list[float]]:
+    slept: list[float] = []
+    return RetryPolicy(sleep=slept.append), slept
+
+
+def run(variant: Variant, variants: tuple[Variant, ...], engine: FakeEngine, registry: FakeRegistry,
+        smoke: Smoke, retry: RetryPolicy | None = None) -> Publication:
+    registry.serving.setdefault(variant.tag, DIGEST)
+    return publish(engine, registry, "sha256:image", variant, TARGET, tags.all_tags(variant, variants, DAY),
+                   "run1", smoke, retry=retry or no_sleep()[0])
+
+
+def pushes(engine: FakeEngine) -> list[str]:
+    return [ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"]
+
+
+# ---- order and promotion ----------------------------------------------------------------------
+
+def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Variant, ...]) -> None:
+    newest = variants[0]
+    engine, registry, smoke = FakeEngine(), FakeRegistry(), Smoke()
+    publication = run(newest, variants, engine, registry, smoke)
+    candidate = f"{newest.tag}-candidate-run1"
+    assert publication.ok and publication.digest == DIGEST and not publication.candidate_left
+    assert smoke.seen == [TARGET.ref(candidate)]                        # the pushed image was the one tested
+    assert pushes(engine) == [candidate, newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu"]
+    assert publication.promoted == (newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu")
+    assert registry.deleted == [candidate]
+    assert ("remove", TARGET.ref(candidate)) in engine.calls
+    assert ("remove", TARGET.ref(f"{newest.tag}-20261202")) in engine.calls   # no local name per day
+    assert engine.calls.index(("push", TARGET.ref(candidate))) < engine.calls.index(("push", TARGET.ref(newest.tag)))
+
+
+def test_older_variant_gets_only_its_own_aliases(variants: tuple[Variant, ...]) -> None:
+    older = variants[1]
+    publication = run(older, variants, FakeEngine(), FakeRegistry(), Smoke())
+    assert publication.promoted == (older.tag, f"{older.tag}-20261202", "2.13-cpu")
+
+
+def test_red_smoke_moves_no_real_tag(variants: tuple[Variant, ...]) -> None:
+    engine, registry = FakeEngine(), FakeRegistry()
+    publication = run(variants[0], variants, engine, registry, Smoke(RED))
+    assert not publication.ok
+    assert publication.error == "smoke: check mlp_training failed: loss rose"
+    assert publication.promoted == ()
+    assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+    assert registry.deleted == [f"{variants[0].tag}-candidate-run1"]
+
+
+def test_failed_candidate_push_runs_no_smoke_and_deletes_nothing_remote(variants: tuple[Variant, ...]) -> None:
+    candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
+    engine = FakeEngine(push_failures={candidate: [RegistryError("push of x failed: access denied")]})
+    registry, smoke = FakeRegistry(), Smoke()
+    publication = run(variants[0], variants, engine, registry, smoke)
+    assert publication.error == "push of x failed: access denied"
+    assert smoke.seen == [] and publication.promoted == () and registry.deleted == []
+    assert len(pushes(engine)) == 1  # permanent: not retried
+
+
+def test_promotion_landing_on_another_digest_stops(variants: tuple[Variant, ...]) -> None:
+    newest = variants[0]
+    engine = FakeEngine(digests={TARGET.ref(f"{newest.tag}-20261202"): OTHER})
+    publication = run(newest, variants, engine, FakeRegistry(), Smoke())
+    assert not publication.ok and OTHER in (publication.error or "")
+    assert publication.promoted == (newest.tag,)
+    assert "2.14-cpu" not in pushes(engine)
+
+
+def test_promotion_is_verified_in_the_registry(variants: tuple[Variant, ...]) -> None:
+    registry = FakeRegistry(serving={variants[0].tag: OTHER})
+    publication = run(variants[0], variants, FakeEngine(), registry, Smoke())
+    assert not publication.ok
+    assert f"points at {OTHER}, not at the smoke-tested {DIGEST}" in (publication.error or "")
+
+
+def test_candidate_that_cannot_be_deleted_is_reported_not_fatal(variants: tuple[Variant, ...]) -> None:
+    registry = FakeRegistry(delete_error=RegistryError("deletes disabled"))
+    publication = run(variants[0], variants, FakeEngine(), registry, Smoke())
+    assert publication.ok and publication.candidate_left
+
+
+def test_ctrl_c_during_the_smoke_still_removes_the_candidate(variants: tuple[Variant, ...]) -> None:
+    engine, registry = FakeEngine(), FakeRegistry()
+    with pytest.raises(KeyboardInterrupt):
+        run(variants[0], variants, engine, registry, Smoke(raises=KeyboardInterrupt()))
+    assert registry.deleted == [f"{variants[0].tag}-candidate-run1"]
+    assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+
+
+def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Variant, ...]) -> None:
+    publication = run(variants[0], variants, FakeEngine(), FakeRegistry(),
+                      Smoke(raises=EngineError("image x not found locally")))
+    assert publication.error == "image x not found locally" and publication.promoted == ()
+
+
+# ---- retries ------------------------------------------------------------------------------------
+
+def test_transient_push_failures_are_retried_with_backoff(variants: tuple[Variant, ...]) -> None:
+    candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
+    engine = FakeEngine(push_failures={candidate: [transient(), transient()]})
+    retry, slept = no_sleep()
+    publication = run(variants[0], variants, engine, FakeRegistry(), Smoke(), retry)
+    assert publication.ok
+    assert pushes(engine)[:3] == [f"{variants[0].tag}-candidate-run1"] * 3
+    assert slept == [2.0, 4.0]
+
+
+def test_retries_are_bounded_and_capped() -> None:
+    slept: list[float] = []
+    attempts: list[int] = []
+
+    def always_down() -> None:
+        attempts.append(1)
+        raise transient()
+
+    with pytest.raises(RegistryError):
+        with_retries(always_down, RetryPolicy(tries=4, first_delay_s=10, max_delay_s=15, sleep=slept.append))
+    assert len(attempts) == 4
+    assert slept == [10, 15, 15]
+
+
+def test_permanent_errors_are_not_retried() -> None:
+    attempts: list[int] = []
+
+    def denied() -> None:
+        attempts.append(1)
+        raise RegistryError("access denied")
+
+    with pytest.raises(RegistryError):
+        with_retries(denied, RetryPolicy(sleep=lambda s: pytest.fail("slept")))
+    assert attempts == [1]
+
+
+# ---- against the real engine and registry -----------------------------------------------------
+
+@pytest.fixture
+def repo(registry: str, docker_client: docker.DockerClient) -> Iterator[str]:
+    name = f"test-{uuid.uuid4().hex[:12]}/pytorch"
+    yield name
+    RawRegistry(registry).delete_repository(name)
+    for image in docker_client.images.list(name=f"{registry}/{name}"):
+        for ref in image.tags:
+            if ref.startswith(f"{registry}/{name}:"):  # only this test's names: the images are shared
+                docker_client.images.remove(ref)
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_promotion_in_a_real_registry_and_a_red_smoke_after_it(registry: str, repo: str, base_images,
+                                                              variants: tuple[Variant, ...]) -> None:
+    engine, client, raw = Engine.connect(), RegistryClient(registry), RawRegistry(registry)
+    target, newest = Target(registry, repo), variants[0]
+    real = tags.all_tags(newest, variants, DAY)
+    good_image = engine.inspect_image(base_images.slim)
+    other_image = engine.inspect_image(base_images.python)
+    assert good_image is not None and other_image is not None
+
+    smoke = Smoke()
+    good = publish(engine, client, good_image.id, newest, target, real, "r1", smoke)
+    assert good.ok, good.error
+    assert smoke.seen == [target.ref(f"{newest.tag}-candidate-r1")]
+    assert raw.tags(repo) == sorted(real)                       # the candidate is gone
+    assert {raw.digest(repo, tag) for tag in real} == {good.digest}
+
+    red = publish(engine, client, other_image.id, newest, target, real, "r2", Smoke(RED))
+    assert not red.ok and red.digest not in (None, good.digest)
+    assert raw.tags(repo) == sorted(real)
+    assert {raw.digest(repo, tag) for tag in real} == {good.digest}   # the last good image stays
