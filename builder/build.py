@@ -251,6 +251,14 @@ def credential_args(url: str | None) -> dict[str, str]:
     return {CREDENTIALS_ARG: credentials} if credentials else {}
 
 
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def hide_credentials(text: str) -> str:
+    """`https://user:password@host/...` -> `https://***@host/...`, for anything shown or stored."""
+    return _URL_USERINFO.sub("***@", text)
+
+
 _FROM_LINE = re.compile(r"^FROM\s", re.IGNORECASE | re.MULTILINE)
 
 

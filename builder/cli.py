@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from builder import buildlog, compat, devices, pin, tags
-from builder.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, human_size, image_ref, outcome_record,
-                           withhold_credentials)
+from builder.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, hide_credentials, human_size, image_ref,
+                           outcome_record, withhold_credentials)
 from builder.engine import Engine
 from builder.progress import progress_for
 from builder.report import write_reports
@@ -411,7 +411,7 @@ def write_build_report(state_dir: Path, outcomes: list[Outcome], meta: dict[str,
     reports = state_dir / "reports"
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "build-latest.json").write_text(json.dumps(records, indent=2, default=str))
-    paths = write_reports(records, reports / "build", {"command": " ".join(sys.argv), **(meta or {})})
+    paths = write_reports(records, reports / "build", {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})})
     return paths["html"]
 
 
@@ -445,6 +445,14 @@ def expectation_from_labels(image: str, labels: dict[str, str]) -> Expectation:
         raise InputError(f"{image} has no {LABEL_PREFIX}.* labels: not an accel-images image")
     return Expectation(vendor=label("vendor"), torch=label("torch"), stack=label("stack") or None,
                        python=label("python"))
+
+
+# The commands of the later stages live in their own modules (they import this module's options).
+from builder.cli_fanout import COMMANDS as _FANOUT_COMMANDS  # noqa: E402
+from builder.cli_nightly import nightly_command  # noqa: E402
+
+for _command in (nightly_command, *_FANOUT_COMMANDS):
+    main.add_command(_command)
 
 
 if __name__ == "__main__":

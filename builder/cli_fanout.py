@@ -1,17 +1,23 @@
-"""`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout."""
+"""`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout.
+
+This module imports builder.cli for the shared options, so builder.cli imports it at its end, after
+those are defined, and registers COMMANDS into its group.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from builder import compat
 from builder.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
                          variant_record)
+from builder.devices import VENDORS
 from builder.engine import Engine
 from builder.errors import IncompatibleError, InputError
 from builder.fanout import bake, ci_matrix
@@ -53,7 +59,10 @@ def load_host(host_json: Path | None) -> HostInfo:
         unknown = ", ".join(sorted(set(data) - known)) if isinstance(data, dict) else "not an object"
         raise InputError(f"{host_json}: not a host description ({unknown})", field="--host-json",
                          hint=f"fields: {', '.join(sorted(known))}")
-    values = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    if data.get("vendor", "cpu") not in VENDORS:
+        raise InputError(f"{host_json}: unknown vendor {data['vendor']!r}", field="--host-json",
+                         hint=f"one of {', '.join(VENDORS)}")
+    values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     return HostInfo(**values)
 
 
@@ -156,3 +165,7 @@ def bake_command(matrix_path: str, registry: str | None, out_file: Path | None, 
     except OSError as err:
         raise InputError(f"cannot write {out_file}: {err.strerror}", field="--out") from None
     click.echo(f"wrote {out_file} ({len(variants)} targets)", err=True)
+
+
+COMMANDS = (recommend_command, pull_command, ci_matrix_command, bake_command)
+"""What builder.cli registers with `main.add_command` (at the end of cli.py: this module imports it)."""

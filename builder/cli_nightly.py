@@ -44,13 +44,15 @@ LOCK_FILE = "nightly.lock"
               metavar="SECONDS", help="How long to wait for another nightly on this host (0: refuse at once).")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the reports go (default <state>/reports/nightly-<date>).")
+@click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host, none).")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
                     pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float, lock_wait_s: float,
-                    report_dir: Path | None, require_accelerator: bool, state_dir: Path | None,
+                    report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
+                    state_dir: Path | None,
                     **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
 
@@ -62,7 +64,7 @@ def nightly_command(registry_text: str, matrix_path: str, mirrors: tuple[str, ..
     expansion, variants = chosen_variants(matrix_path, kwargs)
     state = buildlog.state_dir(state_dir)
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
-                             require_accelerator=require_accelerator)
+                             network_mode=network_mode, require_accelerator=require_accelerator)
     started = datetime.now(timezone.utc)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
                              max_age_days=max_age_days, now=started)

@@ -346,6 +346,7 @@ _PERMANENT_REASONS = (
     ("does not exist", "not found in registry {registry}, or access denied"),
     ("name unknown", "not found in registry {registry}"),
     ("unauthorized", _LOGIN),
+    ("no basic auth credentials", _LOGIN),
     ("authentication required", _LOGIN),
     ("denied", _LOGIN),
     ("forbidden", "access forbidden by registry {registry}"),

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from builder import tags
 from builder.build import BuildSettings, build_args

@@ -169,7 +169,7 @@ def describe(night: NightlyOutcome) -> str:
         return f"skipped: {night.reason}"
     smoke = night.outcome.smoke
     where = f", smoke ok on {smoke.ran_on}" if smoke is not None else ""
-    return f"published ({night.reason}){where}"
+    return f"built and published ({night.reason}){where}"
 
 
 def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 from builder import devices
 from builder.compat import STACK_NAMES, KnowledgeBase, vkey
@@ -129,8 +129,10 @@ def recommend(host: HostInfo, variants: Sequence[Variant], kb: KnowledgeBase, *,
 
 
 def image_ref(image: str, tag: str, registry: str | None = None) -> str:
-    """`[registry/]image:tag`: the registry is a prefix such as `ghcr.io/acme` or `127.0.0.1:5000`."""
-    prefix = registry.strip().rstrip("/") + "/" if registry and registry.strip() else ""
+    """`[registry/]image:tag`: the registry is a prefix such as `ghcr.io/acme` or `127.0.0.1:5000`;
+    a scheme (`https://`, which `nightly --registry` accepts) is not part of an image name."""
+    where = (registry or "").strip().split("://", 1)[-1].rstrip("/")
+    prefix = f"{where}/" if where else ""
     return f"{prefix}{image}:{tag}"
 
 
@@ -214,8 +216,7 @@ def _cuda_arch(host: HostInfo, variant: Variant, kb: KnowledgeBase) -> tuple[lis
     compiled = variant.gpu_archs
     if not compiled:
         return _cuda_arch_floor(host, variant, kb)
-    unsupported = {cc: _cuda_arch_problem(cc, compiled, variant) for cc in host.gpu_archs}
-    unsupported = {cc: problem for cc, problem in unsupported.items() if problem}
+    unsupported = {cc: problem for cc in host.gpu_archs if (problem := _cuda_arch_problem(cc, compiled, variant))}
     served = [cc for cc in host.gpu_archs if cc not in unsupported]
     if not served:
         return list(unsupported.values()), [], False, ""
@@ -398,7 +399,7 @@ def describe_host(host: HostInfo) -> str:
     """One line: what was found on the host."""
     if host.vendor == "cpu":
         return "cpu (no accelerator found)"
-    parts = [host.vendor]
+    parts: list[str] = [host.vendor]
     if host.driver_version:
         parts.append(f"driver {host.driver_version}")
     if host.cuda_max:

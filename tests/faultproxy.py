@@ -17,6 +17,8 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,7 +43,7 @@ class Faults:
     """What the proxy does wrong; counters are per proxy, 1-based."""
 
     unauthorized: bool = False
-    fail_put: dict[str, int] = field(default_factory=dict)    # 'manifest'|'blob' -> Nth PUT answered 500
+    fail_put: dict[str, set[int]] = field(default_factory=dict)  # 'manifest'|'blob' -> which PUTs get a 500
     cut_upload: int = 0                                        # Nth blob upload request: connection closed
     seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
 
@@ -134,7 +136,7 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     return
             body = self._body()
             kind = _kind(self.command, self.path)
-            if kind and kind in faults.fail_put and proxy.count(kind) == faults.fail_put[kind]:
+            if kind and proxy.count(kind) in faults.fail_put.get(kind, set()):
                 self._answer(500, b'{"errors":[{"code":"UNKNOWN","message":"injected server error"}]}',
                              {"Content-Type": "application/json"})
                 return
@@ -163,8 +165,32 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+@contextmanager
+def disposable_daemon(shared: docker.DockerClient, root: Path, base: str, *as_names: str) -> Iterator[DisposableDaemon]:
+    """A started DisposableDaemon holding the shared daemon's image `base`, also tagged `as_names`."""
+    daemon = DisposableDaemon(root)
+    try:
+        daemon.start()
+        client = daemon.client()
+        try:
+            [loaded] = client.images.load(shared.images.get(base).save())
+            for name in as_names:
+                repository, _, tag = name.rpartition(":")
+                loaded.tag(repository, tag)
+        finally:
+            client.close()
+        yield daemon
+    finally:
+        daemon.stop()
+
+
 class DisposableDaemon:
-    """A dockerd of our own under `root`; never the shared one."""
+    """A dockerd of our own under `root`; never the shared one.
+
+    It runs in a network namespace of its own: a dockerd started with `--bridge none` deletes
+    any `docker0` interface it sees at start-up, which would cut the shared daemon's
+    containers off the network.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -175,9 +201,10 @@ class DisposableDaemon:
 
     def start(self, timeout_s: float = 60) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        self._end_containerd()  # a killed dockerd leaves its containerd, which blocks a restart
         with open(self.log, "ab") as log:
             self._process = subprocess.Popen(
-                ["dockerd", "--host", self.host, "--data-root", str(self.root / "data"),
+                ["unshare", "--net", "dockerd", "--host", self.host, "--data-root", str(self.root / "data"),
                  "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "docker.pid"),
                  "--bridge", "none", "--iptables=false"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -186,11 +213,17 @@ class DisposableDaemon:
             if self._process.poll() is not None:
                 raise RuntimeError(f"dockerd exited: {self.log.read_text()[-2000:]}")
             try:
-                with docker.DockerClient(base_url=self.host, timeout=5) as client:
-                    client.ping()
+                client = docker.DockerClient(base_url=self.host, timeout=5)
+            except docker.errors.DockerException:
+                time.sleep(0.3)
+                continue
+            try:
+                client.ping()
                 return
             except docker.errors.DockerException:
                 time.sleep(0.3)
+            finally:
+                client.close()
         raise RuntimeError(f"dockerd did not answer within {timeout_s} s")
 
     def client(self) -> docker.DockerClient:
@@ -212,6 +245,13 @@ class DisposableDaemon:
                 self._process.kill()
                 self._process.wait(timeout=30)
         self._end_containerd()
+        self._unmount_leftovers()
+
+    def _unmount_leftovers(self) -> None:
+        """A killed dockerd leaves its data root mounted; unmount what lies under our root."""
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(str(self.root) + "/")), key=len, reverse=True):
+            subprocess.run(["umount", mount], capture_output=True, check=False)
 
     def _end_containerd(self) -> None:
         pidfile = self.root / "exec" / "containerd" / "containerd.pid"
@@ -219,4 +259,9 @@ class DisposableDaemon:
             pid = int(pidfile.read_text().strip())
             os.kill(pid, signal.SIGTERM)
         except (OSError, ValueError):
-            pass
+            return
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,314 @@
+"""The in-image entry point guard (builder/smoke/guard.sh), run with the host's POSIX shells.
+
+Its inputs are faked: PATH holds only the tools it needs plus, where a test wants one, a fake
+`nvidia-smi` answering from recorded output (tests/data/host); ACCEL_IMAGES_DEV_ROOT points its
+/dev checks at a device tree in tmp_path. The image facts (minimum driver, GPU architectures)
+are read from a rendered CUDA Dockerfile, so the guard is tested with what an image really sets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder.render import GUARD_SOURCE
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST_DATA = Path(__file__).resolve().parent / "data" / "host"
+GUARD_EXIT = 78  # EX_CONFIG: the host, not the image, is wrong
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh")
+SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
+ECHO_ARGS = ["sh", "-c", 'printf "%s|" "$@"; exit 7', "argv0", "a b", "$(id)", "`id`", ""]
+
+
+def image_facts(stack: str) -> dict[str, str]:
+    """The ACCEL_IMAGES_* environment a rendered CUDA image of this stack sets."""
+    dockerfile = sorted((ROOT / "images" / "cuda").glob(f"*-cuda{stack}-*/Dockerfile"))[0]
+    return dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', dockerfile.read_text()))
+
+
+CUDA13 = image_facts("13.0")
+
+
+def recorded_gpus(name: str, header: str | None = None) -> str:
+    """A recorded `nvidia-smi --query-gpu` CSV; `header` names the columns of a noheader file."""
+    text = (HOST_DATA / name).read_text()
+    return (header + "\n" + text) if header else text
+
+
+A100_580 = recorded_gpus("nvidia-smi-query-a100-580.csv", "driver_version, compute_cap, name")
+TITAN_V_570 = recorded_gpus("nvidia-smi-query-triton.csv")  # a Volta (7.0) first, driver 570.86.15
+
+
+FAKE_NVIDIA_SMI = """#!{python}
+# Answers `--query-gpu=A,B --format=csv,noheader` from a recorded CSV whose first line names the columns.
+import csv, sys
+rows = [row for row in csv.reader(open({record!r}), skipinitialspace=True) if row]
+header, gpus = rows[0], rows[1:]
+asked = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")][0].split(",")
+for field in asked:
+    if field not in header:
+        print(f'Field "{{field}}" is not a valid field to query.')
+        sys.exit(2)
+for gpu in gpus:
+    print(", ".join(gpu[header.index(field)] for field in asked))
+"""
+
+BROKEN_NVIDIA_SMI = """#!/bin/sh
+echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+exit 9
+"""
+
+
+class Host:
+    """A fake host: a bin directory for PATH and a device tree for ACCEL_IMAGES_DEV_ROOT."""
+
+    def __init__(self, root: Path, shell: str) -> None:
+        self.shell = shutil.which(shell) or shell  # PATH below holds only the fake bin directory
+        self.bin = root / "bin"
+        self.dev_root = root / "host"
+        self.bin.mkdir()
+        (self.dev_root / "dev").mkdir(parents=True)
+        for tool in TOOLS:
+            found = shutil.which(tool)
+            if found:
+                (self.bin / tool).symlink_to(found)
+
+    def nvidia_smi(self, recorded: str | None = None, script: str | None = None) -> None:
+        if recorded is not None:
+            record = self.bin.parent / "gpus.csv"
+            record.write_text(recorded)
+            script = FAKE_NVIDIA_SMI.format(python=sys.executable, record=str(record))
+        path = self.bin / "nvidia-smi"
+        path.write_text(script or "")
+        path.chmod(0o755)
+
+    def device(self, relative: str, directory: bool = False) -> Path:
+        path = self.dev_root / "dev" / relative
+        if directory:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
+        return path
+
+    def run(self, vendor: str, args: list[str] | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+        environment = {"PATH": str(self.bin), "ACCEL_IMAGES_VENDOR": vendor,
+                       "ACCEL_IMAGES_DEV_ROOT": str(self.dev_root), "LC_ALL": "C", **env}
+        return subprocess.run([self.shell, str(GUARD_SOURCE), *(args or ECHO_ARGS)], env=environment,
+                              capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(params=SHELLS)
+def host(request: pytest.FixtureRequest, tmp_path: Path) -> Host:
+    return Host(tmp_path, request.param)
+
+
+def assert_ran(result: subprocess.CompletedProcess[str]) -> None:
+    """The command ran with its arguments untouched and its exit code passed through."""
+    assert result.stdout == "a b|$(id)|`id`||", result.stderr
+    assert result.returncode == 7, result.stderr
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    assert result.returncode == GUARD_EXIT, result.stderr
+    assert result.stdout == "", "the command must not run"
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("accel-images: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+def assert_warned(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert_ran(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accel-images: warning: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def cuda13(**extra: str) -> dict[str, str]:
+    return {key: CUDA13[key] for key in ("ACCEL_IMAGES_TAG", "ACCEL_IMAGES_MIN_DRIVER", "ACCEL_IMAGES_GPU_ARCHS")} | extra
+
+
+def test_the_image_facts_are_what_the_tests_assume() -> None:
+    """The recorded hosts are too old / new enough for a CUDA 13.0 image, as the tests below need."""
+    assert CUDA13["ACCEL_IMAGES_VENDOR"] == "cuda"
+    assert CUDA13["ACCEL_IMAGES_MIN_DRIVER"].split(".")[0] == "580"
+    assert CUDA13["ACCEL_IMAGES_GPU_ARCHS"].split(",")[0] == "7.5"
+
+
+# ---- pass-through ------------------------------------------------------------------------------
+
+def test_cpu_image_runs_the_command_with_its_arguments_and_exit_code(host: Host) -> None:
+    result = host.run("cpu")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_the_command_replaces_the_guard(host: Host) -> None:
+    """exec: the command is the container's main process (signals reach it), not a child of the guard."""
+    result = host.run("cpu", ["sh", "-c", 'echo "$PPID"'])
+    assert result.returncode == 0
+    assert result.stdout.strip() == str(os.getpid())
+
+
+# ---- NVIDIA -----------------------------------------------------------------------------------
+
+def test_driver_too_old_is_refused_naming_both_versions(host: Host) -> None:
+    host.nvidia_smi(TITAN_V_570)
+    line = assert_refused(host.run("cuda", **cuda13()), "570.86.15", CUDA13["ACCEL_IMAGES_MIN_DRIVER"],
+                          CUDA13["ACCEL_IMAGES_TAG"])
+    assert "driver" in line and "ACCEL_IMAGES_GUARD=off" in line
+
+
+def test_gpu_older_than_the_oldest_compiled_architecture_is_refused(host: Host) -> None:
+    host.nvidia_smi(TITAN_V_570)  # driver 570 is enough for CUDA 12.8; its Volta 7.0 is not in a 7.5+ build
+    line = assert_refused(host.run("cuda", **cuda13(ACCEL_IMAGES_MIN_DRIVER="570.26")), "7.0", "7.5")
+    assert "compute capability" in line
+
+
+def test_a_fine_nvidia_host_runs_the_command_silently(host: Host) -> None:
+    host.nvidia_smi(A100_580)
+    result = host.run("cuda", **cuda13())
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_an_old_nvidia_smi_without_compute_cap_still_gets_the_driver_check(host: Host) -> None:
+    host.nvidia_smi("driver_version, name\n535.129.03, NVIDIA H100 80GB HBM3\n")
+    assert_refused(host.run("cuda", **cuda13()), "535.129.03", CUDA13["ACCEL_IMAGES_MIN_DRIVER"])
+    host.nvidia_smi("driver_version, name\n590.44.01, NVIDIA H100 80GB HBM3\n")
+    assert_ran(host.run("cuda", **cuda13()))
+
+
+def test_no_nvidia_smi_warns_and_runs_on_the_cpu(host: Host) -> None:
+    assert_warned(host.run("cuda", **cuda13()), "--gpus all", "running on the CPU")
+
+
+def test_no_nvidia_smi_with_an_accelerator_required_is_refused(host: Host) -> None:
+    assert_refused(host.run("cuda", **cuda13(ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")), "--gpus all")
+
+
+def test_a_failing_nvidia_smi_is_reported_not_parsed_as_a_version(host: Host) -> None:
+    host.nvidia_smi(script=BROKEN_NVIDIA_SMI)
+    assert_warned(host.run("cuda", **cuda13()), "cannot reach the NVIDIA driver", "NVIDIA-SMI has failed")
+    required = assert_refused(host.run("cuda", **cuda13(ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")), "NVIDIA-SMI")
+    assert "older than" not in required
+
+
+# ---- AMD, Intel, Gaudi: device nodes ----------------------------------------------------------
+
+@pytest.mark.parametrize("vendor, nodes, hint", [
+    ("rocm", ["kfd", "dri/renderD128"], "--device /dev/kfd"),
+    ("xpu", ["dri/renderD128"], "--device /dev/dri"),
+    ("gaudi", ["accel/accel0"], "--runtime=habana"),
+    ("gaudi", ["hl0"], "--runtime=habana"),
+])
+def test_device_nodes(host: Host, vendor: str, nodes: list[str], hint: str) -> None:
+    missing = host.run(vendor)
+    assert_warned(missing, hint, "running on the CPU")
+    assert_refused(host.run(vendor, ACCEL_IMAGES_REQUIRE_ACCELERATOR="1"), hint)
+    for node in nodes:
+        host.device(node)
+    present = host.run(vendor, ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(present)
+    assert present.stderr == ""
+
+
+def test_xpu_with_dri_but_no_render_node_warns(host: Host) -> None:
+    host.device("dri/card0")
+    assert_warned(host.run("xpu"), "render node")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes any device node")
+def test_rocm_kfd_without_permission_is_refused(host: Host) -> None:
+    host.device("dri/renderD128")
+    host.device("kfd").chmod(0)
+    assert_refused(host.run("rocm"), "/dev/kfd is not accessible", "--group-add")
+
+
+def test_guard_reads_real_dev_without_the_override(host: Host) -> None:
+    """Default: no prefix, so the image checks the container's own /dev."""
+    assert re.search(r'^dev="\$\{ACCEL_IMAGES_DEV_ROOT:-\}/dev"$', GUARD_SOURCE.read_text(), re.MULTILINE)
+
+
+# ---- switched off -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("vendor", ["cuda", "rocm", "xpu", "gaudi"])
+def test_guard_off_runs_the_command_whatever_the_host(host: Host, vendor: str) -> None:
+    host.nvidia_smi(TITAN_V_570)
+    result = host.run(vendor, **cuda13(ACCEL_IMAGES_GUARD="off", ACCEL_IMAGES_REQUIRE_ACCELERATOR="1"))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+# ---- every image carries it -------------------------------------------------------------------
+
+def test_every_rendered_image_copies_the_guard_and_starts_with_it() -> None:
+    contexts = sorted((ROOT / "images").glob("*/*/Dockerfile"))
+    assert contexts
+    for dockerfile in contexts:
+        assert (dockerfile.parent / "guard.sh").read_bytes() == GUARD_SOURCE.read_bytes(), dockerfile
+        assert 'ENTRYPOINT ["/opt/accel-images/guard.sh"]' in dockerfile.read_text(), dockerfile
+
+
+def test_the_guard_is_posix_sh() -> None:
+    """dash (Debian's /bin/sh) parses it; bash-only syntax would break minimal images."""
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("dash is not installed")
+    assert subprocess.run([dash, "-n", str(GUARD_SOURCE)], capture_output=True).returncode == 0
+    assert GUARD_SOURCE.read_text().startswith("#!/bin/sh\n")
+
+
+# ---- inside the built CPU image -----------------------------------------------------------------
+
+from test_build_integration import IMAGE as CPU_IMAGE, published_build  # noqa: E402,F401  (the fixture, under CI)
+
+
+@pytest.fixture
+def cpu_image(docker_client, request: pytest.FixtureRequest) -> str:
+    """The published CPU image: present when the build tests ran; built here under CI otherwise."""
+    import docker.errors
+    try:
+        docker_client.images.get(CPU_IMAGE)
+    except docker.errors.ImageNotFound:
+        if os.environ.get("CI") != "true":
+            pytest.skip(f"{CPU_IMAGE} is not built (tests/test_build_integration.py builds it)")
+        request.getfixturevalue("published_build")
+    return CPU_IMAGE
+
+
+@pytest.mark.engine
+def test_the_built_image_starts_through_the_guard(docker_client, cpu_image: str) -> None:
+    config = docker_client.images.get(cpu_image).attrs["Config"]
+    assert config["Entrypoint"] == ["/opt/accel-images/guard.sh"]
+    output = docker_client.containers.run(cpu_image, ["python", "-c", "print(1)"], remove=True,
+                                          network_disabled=True, labels={"io.accel-images.test": "1"})
+    assert output == b"1\n"
+
+
+@pytest.mark.engine
+def test_the_guard_inside_the_image_refuses_a_missing_required_gpu(docker_client, cpu_image: str) -> None:
+    container = docker_client.containers.run(
+        cpu_image, ["python", "-c", "print(1)"], detach=True, network_disabled=True,
+        environment={"ACCEL_IMAGES_VENDOR": "cuda", "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1"},
+        labels={"io.accel-images.test": "1"})
+    try:
+        status = container.wait(timeout=120)["StatusCode"]
+        stdout = container.logs(stdout=True, stderr=False)
+        stderr = container.logs(stdout=False, stderr=True).decode()
+    finally:
+        container.remove(force=True)
+    assert status == GUARD_EXIT
+    assert stdout == b""
+    assert stderr.startswith("accel-images: error: ") and "--gpus all" in stderr

@@ -1,0 +1,475 @@
+"""The nightly rebuild: what is skipped and why, promote on green, the lock, and the command.
+
+The end-to-end tests use a tiny template set (tests/nightly_fixture/templates: the base image
+plus a stub smoke workload that reports what the image promises) on top of local/debian:bookworm,
+published under a repository of their own in the local registry; each run takes seconds.
+Registry state is checked over the registry's HTTP API directly, not through builder.registry.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from io import BytesIO
+from pathlib import Path
+
+import docker
+import pytest
+from click.testing import CliRunner
+
+from builder import compat, tags
+from builder.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Prepared
+from builder.cli import load_expansion
+from builder.cli_nightly import nightly_command
+from builder.engine import BuiltImage, Engine, ImageInfo
+from builder.errors import BuildFailed, RegistryError
+from builder.fingerprint import FINGERPRINT_LABEL
+from builder.lock import LockBusy, held
+from builder.nightly import NightlyOptions, NightlyOutcome, rebuild_reason, run_nightly
+from builder.publish import RetryPolicy, Target
+from builder.registry import RegistryClient, RemoteImage
+from builder.render import Mirror, RenderOptions
+from builder.smoke.judge import SmokeResult
+from builder.variant import Expansion
+from nightly_fixture.rawregistry import RawRegistry
+
+FIXTURE = Path(__file__).parent / "nightly_fixture"
+TEMPLATES = FIXTURE / "templates"
+NOW = datetime(2026, 12, 2, 3, 0, tzinfo=timezone.utc)
+MATRIX = """schema: 1
+image: {image}
+vendors:
+  cpu:
+    - torch: ["2.13"]
+      python: ["3.11"]
+      os: [debian12]
+      flavor: [runtime]
+    - torch: ["2.14"]
+      python: ["3.12"]
+      os: [ubuntu24.04]
+      flavor: [runtime]
+"""
+DEBIAN = "2.13.0-cpu-py3.11-debian12"
+UBUNTU = "2.14.0-cpu-py3.12-ubuntu24.04"
+GREEN = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
+NO_WAIT = RetryPolicy(sleep=lambda seconds: None)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_matrix(directory: Path, image: str) -> Path:
+    path = directory / "matrix.yaml"
+    path.write_text(MATRIX.format(image=image))
+    return path
+
+
+# ---- why a variant is rebuilt ----------------------------------------------------------------------
+
+def prepared(fingerprint: str = "sha256:new", base: str = "base@sha256:bbb") -> Prepared:
+    return Prepared(variant=None, ref="x", context_dir=Path("."), args={},  # type: ignore[arg-type]
+                    fingerprint=fingerprint, base_digest=base)
+
+
+def remote(labels: dict[str, str], created: datetime | None = None) -> RemoteImage:
+    return RemoteImage("team/img", "tag", "sha256:ddd", labels, created)
+
+
+@pytest.mark.parametrize("image,reason", [
+    (None, "not in the registry yet"),
+    (remote({}), "the registry's image has no fingerprint label"),
+    (remote({FINGERPRINT_LABEL: "sha256:old", BASE_DIGEST_LABEL: "base@sha256:aaa"}),
+     "base image changed (sha256:aaa -> sha256:bbb)"),
+    (remote({FINGERPRINT_LABEL: "sha256:old", BASE_DIGEST_LABEL: "base@sha256:bbb"}),
+     "template, build context or build args changed"),
+    (remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-11-01T00:00:00Z"}),
+     "older than 7 days (built 2026-11-01)"),
+    (remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW - timedelta(days=8)), "older than 7 days (built 2026-11-24)"),
+    (remote({FINGERPRINT_LABEL: "sha256:new"}), "the registry's image has no build date"),
+    (remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-11-30T00:00:00Z"}), None),
+    (remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW - timedelta(days=1)), None),
+])
+def test_rebuild_reason(image: RemoteImage | None, reason: str | None) -> None:
+    assert rebuild_reason(image, prepared(), 7, NOW) == reason
+
+
+def test_max_age_zero_rebuilds_everything() -> None:
+    fresh = remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-12-02T02:59:00Z"})
+    assert rebuild_reason(fresh, prepared(), 0, NOW) == "older than 0 days (built 2026-12-02)"
+
+
+# ---- the run, against a fake engine and registry ------------------------------------------------
+
+@dataclass
+class FakeEngine:
+    """Just enough of Engine for Builder and publish; `failing_builds` holds tags whose build fails."""
+
+    failing_builds: set[str] = field(default_factory=set)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    def pull(self, ref: str, on_line: object = None) -> ImageInfo:
+        self.calls.append(("pull", ref))
+        return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{ref.split(':')[0]}@sha256:{'b' * 64}",))
+
+    def inspect_image(self, ref: str) -> None:
+        return None
+
+    def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
+        self.calls.append(("build", tag))
+        if tag.split(":")[-1] in self.failing_builds:
+            raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
+        return BuiltImage(f"sha256:built-{tag}", tag, 1)
+
+    def tag(self, image: str, ref: str) -> None:
+        self.calls.append(("tag", ref))
+
+    def push(self, ref: str) -> str:
+        self.calls.append(("push", ref))
+        return "sha256:" + "d" * 64
+
+    def remove_image(self, ref: str, force: bool = False) -> None:
+        self.calls.append(("remove", ref))
+
+
+@dataclass
+class FakeRegistry:
+    host: str = "reg.example:5000"
+    images: dict[str, RemoteImage] = field(default_factory=dict)
+    ping_error: RegistryError | None = None
+    read_failures: list[RegistryError] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+    def ping(self) -> None:
+        if self.ping_error is not None:
+            raise self.ping_error
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        if self.read_failures:
+            raise self.read_failures.pop(0)
+        return self.images.get(tag)
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return "sha256:" + "d" * 64
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        self.deleted.append(tag)
+        return True
+
+
+@pytest.fixture
+def expansion(tmp_path: Path) -> Expansion:
+    return load_expansion(str(write_matrix(tmp_path, "team/pytorch")))
+
+
+def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
+             jobs: int = 1) -> list[NightlyOutcome]:
+    settings = BuildSettings(state_dir=tmp_path / "state", jobs=jobs)
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id="r1", retry=NO_WAIT)
+    return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
+                       settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
+
+
+def test_unreachable_registry_stops_the_run_before_any_build(expansion: Expansion, tmp_path: Path) -> None:
+    down = RegistryError("registry reg.example:5000 unreachable (connection refused)")
+    down.transient = True
+    engine = FakeEngine()
+    with pytest.raises(RegistryError, match="unreachable"):
+        fake_run(expansion, engine, FakeRegistry(ping_error=down), tmp_path)
+    assert engine.calls == []
+
+
+def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansion, tmp_path: Path) -> None:
+    first = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    assert [night.status for night in first] == ["built", "built"]
+    [ubuntu, debian] = first                         # newest first, as the matrix expands
+    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})})
+    engine = FakeEngine()
+    second = fake_run(expansion, engine, registry, tmp_path)
+    assert [(n.outcome.variant.tag, n.status) for n in second] == [(UBUNTU, "built"), (DEBIAN, "skipped")]
+    assert second[1].reason == "unchanged since 2026-12-01"
+    assert ("pull", "ubuntu:24.04") in engine.calls and ("pull", "debian:bookworm-slim") in engine.calls
+    assert [ref for call, ref in engine.calls if call == "build"] == [f"team/pytorch:{UBUNTU}"]
+
+
+def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
+    engine = FakeEngine(failing_builds={UBUNTU})
+    registry = FakeRegistry()
+    nights = fake_run(expansion, engine, registry, tmp_path, jobs=2)
+    assert [(n.outcome.variant.tag, n.status) for n in nights] == [(UBUNTU, "failed"), (DEBIAN, "built")]
+    assert "RUN false" in (nights[0].outcome.error or "")
+    pushed = {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"}
+    assert not any(tag.startswith(UBUNTU) for tag in pushed)
+    assert pushed == {f"{DEBIAN}-candidate-r1", DEBIAN, f"{DEBIAN}-20261202", "2.13-cpu"}
+
+
+def test_transient_registry_reads_are_retried(expansion: Expansion, tmp_path: Path) -> None:
+    blip = RegistryError("registry answered 503")
+    blip.transient = True
+    nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[blip, blip]), tmp_path)
+    assert [night.status for night in nights] == ["built", "built"]
+
+
+def test_permanent_registry_read_failure_fails_that_variant(expansion: Expansion, tmp_path: Path) -> None:
+    denied = RegistryError("registry reg.example:5000 denied access")
+    nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[denied]), tmp_path)
+    assert [night.status for night in nights] == ["failed", "built"]
+    assert nights[0].outcome.error == "registry reg.example:5000 denied access"
+
+
+# ---- the lock ----------------------------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from builder.lock import held
+with held(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+@pytest.fixture
+def holder() -> Iterator[Callable[[Path, float], subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def hold(path: Path, seconds: float) -> subprocess.Popen[str]:
+        process = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE,
+                                   text=True)
+        started.append(process)
+        assert process.stdout is not None and process.stdout.readline().strip() == "held"
+        return process
+
+    yield hold
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_lock_refuses_at_once_naming_the_holder(tmp_path: Path, holder) -> None:
+    lock = tmp_path / "state" / "nightly.lock"
+    process = holder(lock, 60)
+    with pytest.raises(LockBusy) as caught:
+        with held(lock):
+            pytest.fail("got a lock another process holds")
+    assert f"(PID {process.pid}) holds {lock}" in caught.value.one_line()
+    assert "--lock-wait" in caught.value.one_line()
+
+
+def test_lock_wait_gets_the_lock_once_it_is_released(tmp_path: Path, holder) -> None:
+    lock = tmp_path / "nightly.lock"
+    holder(lock, 0.5)
+    with held(lock, wait_s=120, poll_s=0.05) as path:
+        assert path == lock
+
+
+def test_lock_wait_gives_up_at_its_deadline(tmp_path: Path, holder) -> None:
+    lock = tmp_path / "nightly.lock"
+    holder(lock, 60)
+    clock = iter(range(0, 1000, 2))
+    slept: list[float] = []
+    with pytest.raises(LockBusy, match="after waiting 5 s"):
+        with held(lock, wait_s=5, clock=lambda: next(clock), sleep=slept.append):
+            pass
+    assert slept and all(0 < s <= 0.2 for s in slept)
+
+
+def test_lock_is_released_after_an_exception(tmp_path: Path) -> None:
+    lock = tmp_path / "nightly.lock"
+    with pytest.raises(RuntimeError):
+        with held(lock):
+            raise RuntimeError("boom")
+    probe = subprocess.run([sys.executable, "-c", HOLDER, str(lock), "0"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0 and probe.stdout.strip() == "held"
+
+
+def test_command_refuses_while_another_nightly_runs(tmp_path: Path, holder) -> None:
+    state = tmp_path / "state"
+    process = holder(state / "nightly.lock", 60)
+    result = CliRunner().invoke(nightly_command, ["--registry", "127.0.0.1:1", "--matrix",
+                                                  str(write_matrix(tmp_path, "team/pytorch")),
+                                                  "--state-dir", str(state)])
+    assert result.exit_code == 75
+    assert f"accel-images: error: another nightly (PID {process.pid}) holds" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_command_rejects_a_malformed_registry(tmp_path: Path) -> None:
+    result = CliRunner().invoke(nightly_command, ["--registry", "not a host", "--matrix",
+                                                  str(write_matrix(tmp_path, "team/pytorch"))])
+    assert result.exit_code == 2
+    assert "--registry: 'not a host' is not" in result.output
+
+
+# ---- end to end: real engine, real local registry ----------------------------------------------
+
+@dataclass(frozen=True)
+class Site:
+    """One test's own corner of the local registry, its matrix, templates and state.
+
+    Builds run with network mode `none`: the fixture template needs no network, and so the
+    tests do not depend on the daemon's default bridge."""
+
+    registry: str
+    namespace: str
+    matrix: Path
+    templates: Path
+    state: Path
+
+    @property
+    def repository(self) -> str:
+        return f"{self.namespace}/pytorch"
+
+    @property
+    def raw(self) -> RawRegistry:
+        return RawRegistry(self.registry)
+
+    def base(self, name: str) -> str:
+        return f"{self.registry}/{self.namespace}/library/{name}"
+
+    def options(self) -> RenderOptions:
+        return RenderOptions(mirrors=(Mirror("docker.io", f"{self.registry}/{self.namespace}"),))
+
+    def cli_args(self) -> list[str]:
+        return ["--registry", self.registry, "--matrix", str(self.matrix), "--templates", str(self.templates),
+                "--registry-mirror", f"docker.io={self.registry}/{self.namespace}", "--state-dir", str(self.state),
+                "--network", "none"]
+
+    def digests(self) -> dict[str, str | None]:
+        return {tag: self.raw.digest(self.repository, tag) for tag in self.raw.tags(self.repository)}
+
+
+@pytest.fixture
+def site(registry: str, docker_client: docker.DockerClient, base_images, tmp_path: Path) -> Iterator[Site]:
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    templates = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, templates)
+    here = Site(registry, namespace, write_matrix(tmp_path, f"{namespace}/pytorch"), templates, tmp_path / "state")
+    for base in (here.base("debian:bookworm-slim"), here.base("ubuntu:24.04")):
+        push_base(docker_client, base_images.python, base)
+    yield here
+    for repository in ("pytorch", "library/debian", "library/ubuntu"):
+        here.raw.delete_repository(f"{namespace}/{repository}")
+    for image in docker_client.images.list():
+        for ref in image.tags:
+            if ref.startswith((f"{registry}/{namespace}/", f"{namespace}/")):  # only this test's names
+                docker_client.images.remove(ref)
+
+
+def push_base(client: docker.DockerClient, source: str, ref: str) -> None:
+    repository, tag = ref.rsplit(":", 1)
+    client.images.get(source).tag(repository, tag)
+    for line in client.images.push(repository, tag, stream=True, decode=True):
+        assert "error" not in line, line
+
+
+def nightly(site: Site, **settings: object) -> list[NightlyOutcome]:
+    expansion = load_expansion(str(site.matrix))
+    options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT)
+    return run_nightly(Engine.connect(), compat.load_kb(), expansion, expansion.variants,
+                       RegistryClient(site.registry),
+                       BuildSettings(options=site.options(), state_dir=site.state, network_mode="none",
+                                     **settings),  # type: ignore[arg-type]
+                       options, templates_dir=site.templates)
+
+
+def real_tags(site: Site) -> dict[str, tuple[str, ...]]:
+    expansion = load_expansion(str(site.matrix))
+    day = datetime.now(timezone.utc).date()
+    return {v.tag: tags.all_tags(v, expansion.variants, day) for v in expansion.variants}
+
+
+def by_tag(nights: list[NightlyOutcome]) -> dict[str, NightlyOutcome]:
+    return {night.outcome.variant.tag: night for night in nights}
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> None:
+    first = CliRunner().invoke(nightly_command, [*site.cli_args(), "--jobs", "2"])
+    assert first.exit_code == 0, first.output
+    report = json.loads((site.state / "reports" / f"nightly-{datetime.now(timezone.utc):%Y%m%d}" /
+                         "report.json").read_text())
+    records = {record["tag"]: record for record in report["variants"]}
+    expected = real_tags(site)
+    assert {tag: record["status"] for tag, record in records.items()} == {DEBIAN: "built", UBUNTU: "built"}
+
+    digests = site.digests()
+    assert sorted(digests) == sorted(t for group in expected.values() for t in group)  # no candidate left
+    for tag, group in expected.items():
+        assert records[tag]["pushed_tags"] == list(group)
+        assert records[tag]["smoke"]["ok"] is True and records[tag]["smoke_ran_on"] == "cpu"
+        assert {digests[t] for t in group} == {records[tag]["digest"]}
+        assert site.raw.labels(site.repository, tag)[FINGERPRINT_LABEL] == records[tag]["fingerprint"]
+    assert digests["latest-cpu"] == records[UBUNTU]["digest"] and digests["2.13-cpu"] == records[DEBIAN]["digest"]
+    assert {path.name for path in (site.state / "reports").glob("*/*")} >= {"report.json", "summary.md",
+                                                                             "index.html", "junit.xml"}
+
+    second = CliRunner().invoke(nightly_command, site.cli_args())
+    assert second.exit_code == 0, second.output
+    assert "0 published, 2 skipped, 0 failed" in second.output
+    assert site.digests() == digests
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_moved_base_rebuilds_exactly_the_variants_on_it(site: Site, docker_client: docker.DockerClient,
+                                                          base_images) -> None:
+    before = by_tag(nightly(site))
+    assert {tag: night.status for tag, night in before.items()} == {DEBIAN: "built", UBUNTU: "built"}
+    old = site.digests()
+
+    moved, _ = docker_client.images.build(
+        fileobj=BytesIO(f"FROM {base_images.python}\nLABEL moved={uuid.uuid4().hex}\n".encode()), rm=True,
+        network_mode="none")
+    push_base(docker_client, moved.id, site.base("debian:bookworm-slim"))
+
+    after = by_tag(nightly(site))
+    assert after[DEBIAN].status == "built", after[DEBIAN].outcome.error
+    assert after[DEBIAN].reason.startswith("base image changed (")
+    assert after[UBUNTU].status == "skipped"
+    now = site.digests()
+    assert now[DEBIAN] == after[DEBIAN].registry_digest != old[DEBIAN]
+    assert now["2.13-cpu"] == now[DEBIAN]
+    assert now[UBUNTU] == old[UBUNTU] and now["latest-cpu"] == old["latest-cpu"]
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_failing_smoke_moves_no_tag(site: Site) -> None:
+    assert [night.status for night in nightly(site)] == ["built", "built"]
+    good = site.digests()
+    template = site.templates / "vendors" / "cpu.Dockerfile.j2"
+    template.write_text(template.read_text().replace('{% set verdict = "pass" %}', '{% set verdict = "fail" %}'))
+
+    broken = nightly(site, jobs=2)
+    assert [night.status for night in broken] == ["failed", "failed"]
+    for night in broken:
+        assert night.reason == "template, build context or build args changed"
+        assert (night.outcome.error or "").startswith("smoke: check stub failed: verdict fail")
+        assert night.publication is not None and night.publication.promoted == ()
+        assert night.publication.digest not in (None, good[night.outcome.variant.tag])
+    assert site.digests() == good                      # every real tag still on the last good image
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_registry_down_is_one_clear_line_and_promotes_nothing(site: Site) -> None:
+    port = free_port()
+    args = [*site.cli_args(), "--registry", f"127.0.0.1:{port}"]
+    result = CliRunner().invoke(nightly_command, args)
+    assert result.exit_code == 4
+    assert f"accel-images: error: registry 127.0.0.1:{port} unreachable (connection refused)" in result.output
+    assert "Traceback" not in result.output
+    assert site.raw.tags(site.repository) == []
+    assert not (site.state / "contexts").exists()      # nothing was even rendered

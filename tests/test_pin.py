@@ -1,0 +1,173 @@
+"""`--pin` and `--lock`: base images resolved to digests, recorded, and rendered from the record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from builder import pin
+from builder.compat import load_kb
+from builder.errors import InputError, RegistryError
+from builder.render import Mirror
+from builder.variant import make_variant
+from conftest import registry_get
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_MATRIX = ROOT / "tests" / "matrices" / "cpu-debian.yaml"
+DIGEST = "sha256:" + "a" * 64
+OTHER = "sha256:" + "b" * 64
+MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
+TEST_MATRIX = """schema: 1
+image: accel-images-test/pin
+vendors:
+  cpu:
+    - torch: ["2.13"]
+      python: ["3.11"]
+      os: [debian12]
+      flavor: [runtime]
+"""
+
+
+@dataclass(frozen=True)
+class Pulled:
+    repo_digests: tuple[str, ...]
+
+
+class FakePuller:
+    def __init__(self, digests: dict[str, tuple[str, ...]]) -> None:
+        self.digests = digests
+        self.pulled: list[str] = []
+
+    def pull(self, ref: str) -> Pulled:
+        self.pulled.append(ref)
+        return Pulled(self.digests[ref])
+
+
+def cpu_variant():
+    return make_variant(load_kb(), "cpu", None, "2.13", "3.11", "debian12", "runtime")
+
+
+def test_repository_and_pinned_reference() -> None:
+    assert pin.repository_of("debian:bookworm-slim") == "debian"
+    assert pin.repository_of("127.0.0.1:5000/library/debian:bookworm-slim") == "127.0.0.1:5000/library/debian"
+    assert pin.repository_of("localhost:5000/x") == "localhost:5000/x"
+    assert pin.pinned_ref("nvidia/cuda:13.0.3-runtime-ubuntu24.04", DIGEST) == f"nvidia/cuda@{DIGEST}"
+
+
+def test_resolve_goes_through_the_mirror_and_keys_by_upstream_ref(tmp_path: Path) -> None:
+    mirror = Mirror("docker.io", "127.0.0.1:5000")
+    puller = FakePuller({"127.0.0.1:5000/library/debian:bookworm-slim":
+                         ("elsewhere/debian@" + OTHER, f"127.0.0.1:5000/library/debian@{DIGEST}")})
+    lock = pin.resolve(puller, ["debian:bookworm-slim", "debian:bookworm-slim"], [mirror],
+                       now=datetime(2026, 5, 1, tzinfo=timezone.utc))
+    assert puller.pulled == ["127.0.0.1:5000/library/debian:bookworm-slim"]
+    assert lock.digest_of("debian:bookworm-slim") == DIGEST
+    assert lock.created == "2026-05-01T00:00:00Z"
+    path = pin.write_lock(lock, tmp_path / "accel-images.lock")
+    assert pin.read_lock(path) == lock
+    assert json.loads(path.read_text())["bases"]["debian:bookworm-slim"]["digest"] == DIGEST
+
+
+def test_an_image_without_a_registry_digest_cannot_be_pinned() -> None:
+    with pytest.raises(RegistryError, match="no registry digest"):
+        pin.resolve(FakePuller({"local/x:1": ()}), ["local/x:1"])
+
+
+def test_apply_renders_bases_by_digest_and_refuses_an_unknown_base(tmp_path: Path) -> None:
+    variant = cpu_variant()
+    lock = pin.Lock("2026-05-01T00:00:00Z", (pin.PinnedBase(variant.base_image, DIGEST, variant.base_image),))
+    [pinned] = pin.apply(lock, [variant])
+    assert pinned.base_image == f"debian@{DIGEST}"
+    assert pinned.tag == variant.tag
+    with pytest.raises(InputError, match="not in the lock"):
+        pin.apply(pin.Lock("x", ()), [variant], tmp_path / "l")
+
+
+def test_pinning_a_few_variants_keeps_the_rest_of_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "accel-images.lock"
+    pin.write_lock(pin.Lock("old", (pin.PinnedBase("nvidia/cuda:1", OTHER, "nvidia/cuda:1"),)), path)
+    pin.pin(FakePuller({"debian:bookworm-slim": (f"debian@{DIGEST}",)}), [cpu_variant()], [], path)
+    lock = pin.read_lock(path)
+    assert lock.digest_of("nvidia/cuda:1") == OTHER and lock.digest_of("debian:bookworm-slim") == DIGEST
+
+
+@pytest.mark.parametrize("text", ["not json", '{"schema": 1}', '{"schema": 1, "bases": {"x": {"digest": "md5:1"}}}'])
+def test_a_bad_lock_file_is_an_input_error_naming_it(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "bad.lock"
+    path.write_text(text)
+    with pytest.raises(InputError) as raised:
+        pin.read_lock(path)
+    assert str(path) in raised.value.one_line()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def registry_digest(registry: str, repository: str, tag: str) -> str:
+    """Straight from the registry: the digest is the sha256 of the manifest it serves."""
+    return "sha256:" + hashlib.sha256(registry_get(registry, f"/v2/{repository}/manifests/{tag}",
+                                                   accept=MANIFEST_V2)).hexdigest()
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_render_pin_then_lock_reproduces_the_same_inputs(registry: str, base_images, tmp_path: Path) -> None:
+    lock_path = tmp_path / "accel-images.lock"
+    mirror = ["--registry-mirror", f"docker.io={registry}"]
+    pinned = cli("render", "--matrix", str(CPU_MATRIX), *mirror, "--pin", "--lock", str(lock_path),
+                 "--out", str(tmp_path / "pinned"))
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    expected = registry_digest(registry, base_images.slim_repository, base_images.slim_tag)
+    lock = json.loads(lock_path.read_text())
+    assert lock["bases"]["debian:bookworm-slim"]["digest"] == expected
+    assert lock["created"].startswith(datetime.now(timezone.utc).strftime("%Y-%m-%d")[:4])
+    [dockerfile] = (tmp_path / "pinned").rglob("Dockerfile")
+    from_lines = [line for line in dockerfile.read_text().splitlines() if line.startswith("FROM ")]
+    assert from_lines and all(f"{registry}/library/debian@{expected}" in line for line in from_lines)
+
+    again = cli("render", "--matrix", str(CPU_MATRIX), *mirror, "--lock", str(lock_path),
+                "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    [second] = (tmp_path / "again").rglob("Dockerfile")
+    assert second.read_bytes() == dockerfile.read_bytes()
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_build_from_the_lock_uses_the_pinned_base(registry: str, base_images, docker_client, tmp_path: Path) -> None:
+    templates = tmp_path / "templates" / "vendors"
+    templates.mkdir(parents=True)
+    (templates / "cpu.Dockerfile.j2").write_text("FROM {{ base_ref }}\nRUN echo pinned > /pinned\n")
+    (tmp_path / "matrix.yaml").write_text(TEST_MATRIX)
+    common = ["--matrix", str(tmp_path / "matrix.yaml"), "--templates", str(tmp_path / "templates"),
+              "--registry-mirror", f"docker.io={registry}", "--no-smoke", "--force", "--lock",
+              str(tmp_path / "lock"), "--state-dir", str(tmp_path / "state")]
+    try:
+        first = cli("build", *common, "--pin")
+        assert first.returncode == 0, first.stdout + first.stderr
+        second = cli("build", *common)
+        assert second.returncode == 0, second.stdout + second.stderr
+        [record] = json.loads((tmp_path / "state" / "reports" / "build-latest.json").read_text())
+        expected = registry_digest(registry, base_images.slim_repository, base_images.slim_tag)
+        assert record["base_digest"].endswith(expected)
+        [dockerfile] = (tmp_path / "state" / "contexts").rglob("Dockerfile")
+        assert f"FROM {registry}/library/debian@{expected}" in dockerfile.read_text()
+    finally:
+        for image in docker_client.images.list(name="accel-images-test/pin"):
+            docker_client.images.remove(image.id, force=True)
+
+
+def test_lock_missing_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = cli("render", "--matrix", str(CPU_MATRIX), "--lock", str(tmp_path / "none.lock"),
+                 "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "--pin" in result.stderr
