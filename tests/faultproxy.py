@@ -154,7 +154,9 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             for key, value in response.getheaders():
                 if key.lower() not in _HOP_BY_HOP:
                     self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
+            # HEAD answers carry the size of what a GET would return: clients (dockerd) rely on it.
+            length = response.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
