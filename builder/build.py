@@ -22,7 +22,7 @@ from builder.compat import KnowledgeBase
 from builder.engine import Engine, ImageInfo
 from builder.compat import vkey
 from builder.errors import AccelError, EngineError, RegistryError
-from builder.fingerprint import FINGERPRINT_LABEL, fingerprint
+from builder.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
 from builder.render import RenderedContext, Renderer, RenderOptions, mirrored, write_build_context
 from builder.smoke.judge import SmokeResult
 from builder.smoke.launcher import run_smoke
@@ -116,8 +116,20 @@ class Builder:
         """Outcomes so far, in completion order: what a partial report after Ctrl-C shows."""
 
     def run(self, variants: Sequence[Variant]) -> list[Outcome]:
-        """Build every variant, `jobs` at a time; outcomes in the order given."""
-        return run_each(self.one, variants, self.settings.jobs)
+        """Build every variant, `jobs` at a time; outcomes in the order given.
+
+        File digests are kept in the state dir between runs, so a no-op rebuild does not
+        re-hash the wheelhouse of every context.
+        """
+        cache = self.settings.state_dir / "cache" / "digests.json"
+        load_digest_cache(cache)
+        try:
+            return run_each(self.one, variants, self.settings.jobs)
+        finally:
+            try:
+                save_digest_cache(cache)
+            except OSError:
+                pass  # only a speed-up: a read-only state dir must not fail the build
 
     def one(self, variant: Variant) -> Outcome:
         """Build and smoke one variant; expected failures become a failed Outcome."""

@@ -29,7 +29,9 @@ _RACY_WINDOW_S = 2.0
 """A file modified this recently may change again within one timestamp tick, unseen by
 stat; its digest is not cached (git calls these entries racy)."""
 
-_digest_cache: dict[tuple[str, int, int, int, int, int], str] = {}
+_digest_cache: dict[str, str] = {}
+"""File digests by inode identity: hard-linked copies of one wheel (one per build context)
+share an entry, and the cache can be saved in the state dir so a no-op run hashes nothing."""
 
 
 def fingerprint(context_dir: Path, buildargs: Mapping[str, str], base_image_id: str) -> str:
@@ -80,8 +82,12 @@ def _entry(root: Path, rel: str) -> list[str]:
 
 
 def _file_digest(path: Path, info: os.stat_result) -> str:
-    """The file's sha256, from the cache when its identity and timestamps are unchanged."""
-    key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    """The file's sha256, from the cache when its inode, size and mtime are unchanged.
+
+    ctime is left out on purpose: adding a hard link (each build context links the
+    wheelhouse) changes it without changing a byte.
+    """
+    key = f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}"
     cached = _digest_cache.get(key)
     if cached is not None:
         return cached
@@ -90,10 +96,28 @@ def _file_digest(path: Path, info: os.stat_result) -> str:
         while chunk := stream.read(_CHUNK):
             digest.update(chunk)
     hexdigest = digest.hexdigest()
-    last_change_s = max(info.st_mtime_ns, info.st_ctime_ns) / 1e9
-    if time.time() - last_change_s > _RACY_WINDOW_S:
+    if time.time() - info.st_mtime_ns / 1e9 > _RACY_WINDOW_S:
         _digest_cache[key] = hexdigest
     return hexdigest
+
+
+def load_digest_cache(path: Path) -> None:
+    """Merge digests saved by an earlier run (a missing or corrupt file is ignored)."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(saved, dict):
+        _digest_cache.update({k: v for k, v in saved.items() if isinstance(k, str) and isinstance(v, str)})
+
+
+def save_digest_cache(path: Path) -> None:
+    """Persist the digests for the next run (atomically; losing it only costs time)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(_digest_cache))
+    os.replace(tmp, path)
 
 
 def _sha256_hex(data: bytes) -> str:

@@ -10,6 +10,9 @@ or the Bearer token flow of the `WWW-Authenticate` header, with the credentials 
 login` stored (the Docker config file, or its credential helpers, through docker-py). They
 are never printed and never taken from the command line.
 
+Copying a tag (a floating alias that must follow an image that was not rebuilt) is a manifest
+put of the same bytes: no layer moves, and no local image is needed.
+
 Deleting a tag: the distribution registry (v2.x) deletes manifests by digest only, and
 that removes every tag pointing at the digest. A candidate tag shares its digest with the
 real tags it was promoted to, so `delete_tag` first points the tag at a tiny manifest of
@@ -176,6 +179,17 @@ class RegistryClient:
         return names
 
     # -- changes ----------------------------------------------------------------------------
+
+    def copy_tag(self, repository: str, source: str, tag: str) -> str:
+        """Point `tag` at the manifest `source` points at (byte for byte, so the same digest)."""
+        where = f"tagging {repository}:{source} as {tag}"
+        scope = _scope(repository, "pull,push")
+        got = self._call("GET", f"/v2/{repository}/manifests/{source}", scope=scope, what=where,
+                         headers={"Accept": ", ".join(MANIFEST_TYPES)})
+        media_type = got.headers.get("Content-Type", DOCKER_MANIFEST).split(";")[0].strip()
+        put = self._call("PUT", f"/v2/{repository}/manifests/{tag}", scope=scope, ok=(201,), data=got.content,
+                         headers={"Content-Type": media_type}, what=where)
+        return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(got.content).hexdigest()
 
     def delete_tag(self, repository: str, tag: str) -> bool:
         """Remove one tag and nothing else; False when it was not there.

@@ -13,6 +13,7 @@ context and used only in the build stage, so it never lands in a layer of the fi
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -172,13 +173,13 @@ class Renderer:
         return _tidy(text)
 
     def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
-        files = {
-            "Dockerfile": self.dockerfile(variant, expansion, options).encode(),
-            "smoke.py": SMOKE_SOURCE.read_bytes(),
-        }
-        if GUARD_SOURCE.exists():
-            files["guard.sh"] = GUARD_SOURCE.read_bytes()
+        files = {"Dockerfile": self.dockerfile(variant, expansion, options).encode(), **self.static_files}
         return RenderedContext(variant, files, self.template_name(variant))
+
+    @functools.cached_property
+    def static_files(self) -> dict[str, bytes]:
+        """The files every context carries unchanged, read once (not once per variant)."""
+        return {"smoke.py": SMOKE_SOURCE.read_bytes(), "guard.sh": GUARD_SOURCE.read_bytes()}
 
     def render_all(self, expansion: Expansion, variants: Iterable[Variant],
                    options: RenderOptions = RenderOptions()) -> list[RenderedContext]:
@@ -290,29 +291,45 @@ def _remove_empty_dirs(root: Path) -> None:
 
 
 def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | None) -> Path:
-    """A build context on disk: the rendered files plus, for offline builds, the wheelhouse.
+    """Make `dest` hold exactly the rendered files plus, for offline builds, the wheelhouse.
 
-    Wheels are hard-linked where the file system allows (a 200 MB wheelhouse per variant would
-    otherwise be copied for every build).
+    Unchanged files are left alone and wheels are hard-linked where the file system allows,
+    so a no-op rebuild neither copies a 200 MB wheelhouse nor disturbs the cached digests.
     """
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    keep = set(context.files)
     for name, data in context.files.items():
-        _atomic_write(dest / name, data)
+        target = dest / name
+        if not (target.is_file() and not target.is_symlink() and target.read_bytes() == data):
+            _atomic_write(target, data)
     if wheelhouse is not None:
         _link_wheelhouse(wheelhouse, dest / WHEELS_DIR)
+        keep.add(WHEELS_DIR)
+    for extra in dest.iterdir():
+        if extra.name in keep:
+            continue
+        if extra.is_dir() and not extra.is_symlink():
+            shutil.rmtree(extra)
+        else:
+            extra.unlink()
     return dest
 
 
 def _link_wheelhouse(source: Path, target: Path) -> None:
     if not source.is_dir():
         raise InputError("wheelhouse directory not found", file=str(source), field="--pip-find-links")
-    target.mkdir()
-    for wheel in sorted(source.iterdir()):
-        if not wheel.is_file():
+    target.mkdir(exist_ok=True)
+    wheels = {w.name: w for w in sorted(source.iterdir()) if w.is_file()}
+    for present in target.iterdir():
+        if present.name not in wheels:
+            present.unlink()
+    for name, wheel in wheels.items():
+        linked = target / name
+        if linked.exists() and os.path.samefile(linked, wheel):
             continue
+        if linked.exists():
+            linked.unlink()
         try:
-            os.link(wheel, target / wheel.name)
+            os.link(wheel, linked)
         except OSError:
-            shutil.copy2(wheel, target / wheel.name)
+            shutil.copy2(wheel, linked)
