@@ -96,8 +96,8 @@ def nightly_table(nights: list[NightlyOutcome]) -> Table:
     for column in ("variant", "status", "why", "tags", "digest", "smoke"):
         table.add_column(column)
     for night in nights:
-        publication = night.publication
-        tags = ", ".join(publication.promoted) if publication and publication.promoted else "-"
+        moved = night.publication.promoted if night.publication else night.realigned
+        tags = ", ".join(moved) or "-"
         smoke = night.outcome.smoke.summary() if night.outcome.smoke else "-"
         status = night.status if night.ok else f"failed: {night.outcome.error}"
         digest = (night.registry_digest or "-")[:19]

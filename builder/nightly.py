@@ -61,6 +61,7 @@ class NightlyOutcome:
     reason: str
     publication: Publication | None = None
     registry_digest: str | None = None     # what the full tag serves after this run
+    realigned: tuple[str, ...] = ()        # aliases moved onto an unchanged image (the matrix changed)
 
     @property
     def status(self) -> str:
@@ -146,7 +147,7 @@ class _Night:
             skipped = Outcome(variant, "skipped", target.ref(variant.tag), fingerprint=prepared.fingerprint,
                               base_digest=prepared.base_digest)
             return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
-                                  registry_digest=last_good)
+                                  registry_digest=last_good, realigned=self._realign(variant, remote.digest))
         night = replace(night, reason=reason, registry_digest=last_good)
         built = self.builder.build_prepared(prepared)
         if not built.ok or built.image_id is None:
@@ -160,13 +161,32 @@ class _Night:
         published = replace(built, image=target.ref(variant.tag), smoke=publication.smoke)
         return replace(night, outcome=published, publication=publication, registry_digest=publication.digest)
 
+    def _realign(self, variant: Variant, digest: str) -> tuple[str, ...]:
+        """Move the floating aliases an unchanged image now wins onto it.
+
+        Aliases follow the matrix: when a newer variant leaves it, an older one that is not
+        rebuilt inherits `latest-<vendor>`. Its image passed its smoke test when it was
+        promoted, so this is a manifest copy in the registry, nothing more.
+        """
+        target, retry, moved = self.options.target, self.options.retry, []
+        for alias in tags.aliases_of(variant, self.expansion.variants):
+            current = with_retries(lambda: self.registry.manifest_digest(target.repository, alias), retry,
+                                   f"reading {target.ref(alias)}")
+            if current != digest:
+                self.status(variant, f"moving alias {alias} onto the unchanged image")
+                with_retries(lambda: self.registry.copy_tag(target.repository, variant.tag, alias), retry,
+                             f"tagging {target.ref(alias)}")
+                moved.append(alias)
+        return tuple(moved)
+
 
 def describe(night: NightlyOutcome) -> str:
     """A short status line for progress displays."""
     if night.status == "failed":
         return f"FAILED: {night.outcome.error}"
     if night.status == "skipped":
-        return f"skipped: {night.reason}"
+        moved = f"; moved {', '.join(night.realigned)} onto it" if night.realigned else ""
+        return f"skipped: {night.reason}{moved}"
     smoke = night.outcome.smoke
     where = f", smoke ok on {smoke.ran_on}" if smoke is not None else ""
     return f"built and published ({night.reason}){where}"
@@ -182,7 +202,7 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         "repository": target.repository,
         "full_ref": target.ref(night.outcome.variant.tag),
         "digest": night.registry_digest,
-        "pushed_tags": list(publication.promoted) if publication else [],
+        "pushed_tags": list(publication.promoted) if publication else list(night.realigned),
         "candidate": publication.candidate if publication else None,
         "candidate_digest": publication.digest if publication else None,
         "candidate_left": publication.candidate_left if publication else False,

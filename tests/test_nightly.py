@@ -148,6 +148,8 @@ class FakeRegistry:
     ping_error: RegistryError | None = None
     read_failures: list[RegistryError] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    serving: dict[str, str] = field(default_factory=dict)
+    copied: list[tuple[str, str]] = field(default_factory=list)
 
     def ping(self) -> None:
         if self.ping_error is not None:
@@ -159,7 +161,11 @@ class FakeRegistry:
         return self.images.get(tag)
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return "sha256:" + "d" * 64
+        return self.serving.get(tag, "sha256:" + "d" * 64)
+
+    def copy_tag(self, repository: str, source: str, tag: str) -> str:
+        self.copied.append((source, tag))
+        return self.serving.setdefault(tag, self.images[source].digest)
 
     def delete_tag(self, repository: str, tag: str) -> bool:
         self.deleted.append(tag)
@@ -193,13 +199,25 @@ def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansi
     assert [night.status for night in first] == ["built", "built"]
     [ubuntu, debian] = first                         # newest first, as the matrix expands
     registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})})
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})},
+                            serving={"2.13-cpu": "sha256:ddd"})
     engine = FakeEngine()
     second = fake_run(expansion, engine, registry, tmp_path)
     assert [(n.outcome.variant.tag, n.status) for n in second] == [(UBUNTU, "built"), (DEBIAN, "skipped")]
     assert second[1].reason == "unchanged since 2026-12-01"
+    assert second[1].realigned == () and registry.copied == []
     assert ("pull", "ubuntu:24.04") in engine.calls and ("pull", "debian:bookworm-slim") in engine.calls
     assert [ref for call, ref in engine.calls if call == "build"] == [f"team/pytorch:{UBUNTU}"]
+
+
+def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansion, tmp_path: Path) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})},
+                            serving={"2.13-cpu": "sha256:elsewhere"})
+    [_, night] = fake_run(expansion, FakeEngine(), registry, tmp_path)
+    assert night.status == "skipped" and night.realigned == ("2.13-cpu",)
+    assert registry.copied == [(DEBIAN, "2.13-cpu")]
 
 
 def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
@@ -442,6 +460,21 @@ def test_a_moved_base_rebuilds_exactly_the_variants_on_it(site: Site, docker_cli
     assert now[DEBIAN] == after[DEBIAN].registry_digest != old[DEBIAN]
     assert now["2.13-cpu"] == now[DEBIAN]
     assert now[UBUNTU] == old[UBUNTU] and now["latest-cpu"] == old["latest-cpu"]
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_aliases_follow_the_matrix_onto_an_unchanged_image(site: Site) -> None:
+    assert [night.status for night in nightly(site)] == ["built", "built"]
+    before = site.digests()
+    matrix = site.matrix.read_text()
+    site.matrix.write_text(matrix[: matrix.index('    - torch: ["2.14"]')])   # the newer variant leaves
+
+    [night] = nightly(site)
+    assert night.status == "skipped" and night.realigned == ("latest-cpu",)
+    after = site.digests()
+    assert after["latest-cpu"] == after[DEBIAN] == before[DEBIAN]
+    assert after["2.14-cpu"] == before["2.14-cpu"]          # no variant claims it any more: left alone
 
 
 @pytest.mark.engine

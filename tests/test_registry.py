@@ -115,6 +115,15 @@ def test_delete_tag_leaves_other_tags_on_the_same_digest(client: RegistryClient,
     assert client.delete_tag(repo, "candidate") is False
 
 
+@pytest.mark.registry
+def test_copy_tag_points_a_tag_at_the_same_manifest(client: RegistryClient, raw: RawRegistry, repo: str) -> None:
+    old = raw.push_config_image(repo, "latest", {"v": "1"})
+    new = raw.push_config_image(repo, "2.0", {"v": "2"})
+    assert client.copy_tag(repo, "2.0", "latest") == new
+    assert raw.digest(repo, "latest") == new and raw.digest(repo, "2.0") == new
+    assert old != new
+
+
 # ---- failures ---------------------------------------------------------------------------------
 
 def test_unreachable_registry_is_a_transient_one_line_error() -> None:
