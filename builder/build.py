@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
+from docker.utils import parse_repository_tag
+
 from builder import buildlog, devices
 from builder.compat import KnowledgeBase
 from builder.engine import Engine, ImageInfo
@@ -54,6 +56,8 @@ class BuildSettings:
     smoke_timeout_s: float = 600
     user_uid: int | None = None
     user_gid: int | None = None
+    no_cache: bool = False
+    """Build every step afresh, ignoring the engine's layer cache."""
 
 
 @dataclass(frozen=True)
@@ -165,14 +169,17 @@ class Builder:
         rendered = withhold_credentials(rendered, self.settings.options.pip_index_url)
         write_build_context(context_dir, rendered, self.settings.options.pip_find_links)
         base = self._resolve_base(variant)
-        base_digest = base.repo_digests[0] if base.repo_digests else base.id
+        base_digest = pinned_base(base, mirrored(variant.base_image, self.settings.options.mirrors))
         args = build_args(variant, self.expansion, self.settings)
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest,
                         credential_args(self.settings.options.pip_index_url))
 
-    def build_prepared(self, prepared: Prepared) -> Outcome:
-        """Build a prepared context unconditionally; a failing build is a failed Outcome."""
+    def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
+        """Build a prepared context unconditionally; a failing build is a failed Outcome.
+
+        `nocache` (or the settings' `no_cache`) ignores the layer cache for this build.
+        """
         variant, ref, print_, base_digest = prepared.variant, prepared.ref, prepared.fingerprint, prepared.base_digest
         self.status(variant, "building")
         log_path = buildlog.log_path(variant.vendor, variant.tag, root=self.settings.state_dir)
@@ -183,6 +190,7 @@ class Builder:
             built = self.engine.build(prepared.context_dir, ref, buildargs={**prepared.args, **prepared.secret_args},
                                       labels=labels,
                                       log_path=log_path, network_mode=self.settings.network_mode, pull=False,
+                                      nocache=nocache or self.settings.no_cache,
                                       on_line=lambda line: self.status(variant, "building: " + line[-120:]))
         except AccelError as error:
             return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
@@ -214,6 +222,18 @@ class Builder:
             remember_smoke_pass(self.settings.state_dir, outcome.image_id, result)
             return replace(outcome, smoke=result)
         return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures))
+
+
+def pinned_base(base: ImageInfo, ref: str) -> str:
+    """`repo@sha256:...` of the base as pulled by `ref`, else its image ID.
+
+    An image known under several names carries one repo digest per name, listed in name
+    order, so the first one changes whenever another name comes or goes; the digest of the
+    repository the build pulls from does not.
+    """
+    repository = parse_repository_tag(ref)[0]
+    own = [digest for digest in base.repo_digests if digest.startswith(repository + "@")]
+    return (own or list(base.repo_digests) or [base.id])[0]
 
 
 def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:

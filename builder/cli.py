@@ -341,6 +341,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @lock_options
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds.")
 @click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
+@click.option("--no-cache", is_flag=True, help="Run every step afresh, without the layer cache (implies --force).")
 @click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
@@ -353,7 +354,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @expected_failures
 def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
                   pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
-                  jobs: int, force: bool, no_smoke: bool, require_accelerator: bool,
+                  jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
@@ -361,8 +362,8 @@ def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
-    settings = BuildSettings(options=options, state_dir=buildlog.state_dir(state_dir), force=force,
-                             smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
+    settings = BuildSettings(options=options, state_dir=buildlog.state_dir(state_dir), force=force or no_cache,
+                             no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     engine = Engine.connect()
     builder: Builder | None = None

@@ -16,7 +16,7 @@ import click
 from rich.table import Table
 
 from builder import buildlog, compat
-from builder.build import BuildSettings
+from builder.build import BuildSettings, Outcome, hide_credentials, image_ref
 from builder.cli import (chosen_variants, expected_failures, filter_options, matrix_option, mirror_options, out,
                          render_options, templates_option)
 from builder.engine import Engine
@@ -25,6 +25,7 @@ from builder.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome
 from builder.progress import progress_for
 from builder.publish import Target
 from builder.registry import Destination, RegistryClient
+from builder.variant import Expansion, Variant
 from builder.report import write_reports
 
 LOCK_FILE = "nightly.lock"
@@ -65,22 +66,12 @@ def nightly_command(registry_text: str, matrix_path: str, mirrors: tuple[str, ..
     state = buildlog.state_dir(state_dir)
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
-    started = datetime.now(timezone.utc)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
-                             max_age_days=max_age_days, now=started)
+                             max_age_days=max_age_days)
     reports = report_dir or state / "reports" / f"nightly-{nightly.day:%Y%m%d}"
     with held(state / LOCK_FILE, lock_wait_s):
-        engine = Engine.connect()
-        registry = RegistryClient.for_destination(destination)
-        with progress_for(variants) as progress:
-            nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,
-                                 status=progress, templates_dir=templates_dir)
-        records = [nightly_record(night, nightly.target) for night in nights]
-        meta = {"kind": "nightly", "command": ["accel-images", *sys.argv[1:]], "started": started,
-                "finished": datetime.now(timezone.utc), "host": socket.gethostname(),
-                "registry": f"{nightly.target.host}/{nightly.target.repository}", "run_id": nightly.run_id,
-                "max_age_days": max_age_days}
-        paths = write_reports(records, reports, meta)
+        nights, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants, settings,
+                                       nightly, templates_dir, reports)
     out.print(nightly_table(nights))
     failed = [night for night in nights if not night.ok]
     for night in failed:
@@ -89,6 +80,37 @@ def nightly_command(registry_text: str, matrix_path: str, mirrors: tuple[str, ..
     click.echo(f"{counts['built']} published, {counts['skipped']} skipped, {counts['failed']} failed;"
                f" report: {paths['json']}")
     sys.exit(1 if failed else 0)
+
+
+def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tuple[Variant, ...],
+                   settings: BuildSettings, nightly: NightlyOptions, templates_dir: Path | None,
+                   reports: Path) -> tuple[list[NightlyOutcome], dict[str, Path]]:
+    """The run and its reports; after Ctrl-C a partial report, then the interrupt goes on up."""
+    meta = {"kind": "nightly", "command": hide_credentials(" ".join(sys.argv)), "started": nightly.now,
+            "host": socket.gethostname(), "registry": f"{nightly.target.host}/{nightly.target.repository}",
+            "run_id": nightly.run_id, "max_age_days": nightly.max_age_days}
+    finished: list[NightlyOutcome] = []
+    engine = Engine.connect()
+    try:
+        with progress_for(variants) as progress:
+            nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,
+                                 status=progress, templates_dir=templates_dir, on_done=finished.append)
+    except KeyboardInterrupt:
+        records = interrupted_records(expansion, variants, finished, nightly.target)
+        paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
+        click.echo(f"accel-images: stopped; partial report: {paths['json']}", err=True)
+        raise
+    records = [nightly_record(night, nightly.target) for night in nights]
+    return nights, write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
+
+
+def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], finished: list[NightlyOutcome],
+                        target: Target) -> list[dict[str, Any]]:
+    """What finished, then every other variant as `interrupted`, in the order asked."""
+    done = {night.outcome.variant: night for night in finished}
+    return [nightly_record(done.get(variant) or NightlyOutcome(
+        Outcome(variant, "interrupted", image_ref(expansion, variant), error="interrupted"), "interrupted"), target)
+        for variant in variants]
 
 
 def nightly_table(nights: list[NightlyOutcome]) -> Table:

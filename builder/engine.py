@@ -111,9 +111,12 @@ class Engine:
 
     def build(self, context: Path, tag: str, *, buildargs: Mapping[str, str] = _NO_STRINGS,
               labels: Mapping[str, str] = _NO_STRINGS, log_path: Path,
-              network_mode: str | None = None, pull: bool = False,
+              network_mode: str | None = None, pull: bool = False, nocache: bool = False,
               on_line: OnLine | None = None, extra_tags: Sequence[str] = ()) -> BuiltImage:
         """Build `context` as `tag` (classic builder), logging every line to `log_path`.
+
+        `nocache` runs every step afresh instead of reusing the layer cache: what an image
+        rebuilt for its age needs, so its package installs really fetch today's updates.
 
         Raises BuildFailed (failing step, log tail, log path) when a step or the Dockerfile
         fails, EngineError when the daemon goes away.
@@ -123,11 +126,11 @@ class Engine:
             raise InputError(f"build context {context} is not a directory")
         with _BuildLog(Path(log_path), on_line) as build_log:
             build_log.note(f"# build of {tag} from {context}"
-                           f" (network_mode={network_mode}, pull={pull})")
+                           f" (network_mode={network_mode}, pull={pull}, nocache={nocache})")
             image_id = self._follow_build(build_log, tag, dict(
                 path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
                 buildargs=dict(buildargs), labels=dict(labels),
-                network_mode=network_mode, pull=pull))
+                network_mode=network_mode, pull=pull, nocache=nocache))
         for extra in extra_tags:
             self.tag(image_id, extra)
         info = self.inspect_image(image_id)

@@ -3,9 +3,11 @@
 For every variant: render its context and resolve its base with pull policy `always` (so a
 base image that moved under its tag is seen), fingerprint the result, and compare it with
 the fingerprint label of the image the registry serves under the variant's full tag. An
-unchanged image younger than the maximum age is skipped; anything else is built, pushed as
-a candidate, smoke-tested and promoted (builder.publish). One variant's failure never stops
-the others; the caller turns the outcomes into reports and an exit code.
+unchanged image younger than the maximum age is skipped (its floating aliases are moved
+onto it when the matrix now gives it new ones); an unchanged image past that age is rebuilt
+without the layer cache; anything else is built, or taken from a fresh local build with the
+same fingerprint, then pushed as a candidate, smoke-tested and promoted (builder.publish). One variant's failure never stops the others; the caller turns
+the outcomes into reports and an exit code.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from builder.build import (BASE_DIGEST_LABEL, CREATED_LABEL, Builder, BuildSetti
 from builder.compat import KnowledgeBase
 from builder.engine import Engine
 from builder.errors import AccelError
-from builder.fingerprint import FINGERPRINT_LABEL
+from builder.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from builder.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
 from builder.registry import RegistryClient, RemoteImage, parse_time
 from builder.variant import Expansion, Variant
@@ -94,22 +96,42 @@ def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days:
     return None
 
 
+def aged_only(remote: RemoteImage | None, prepared: Prepared) -> bool:
+    """True when the registry's image has this very fingerprint: a rebuild is due to its age alone.
+
+    Such a rebuild must not come from the layer cache, which would hand back the same old
+    layers: the point of rebuilding an unchanged image is to fetch today's package updates.
+    """
+    return remote is not None and remote.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint
+
+
 def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variants: Sequence[Variant],
                 registry: RegistryClient, settings: BuildSettings, options: NightlyOptions, *,
                 status: Status | None = None, smoke: SmokeRunner | None = None,
-                templates_dir: Path | None = None) -> list[NightlyOutcome]:
+                templates_dir: Path | None = None,
+                on_done: Callable[[NightlyOutcome], None] | None = None) -> list[NightlyOutcome]:
     """Rebuild, smoke-test and promote what changed; one outcome per variant, in order.
 
     An unreachable or refusing registry fails the whole run at once (RegistryError), before
     anything is built. Base images are always pulled; the local smoke of Builder is off,
-    because the smoke test runs on the pushed candidate instead.
+    because the smoke test runs on the pushed candidate instead. `on_done` hears of each
+    variant as it finishes, so a run stopped by Ctrl-C can still report what it did.
     """
     settings = replace(settings, pull="always", smoke=False)
     with_retries(registry.ping, options.retry, f"checking registry {registry.host}")
     night = _Night(engine, registry, expansion, settings, options, status or (lambda v, text: None),
                    smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
-                   Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir))
-    return run_each(night.one, variants, settings.jobs)
+                   Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir),
+                   on_done or (lambda outcome: None))
+    cache = settings.state_dir / "cache" / "digests.json"
+    load_digest_cache(cache)
+    try:
+        return run_each(night.one, variants, settings.jobs)
+    finally:
+        try:
+            save_digest_cache(cache)
+        except OSError:
+            pass  # only a speed-up, as in Builder.run
 
 
 @dataclass(frozen=True)
@@ -122,6 +144,7 @@ class _Night:
     status: Status
     smoke: SmokeRunner
     builder: Builder
+    on_done: Callable[[NightlyOutcome], None]
 
     def one(self, variant: Variant) -> NightlyOutcome:
         """Decide, build and publish one variant; expected failures end up in the outcome."""
@@ -131,6 +154,7 @@ class _Night:
         except AccelError as error:
             night = replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line()))
         self.status(variant, describe(night))
+        self.on_done(night)
         return night
 
     def _one(self, variant: Variant, night: NightlyOutcome) -> NightlyOutcome:
@@ -139,27 +163,56 @@ class _Night:
         self.status(variant, "reading the registry")
         remote = with_retries(lambda: self.registry.image(target.repository, variant.tag), self.options.retry,
                               f"reading {target.ref(variant.tag)}")
-        last_good = remote.digest if remote else None
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
-        if reason is None:
-            assert remote is not None
-            created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
-            skipped = Outcome(variant, "skipped", target.ref(variant.tag), fingerprint=prepared.fingerprint,
-                              base_digest=prepared.base_digest)
-            return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
-                                  registry_digest=last_good, realigned=self._realign(variant, remote.digest))
-        night = replace(night, reason=reason, registry_digest=last_good)
-        built = self.builder.build_prepared(prepared)
+        if reason is None and remote is not None:
+            return self._skipped(prepared, remote)
+        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
+        return self._rebuilt(prepared, night, fresh=aged_only(remote, prepared))
+
+    def _skipped(self, prepared: Prepared, remote: RemoteImage) -> NightlyOutcome:
+        variant = prepared.variant
+        created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
+        skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag),
+                          fingerprint=prepared.fingerprint, base_digest=prepared.base_digest)
+        return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
+                              registry_digest=remote.digest, realigned=self._realign(variant, remote.digest))
+
+    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool) -> NightlyOutcome:
+        """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
+
+        `fresh` (a rebuild for age alone) builds without the layer cache and never takes a
+        local build, which may itself have come from that cache.
+        """
+        variant, target = prepared.variant, self.options.target
+        local = None if fresh else self._local_build(prepared)
+        built = local or self.builder.build_prepared(prepared, nocache=fresh)
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
         publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
                               self.options.run_id, self.smoke, retry=self.options.retry, status=self.status)
+        serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
+        night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
-            failed = replace(built, status="failed", smoke=publication.smoke, error=publication.error)
-            return replace(night, outcome=failed, publication=publication)
-        published = replace(built, image=target.ref(variant.tag), smoke=publication.smoke)
-        return replace(night, outcome=published, publication=publication, registry_digest=publication.digest)
+            return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
+                                                  error=publication.error))
+        return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
+
+    def _local_build(self, prepared: Prepared) -> Outcome | None:
+        """A local image with this fingerprint, young enough to publish, as a build outcome.
+
+        `accel-images build` (or an earlier nightly whose push failed) may have built exactly
+        this image already: publishing it saves the build.
+        """
+        local = self.engine.inspect_image(prepared.ref)
+        if local is None or local.labels.get(FINGERPRINT_LABEL) != prepared.fingerprint:
+            return None
+        created = parse_time(local.labels.get(CREATED_LABEL)) or parse_time(local.created)
+        if created is None or self.options.now - created > timedelta(days=self.options.max_age_days):
+            return None
+        self.status(prepared.variant, f"publishing the local build of {created:%Y-%m-%d %H:%M}")
+        return Outcome(prepared.variant, "built", prepared.ref, local.id, local.size, None, prepared.fingerprint,
+                       prepared.base_digest)
 
     def _realign(self, variant: Variant, digest: str) -> tuple[str, ...]:
         """Move the floating aliases an unchanged image now wins onto it.

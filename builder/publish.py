@@ -8,7 +8,9 @@ For one variant:
 4. check that the registry's full tag now points at the smoke-tested digest;
 5. always remove the candidate tag again (registry and local name), even after a failure
    or Ctrl-C.
-A failed push or a red smoke test moves no real tag: users keep the last good image.
+A failed push or a red smoke test moves no real tag: users keep the last good image. Ctrl-C
+(or SIGTERM) during steps 3-4 puts every real tag already moved back where it was before
+(or removes it, when it is new), so a stopped run changes no real tag either.
 Retries cover only transient registry failures, a few times with capped exponential backoff.
 """
 
@@ -18,7 +20,7 @@ import logging
 import time
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Callable, Mapping, Protocol, Sequence, TypeVar
 
 from builder.errors import AccelError, RegistryError
 from builder.smoke.judge import SmokeResult
@@ -52,6 +54,8 @@ class TagStore(Protocol):
     def manifest_digest(self, repository: str, tag: str) -> str | None: ...
 
     def delete_tag(self, repository: str, tag: str) -> bool: ...
+
+    def copy_tag(self, repository: str, source: str, tag: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -153,9 +157,35 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
     if not steps.smoke.ok:
         return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
     say(variant, "promoting")
-    promote(engine, image_id, target, real_tags, steps.digest, retry, steps.promoted)
-    verify(registry, target, full_tag(variant), steps.digest, retry)
+    before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
+                                f"reading {target.ref(tag)}") for tag in real_tags}
+    try:
+        promote(engine, image_id, target, real_tags, steps.digest, retry, steps.promoted)
+        verify(registry, target, full_tag(variant), steps.digest, retry)
+    except KeyboardInterrupt:
+        say(variant, "stopped: putting the real tags back")
+        roll_back(registry, target, before, steps.digest)
+        raise
     return Publication(steps.candidate, steps.digest, steps.smoke, tuple(steps.promoted))
+
+
+def roll_back(registry: TagStore, target: Target, before: Mapping[str, str | None], digest: str) -> None:
+    """Point every real tag a stopped promotion moved onto `digest` back at what it served `before`.
+
+    A tag that did not exist before is removed. Every tag is checked in the registry, not
+    only those whose push returned: a push the interrupt cut short may still have landed.
+    Never raises an expected failure: the interrupt on its way up must not be hidden.
+    """
+    for tag, previous in before.items():
+        try:
+            if previous == digest or registry.manifest_digest(target.repository, tag) != digest:
+                continue
+            if previous is None:
+                registry.delete_tag(target.repository, tag)
+            else:
+                registry.copy_tag(target.repository, previous, tag)
+        except AccelError as error:
+            log.warning("%s left on %s after the stop: %s", target.ref(tag), digest, error.one_line())
 
 
 def promote(engine: Pusher, image_id: str, target: Target, real_tags: Sequence[str], digest: str,

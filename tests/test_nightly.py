@@ -25,8 +25,9 @@ import pytest
 from click.testing import CliRunner
 
 from builder import compat, tags
-from builder.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Prepared
+from builder.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Outcome, Prepared
 from builder.cli import load_expansion
+from builder import cli_nightly
 from builder.cli_nightly import nightly_command
 from builder.engine import BuiltImage, Engine, ImageInfo
 from builder.errors import BuildFailed, RegistryError
@@ -38,6 +39,7 @@ from builder.registry import RegistryClient, RemoteImage
 from builder.render import Mirror, RenderOptions
 from builder.smoke.judge import SmokeResult
 from builder.variant import Expansion
+from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
 
 FIXTURE = Path(__file__).parent / "nightly_fixture"
@@ -116,13 +118,14 @@ class FakeEngine:
 
     failing_builds: set[str] = field(default_factory=set)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    local: dict[str, ImageInfo] = field(default_factory=dict)
 
     def pull(self, ref: str, on_line: object = None) -> ImageInfo:
         self.calls.append(("pull", ref))
         return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{ref.split(':')[0]}@sha256:{'b' * 64}",))
 
-    def inspect_image(self, ref: str) -> None:
-        return None
+    def inspect_image(self, ref: str) -> ImageInfo | None:
+        return self.local.get(ref)
 
     def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
         self.calls.append(("build", tag))
@@ -220,6 +223,18 @@ def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansio
     assert registry.copied == [(DEBIAN, "2.13-cpu")]
 
 
+@pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
+def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expansion: Expansion, tmp_path: Path,
+                                                                          built_at: str, reused: bool) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: built_at}
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())})
+    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    assert night.status == "built" and night.publication is not None and night.publication.ok
+    assert (("build", f"team/pytorch:{DEBIAN}") in engine.calls) is not reused
+    assert (night.outcome.image_id == "sha256:local") is reused
+
+
 def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
     engine = FakeEngine(failing_builds={UBUNTU})
     registry = FakeRegistry()
@@ -243,6 +258,23 @@ def test_permanent_registry_read_failure_fails_that_variant(expansion: Expansion
     nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[denied]), tmp_path)
     assert [night.status for night in nights] == ["failed", "built"]
     assert nights[0].outcome.error == "registry reg.example:5000 denied access"
+
+
+def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def first_then_interrupted(*args: object, on_done, **kwargs: object) -> list[NightlyOutcome]:
+        on_done(NightlyOutcome(Outcome(expansion.variants[1], "skipped", "x"), "unchanged since 2026-12-01"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
+    monkeypatch.setattr(cli_nightly.Engine, "connect", classmethod(lambda cls: None))
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
+    with pytest.raises(KeyboardInterrupt):
+        cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+                                   BuildSettings(state_dir=tmp_path), options, None, tmp_path / "reports")
+    report = json.loads((tmp_path / "reports" / "report.json").read_text())
+    assert report["meta"]["partial"] is True
+    assert [(r["tag"], r["status"]) for r in report["variants"]] == [(UBUNTU, "interrupted"), (DEBIAN, "skipped")]
 
 
 # ---- the lock ----------------------------------------------------------------------------------
@@ -378,10 +410,7 @@ def site(registry: str, docker_client: docker.DockerClient, base_images, tmp_pat
     yield here
     for repository in ("pytorch", "library/debian", "library/ubuntu"):
         here.raw.delete_repository(f"{namespace}/{repository}")
-    for image in docker_client.images.list():
-        for ref in image.tags:
-            if ref.startswith((f"{registry}/{namespace}/", f"{namespace}/")):  # only this test's names
-                docker_client.images.remove(ref)
+    remove_local_names(docker_client, f"{registry}/{namespace}/", f"{namespace}/")
 
 
 def push_base(client: docker.DockerClient, source: str, ref: str) -> None:

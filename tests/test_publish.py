@@ -18,6 +18,7 @@ from builder.publish import Publication, RetryPolicy, Target, publish, with_retr
 from builder.smoke.judge import SmokeResult
 from builder.variant import Variant, make_variant
 from builder.registry import RegistryClient
+from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
 
 DIGEST = "sha256:" + "1" * 64
@@ -234,10 +235,7 @@ def repo(registry: str, docker_client: docker.DockerClient) -> Iterator[str]:
     name = f"test-{uuid.uuid4().hex[:12]}/pytorch"
     yield name
     RawRegistry(registry).delete_repository(name)
-    for image in docker_client.images.list(name=f"{registry}/{name}"):
-        for ref in image.tags:
-            if ref.startswith(f"{registry}/{name}:"):  # only this test's names: the images are shared
-                docker_client.images.remove(ref)
+    remove_local_names(docker_client, f"{registry}/{name}:", f"{registry}/{name}@")
 
 
 @pytest.mark.engine
