@@ -97,6 +97,15 @@ def interleaved(first: tuple[str, Callable[[], object]], second: tuple[str, Call
     return Series(first[0], tuple(a)), Series(second[0], tuple(b))
 
 
+def alternating(actions: Sequence[tuple[str, Callable[[], object]]], times: int) -> list[Series]:
+    """Time any number of actions in turn, round after round, so load bursts hit each alike."""
+    values: list[list[float]] = [[] for _ in actions]
+    for _ in range(times):
+        for index, (_, action) in enumerate(actions):
+            values[index].append(time_once(action))
+    return [Series(label, tuple(v)) for (label, _), v in zip(actions, values)]
+
+
 def shown(command: Sequence[str]) -> str:
     """A command as a user would type it, paths relative to the repository where possible."""
     words = [str(w) for w in command]
@@ -126,8 +135,13 @@ def machine() -> dict[str, str]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "docker": _docker_version(),
-        "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "load average at start": load_average(),
     }
+
+
+def load_average() -> str:
+    """1, 5 and 15 minute load averages: other work on the host inflates every timing."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _cpu_model() -> str:

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     started, host = harness.now(), harness.machine()
     engine_problem = engine_reachable() if any(n in ENGINE_BENCHES for n in names) else None
     results = [run_one(name, args.quick, engine_problem) for name in names]
+    host = {**host, "load average at end": harness.load_average()}
     command = "benchmarks/run.py" + (" --quick" if args.quick else "") + "".join(f" --only {n}" for n in args.only or [])
     (out_dir / "RESULTS.md").write_text(harness.markdown(results, quick=args.quick, command=command,
                                                          started=started, host=host))

@@ -19,10 +19,9 @@ from urllib.parse import urlsplit
 
 from docker.utils import parse_repository_tag
 
-from builder import buildlog, devices
-from builder.compat import KnowledgeBase
+from builder import buildlog, devices, stopping
+from builder.compat import KnowledgeBase, vkey
 from builder.engine import Engine, ImageInfo
-from builder.compat import vkey
 from builder.errors import AccelError, EngineError, RegistryError
 from builder.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
 from builder.render import RenderedContext, Renderer, RenderOptions, mirrored, write_build_context
@@ -140,8 +139,10 @@ class Builder:
         ref = image_ref(self.expansion, variant)
         outcome = Outcome(variant, "failed", ref)
         try:
+            stopping.checkpoint()
             outcome = self._build(variant, ref)
             if self.settings.smoke and outcome.image_id:
+                stopping.checkpoint()
                 outcome = self._smoke(outcome)
         except AccelError as error:
             outcome = replace(outcome, status="failed", error=error.one_line())
@@ -339,6 +340,7 @@ def run_each(work: Callable[[Item], Result], items: Sequence[Item], jobs: int) -
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
         except KeyboardInterrupt:
+            stopping.request_stop()  # running workers stop at their next checkpoint
             for future in futures:
                 future.cancel()
             raise

@@ -17,11 +17,12 @@ Retries cover only transient registry failures, a few times with capped exponent
 from __future__ import annotations
 
 import logging
-import time
 import re
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Protocol, Sequence, TypeVar
 
+from builder import stopping
 from builder.errors import AccelError, RegistryError
 from builder.smoke.judge import SmokeResult
 from builder.tags import candidate_tag, full_tag
@@ -149,9 +150,11 @@ class _Steps:
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
              real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
              steps: _Steps) -> Publication:
+    stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
     steps.digest = with_retries(lambda: engine.push(steps.candidate), retry, f"push of {steps.candidate}")
+    stopping.checkpoint()
     say(variant, "smoke test of the candidate")
     steps.smoke = smoke(steps.candidate, variant)
     if not steps.smoke.ok:
@@ -196,6 +199,7 @@ def promote(engine: Pusher, image_id: str, target: Target, real_tags: Sequence[s
     not stay alive on the build host under a date.
     """
     for tag in real_tags:
+        stopping.checkpoint()  # inside the caller's rollback: a stop here puts moved tags back
         ref = target.ref(tag)
         engine.tag(image_id, ref)
         pushed = with_retries(lambda: engine.push(ref), retry, f"push of {ref}")

@@ -44,7 +44,7 @@ def check_rows(result: dict) -> None:
 def test_quick_scale_run_reports_every_size_with_stages_and_memory(tmp_path: Path) -> None:
     report = run_quick(tmp_path, "scale")
     assert report["quick"] is True
-    assert {"cpu", "cores", "memory", "docker"} <= set(report["machine"])
+    assert {"cpu", "cores", "memory", "docker", "load average at start", "load average at end"} <= set(report["machine"])
     [scale] = report["results"]
     assert scale["name"] == "scale"
     check_rows(scale)
@@ -98,8 +98,13 @@ def test_quick_engine_benchmarks_run_and_rebuild_only_the_edited_vendor(docker_e
     assert set(by_name) == {"noop", "incremental", "parallel", "image_size", "smoke_latency"}
     for name in ("noop", "incremental", "parallel"):
         check_rows(by_name[name])
-    [noop] = by_name["noop"]["rows"]
-    assert noop["baseline"]["label"].startswith("docker build loop") and noop["ratio"] > 0
+    nightly, build_skip, startup = by_name["noop"]["rows"]
+    assert nightly["what"].startswith("no-op nightly, 4 CPU variants") and nightly["target"] == ">= 20x faster"
+    assert nightly["baseline"]["label"].startswith("docker build loop") and nightly["ratio"] > 0
+    assert nightly["met"] in (True, False) and "per variant" in nightly["note"]
+    assert build_skip["what"].startswith("build-skip no-op") and build_skip["baseline"] == nightly["baseline"]
+    assert startup["what"].startswith("CLI start-up") and startup["baseline"] is None
+    assert any("nightly" in command and "--registry" in command for command in by_name["noop"]["commands"])
     [count, timing] = by_name["incremental"]["rows"]
     assert count["measured"]["values"] == count["baseline"]["values"]  # rebuilt == affected variants
     assert count["met"] is True and timing["ratio"] > 0

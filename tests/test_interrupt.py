@@ -157,3 +157,33 @@ def test_sigterm_becomes_the_keyboard_interrupt_path() -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
 
+
+
+def test_a_stop_reaches_worker_threads_at_their_next_checkpoint() -> None:
+    """With --jobs N, Ctrl-C lands in the main thread; a worker must not go on to promote."""
+    import threading
+
+    from builder import stopping
+    from builder.build import run_each
+
+    stopping.reset()
+    reached: list[str] = []
+    started = threading.Event()
+
+    def work(item: str) -> str:
+        if item == "interrupted":
+            started.wait(5)
+            raise KeyboardInterrupt  # stands for Ctrl-C surfacing through the pool
+        started.set()
+        time.sleep(0.3)  # the main thread sees the interrupt meanwhile
+        stopping.checkpoint()
+        reached.append("promotion")
+        return item
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_each(work, ["slow", "interrupted"], jobs=2)
+        assert stopping.stop_requested()
+        assert reached == []
+    finally:
+        stopping.reset()
