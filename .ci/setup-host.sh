@@ -89,10 +89,16 @@ debian_mirror() {
     echo "$mirror"
 }
 
-# build_image IMAGE: debootstrap a root file system and import it, unless IMAGE exists.
+# Bumped whenever the way the stand-ins are made changes, so machines that keep their images
+# between runs rebuild them.
+STANDIN_VERSION=2
+
+# build_image IMAGE: debootstrap a root file system and import it, unless IMAGE exists and was
+# made by this version of the script.
 build_image() {
     local image=$1 includes=${INCLUDES[$1]}
-    if docker image inspect "$image" >/dev/null 2>&1; then
+    if [[ "$(docker image inspect -f '{{index .Config.Labels "io.accel-images.standin"}}' "$image" 2>/dev/null)" \
+        == "$STANDIN_VERSION" ]]; then
         ready "$image present"
         return
     fi
@@ -112,7 +118,11 @@ build_image() {
     # mirror this machine reaches.
     install -m 0644 "$HOST_SOURCES" "$rootfs/etc/apt/sources.list.d/debian.sources"
     rm -f "$rootfs/etc/apt/sources.list"
-    tar -C "$rootfs" -c . | docker import --change 'CMD ["bash"]' - "$image" >/dev/null ||
+    # Like the official image: no package lists, caches or downloaded packages left behind
+    # (they would inflate the base and make image-size measurements wrong).
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
+    tar -C "$rootfs" -c . | docker import --change 'CMD ["bash"]' \
+        --change "LABEL io.accel-images.standin=$STANDIN_VERSION" - "$image" >/dev/null ||
         die "docker import of $image failed"
     rm -rf "$rootfs"
     ready "$image built"

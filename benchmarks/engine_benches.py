@@ -216,7 +216,9 @@ def prepare_noop(space: Workspace, variants: int, namespace: str, result: BenchR
     nightly = [PYTHON, "-m", "builder", "nightly", *common, "--registry", f"{BENCH_REGISTRY_HOST}/{namespace}",
                "--report-dir", str(space.root / f"nightly-{variants}")]
     records = run_build(space, build + ["--jobs", "4"], state)
-    require(records, "built", variants, f"warm-up build of {variants} variants")
+    if len(records) != variants or any(r["status"] not in ("built", "skipped") for r in records):
+        # a smaller size may already have built some of these very images: skipped is fine here
+        raise RuntimeError(f"warm-up build of {variants} variants: got {statuses(records)}")
     pushed = [publish_like_nightly(r["image"], f"{BENCH_REGISTRY_HOST}/{namespace}/accel-images-bench/light", r["tag"])
               for r in records]
     space.created.update(pushed)

@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import docker.errors
 import pytest
 
 from builder import buildlog
