@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -116,6 +117,8 @@ class Builder:
         self.renderer = Renderer(kb, templates_dir) if templates_dir else Renderer(kb)
         self.status = status or (lambda variant, text: None)
         self.finished: list[Outcome] = []
+        self._bases: dict[str, ImageInfo] = {}
+        self._bases_lock = threading.Lock()
         """Outcomes so far, in completion order: what a partial report after Ctrl-C shows."""
 
     def run(self, variants: Sequence[Variant]) -> list[Outcome]:
@@ -200,8 +203,18 @@ class Builder:
                        base_digest, log_path=log_path)
 
     def _resolve_base(self, variant: Variant) -> ImageInfo:
-        """The base image as the build will see it, pulled per the pull policy."""
+        """The base image as the build will see it, pulled per the pull policy.
+
+        Resolved once per run for each distinct base: sixteen variants on one base cost one
+        pull (and one registry round trip), not sixteen.
+        """
         base_ref = mirrored(variant.base_image, self.settings.options.mirrors)
+        with self._bases_lock:
+            if base_ref not in self._bases:
+                self._bases[base_ref] = self._fetch_base(variant, base_ref)
+            return self._bases[base_ref]
+
+    def _fetch_base(self, variant: Variant, base_ref: str) -> ImageInfo:
         local = None if self.settings.pull == "always" else self.engine.inspect_image(base_ref)
         if local is not None:
             return local
