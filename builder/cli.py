@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import json
 import signal
+import socket
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -366,6 +368,7 @@ def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     engine = Engine.connect()
+    meta = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
     try:
         with progress_for(variants) as progress:
@@ -375,10 +378,10 @@ def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str
     except KeyboardInterrupt:
         finished = builder.finished if builder is not None else []
         path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
-                                  {"partial": True})
+                                  {**meta, "finished": datetime.now(timezone.utc), "partial": True})
         click.echo(f"accel-images: stopped; partial report: {path}", err=True)
         raise
-    report_path = write_build_report(settings.state_dir, outcomes)
+    report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
     out.print(outcome_table(outcomes))
     failed = [o for o in outcomes if not o.ok]
     for outcome in failed:
