@@ -410,12 +410,10 @@ def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
 
 
 def write_build_report(state_dir: Path, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
-    """reports/build/ (JSON, Markdown, HTML grid, JUnit) plus reports/build-latest.json (the records)."""
+    """reports/build/: report.json (its `variants` are the outcome records), Markdown, HTML grid, JUnit."""
     records = [outcome_record(o) for o in outcomes]
-    reports = state_dir / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / "build-latest.json").write_text(json.dumps(records, indent=2, default=str))
-    paths = write_reports(records, reports / "build", {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})})
+    meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
+    paths = write_reports(records, state_dir / "reports" / "build", meta)
     return paths["html"]
 
 

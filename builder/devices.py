@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.compat import VENDORS
 from builder.errors import InputError
 
-VENDORS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
 
 # PCI vendor ids read from sysfs to tell whose device a shared-style node belongs to.
 _PCI_VENDOR_INTEL = "0x8086"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -85,9 +86,7 @@ def docker_engine() -> None:
     """The engine benchmarks need Docker: fail in CI when it is missing, skip elsewhere."""
     problem = _engine_problem()
     if problem:
-        if os.environ.get("CI") == "true":
-            pytest.fail(problem)
-        pytest.skip(problem)
+        unavailable(problem)
 
 
 @pytest.mark.engine

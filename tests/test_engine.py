@@ -4,7 +4,6 @@ daemon (builds FROM scratch, containers from local/debian:bookworm)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import socketserver
 import threading
@@ -17,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from conftest import unavailable
+
 from builder import buildlog
 from builder.engine import Engine, registry_error
 from builder.errors import BuildFailed, EngineError, RegistryError
 
-IN_CI = os.environ.get("CI") == "true"
 DEBIAN = "local/debian:bookworm"
 BASE_IMAGE_WAIT_S = 300
 TEST_LABEL = "io.accel-images.test"
@@ -29,11 +29,6 @@ RUN_ID = uuid.uuid4().hex[:12]
 LEAK_FILTER = f"{TEST_LABEL}={RUN_ID}"
 
 
-def unavailable(why: str) -> None:
-    """A missing engine fails the suite in CI and skips it elsewhere."""
-    if IN_CI:
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 # -- build logs -----------------------------------------------------------------------

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
+
 from builder.smoke import workload
 from builder.smoke.workload import ArgumentError
 
-IN_CI = os.environ.get("CI") == "true"
 WORKLOAD_FILE = Path(workload.__file__)
 WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
 BASE_IMAGE = "local/debian:bookworm"
@@ -287,11 +288,6 @@ def test_workload_uses_only_the_standard_library_and_torch():
 
 # -- in a container ---------------------------------------------------------------------------
 
-def unavailable(why: str) -> None:
-    """Missing engine prerequisites fail the suite in CI and skip it elsewhere."""
-    if IN_CI:
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
