@@ -69,7 +69,7 @@ class Workspace:
 
     def build(self, *args: str, result: BenchResult | None = None) -> list[dict]:
         """`accel-images build` on the light matrix; returns the build report's records."""
-        command = [PYTHON, "-m", "builder", "build", "--matrix", str(LIGHT_MATRIX), "--templates",
+        command = [PYTHON, "-m", "accel_images", "build", "--matrix", str(LIGHT_MATRIX), "--templates",
                    str(self.templates), "--registry-mirror", BENCH_MIRROR, "--no-smoke", "--network", "none",
                    "--state-dir", str(self.state), *args]
         if result is not None and shown(command) not in result.commands:
@@ -95,10 +95,10 @@ def workspace() -> Iterator[Workspace]:
 
 def tag_bench_bases() -> None:
     """Every base the light matrix names, as a local tag of the Debian stand-in under the bench prefix."""
-    from builder import compat
-    from builder.matrix import load_matrix
-    from builder.render import Mirror, mirrored
-    from builder.variant import expand
+    from accel_images import compat
+    from accel_images.matrix import load_matrix
+    from accel_images.render import Mirror, mirrored
+    from accel_images.variant import expand
     source = next((s for s in BASE_SOURCES if _image_exists(s)), None)
     if source is None:
         raise RuntimeError(f"no local Debian base image ({' or '.join(BASE_SOURCES)}): run `make engine`")
@@ -151,7 +151,7 @@ def cpu_matrix_yaml(variants: int) -> str:
     At 4 it is exactly the light matrix's CPU variants; more variants add older torch releases
     on the same OS and Python, so every variant has the same base and the same wheelhouse.
     """
-    from builder import compat
+    from accel_images import compat
     from packaging.version import Version
     releases = sorted(compat.load_kb().torch, key=Version, reverse=True)[:max(1, variants // 2)]
     torch = ", ".join(f'"{release}"' for release in releases)
@@ -178,7 +178,7 @@ def bench_noop(quick: bool) -> BenchResult:
     namespace = f"accel-bench-{uuid.uuid4().hex[:8]}"
     with workspace() as space:
         require_registry_base()
-        startup_cmd = [PYTHON, "-m", "builder", "--version"]
+        startup_cmd = [PYTHON, "-m", "accel_images", "--version"]
         startup = repeat("accel-images --version", lambda: run_checked(startup_cmd), 1 if quick else STARTUP_REPEATS)
         result.commands.append(shown(startup_cmd))
         measured: dict[int, tuple[Series, Series]] = {}
@@ -199,7 +199,7 @@ def bench_noop(quick: bool) -> BenchResult:
 
 def require_registry_base() -> None:
     """The base the real mirror names must be in the local registry (the nightly pulls it)."""
-    from builder.render import Mirror, mirrored
+    from accel_images.render import Mirror, mirrored
     base = mirrored("debian:bookworm-slim", (Mirror.parse(REAL_MIRROR),))
     if subprocess.run(["docker", "pull", "-q", base], capture_output=True).returncode != 0:
         raise RuntimeError(f"{base} cannot be pulled: run `make engine` (it seeds the local registry)")
@@ -212,8 +212,8 @@ def prepare_noop(space: Workspace, variants: int, namespace: str, result: BenchR
     state = space.root / f"state-{variants}"
     common = ["--matrix", str(matrix), "--templates", str(space.templates), "--registry-mirror", REAL_MIRROR,
               "--pip-find-links", str(WHEELHOUSE), "--vendor", "cpu", "--state-dir", str(state)]
-    build = [PYTHON, "-m", "builder", "build", *common, "--no-smoke", "--network", "none"]
-    nightly = [PYTHON, "-m", "builder", "nightly", *common, "--registry", f"{BENCH_REGISTRY_HOST}/{namespace}",
+    build = [PYTHON, "-m", "accel_images", "build", *common, "--no-smoke", "--network", "none"]
+    nightly = [PYTHON, "-m", "accel_images", "nightly", *common, "--registry", f"{BENCH_REGISTRY_HOST}/{namespace}",
                "--report-dir", str(space.root / f"nightly-{variants}")]
     records = run_build(space, build + ["--jobs", "4"], state)
     if len(records) != variants or any(r["status"] not in ("built", "skipped") for r in records):
@@ -435,7 +435,7 @@ def bench_image_size(quick: bool) -> BenchResult:
         if quick:
             result.skipped = f"{CPU_IMAGE} is not built (quick mode does not build it)"
             return result
-        command = [PYTHON, "-m", "builder", *CPU_BUILD]
+        command = [PYTHON, "-m", "accel_images", *CPU_BUILD]
         result.commands.append(shown(command))
         run_checked(command, timeout_s=3600)
     base = base_of(CPU_IMAGE)
@@ -464,7 +464,7 @@ def bench_image_size(quick: bool) -> BenchResult:
 
 def base_of(image: str) -> str:
     """The base the image was built from: its base digest label, else the CPU build's mirror ref."""
-    from builder.build import BASE_DIGEST_LABEL
+    from accel_images.build import BASE_DIGEST_LABEL
     labels = json.loads(run_checked(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
                                      image]).stdout) or {}
     digest = labels.get(BASE_DIGEST_LABEL)
@@ -523,9 +523,9 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     if not _image_exists(CPU_IMAGE):
         result.skipped = f"{CPU_IMAGE} is not built (run `make image-offline` or the image_size benchmark)"
         return result
-    from builder.cli import expectation_from_labels
-    from builder.engine import Engine
-    from builder.smoke.launcher import container_options, run_smoke
+    from accel_images.cli import expectation_from_labels
+    from accel_images.engine import Engine
+    from accel_images.smoke.launcher import container_options, run_smoke
     repeats = 1 if quick else 5
     engine = Engine.connect()
     info = engine.inspect_image(CPU_IMAGE)
@@ -548,7 +548,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     result.commands += [f"{PYTHON.replace(str(ROOT) + '/', '')} -c 'run_smoke(Engine.connect(), \"{CPU_IMAGE}\", ...)'"
                         f"   # what `accel-images smoke {CPU_IMAGE}` runs",
                         f"Engine.run(\"{CPU_IMAGE}\", [\"true\"])   # baseline, through the same engine wrapper"]
-    result.notes.append("Both go through builder.engine.Engine (create, start, wait, logs, remove); the "
+    result.notes.append("Both go through accel_images.engine.Engine (create, start, wait, logs, remove); the "
                         "baseline runs `true` with the same container options behind the same entrypoint guard, so the difference is the "
                         "workload: Python start, torch import, the checks and the JSON.")
     return result

@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builder import yamlpos  # noqa: E402
-from builder.compat import KnowledgeBase, load_kb  # noqa: E402
-from builder.matrix import parse_matrix  # noqa: E402
-from builder.render import Renderer, stale_paths  # noqa: E402
-from builder.variant import expand  # noqa: E402
+from accel_images import yamlpos  # noqa: E402
+from accel_images.compat import KnowledgeBase, load_kb  # noqa: E402
+from accel_images.matrix import parse_matrix  # noqa: E402
+from accel_images.render import Renderer, stale_paths  # noqa: E402
+from accel_images.variant import expand  # noqa: E402
 
 PER_GROUP = 20
 TORCH_PER_GROUP = 5

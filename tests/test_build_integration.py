@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=1800)
 
 

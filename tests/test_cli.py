@@ -15,7 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from builder.cli import main
+from accel_images.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 MATRICES = Path(__file__).resolve().parent / "matrices"

@@ -2,7 +2,7 @@
 
 FACTS is the table: each row is one statement of the facts sheet (section in the id), the
 question put to the knowledge base, and the answer the sheet gives. The rest checks that every
-row of builder/data/compat.yaml is well-formed and sourced, and the query API's edges.
+row of accel_images/data/compat.yaml is well-formed and sourced, and the query API's edges.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from builder.compat import (DATA_FILE, VENDORS, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
+from accel_images.compat import (DATA_FILE, VENDORS, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
                             sort_versions, version_matches, vkey)
-from builder.errors import InputError
+from accel_images.errors import InputError
 
 VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
 URL = re.compile(r"^https://[^\s]+$")
@@ -368,4 +368,4 @@ def test_two_stacks_at_once_is_an_input_error(kb: KnowledgeBase) -> None:
 
 
 def test_data_file_is_inside_the_package() -> None:
-    assert DATA_FILE == Path(__import__("builder").__file__).parent / "data" / "compat.yaml"
+    assert DATA_FILE == Path(__import__("accel_images").__file__).parent / "data" / "compat.yaml"

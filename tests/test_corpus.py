@@ -1,6 +1,6 @@
 """The bad-input corpus, end to end through the real CLI.
 
-Each case of tests/corpus/cases.yaml runs `python -m builder ARGS` in a scratch copy of the
+Each case of tests/corpus/cases.yaml runs `python -m accel_images ARGS` in a scratch copy of the
 repository's matrix.yaml and images/, and must fail the way the table says: its exit code,
 nothing on stdout, exactly one stderr line `accel-images: error: ...` matching the case's
 regex, no traceback, and not one byte written anywhere under the scratch directory (a render
@@ -76,7 +76,7 @@ def run_case(case: dict[str, Any], template: Path, scratch: Path, generated: Pat
     shutil.copytree(template, work, copy_function=shutil.copy2)
     places = {"corpus": CORPUS, "work": work, "generated": generated}
     before = snapshot(work)
-    result = subprocess.run([sys.executable, "-m", "builder", *(substitute(a, places) for a in case["args"])],
+    result = subprocess.run([sys.executable, "-m", "accel_images", *(substitute(a, places) for a in case["args"])],
                             cwd=work, capture_output=True, text=True, timeout=300, errors="replace")
     after = snapshot(work)
     wrote = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))

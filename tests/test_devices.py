@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from docker.types import DeviceRequest
 
-from builder.devices import VENDORS, DeviceOptions, accelerator_present, device_options, host_group_ids
-from builder.errors import InputError
+from accel_images.devices import VENDORS, DeviceOptions, accelerator_present, device_options, host_group_ids
+from accel_images.errors import InputError
 
 
 def touch(root: Path, absolute: str, gid: int | None = None, text: str = "") -> Path:

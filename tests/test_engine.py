@@ -18,9 +18,9 @@ import pytest
 
 from conftest import unavailable
 
-from builder import buildlog
-from builder.engine import Engine, registry_error
-from builder.errors import BuildFailed, EngineError, RegistryError
+from accel_images import buildlog
+from accel_images.engine import Engine, registry_error
+from accel_images.errors import BuildFailed, EngineError, RegistryError
 
 DEBIAN = "local/debian:bookworm"
 BASE_IMAGE_WAIT_S = 300

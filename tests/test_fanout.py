@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builder import cli  # the command group first: cli_fanout is registered into it
-from builder import cli_fanout, fanout
-from builder.errors import InputError
-from builder.variant import select
+from accel_images import cli  # the command group first: cli_fanout is registered into it
+from accel_images import cli_fanout, fanout
+from accel_images.errors import InputError
+from accel_images.variant import select
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = str(ROOT / "matrix.yaml")

@@ -29,7 +29,7 @@ QUICK_TEMPLATE = "FROM {{ base_ref }}\nRUN echo quick > /quick\n"
 
 def cli(*args: str, docker_host: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DOCKER_HOST": docker_host}
-    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -102,7 +102,7 @@ def test_daemon_killed_mid_build_names_variant_and_log_and_a_rerun_works(daemon:
                                                                          tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = {**os.environ, "DOCKER_HOST": daemon.host}
-    process = subprocess.Popen([sys.executable, "-m", "builder",
+    process = subprocess.Popen([sys.executable, "-m", "accel_images",
                                 *build_args(templates_with(tmp_path, SLEEPING_TEMPLATE), state)],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -159,9 +159,9 @@ def test_base_withdrawn_upstream_names_the_tag_and_newer_bases(registry: str, tm
 
 
 def test_newer_bases_come_from_the_knowledge_base() -> None:
-    from builder.build import newer_bases
-    from builder.compat import load_kb
-    from builder.variant import make_variant
+    from accel_images.build import newer_bases
+    from accel_images.compat import load_kb
+    from accel_images.variant import make_variant
 
     kb = load_kb()
     cuda = make_variant(kb, "cuda", "12.6", "2.14", "3.12", "ubuntu24.04", "devel")

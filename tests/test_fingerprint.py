@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder.errors import InputError
-from builder.fingerprint import FINGERPRINT_LABEL, context_entries, fingerprint
+from accel_images.errors import InputError
+from accel_images.fingerprint import FINGERPRINT_LABEL, context_entries, fingerprint
 
 BASE = "sha256:" + "ab" * 32
 ARGS = {"TORCH_VERSION": "2.5.1", "PYTHON_VERSION": "3.11"}

@@ -1,4 +1,4 @@
-"""The in-image entry point guard (builder/smoke/guard.sh), run with the host's POSIX shells.
+"""The in-image entry point guard (accel_images/smoke/guard.sh), run with the host's POSIX shells.
 
 Its inputs are faked: PATH holds only the tools it needs plus, where a test wants one, a fake
 `nvidia-smi` answering from recorded output (tests/data/host); ACCEL_IMAGES_DEV_ROOT points its
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.render import GUARD_SOURCE
+from accel_images.render import GUARD_SOURCE
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST_DATA = Path(__file__).resolve().parent / "data" / "host"

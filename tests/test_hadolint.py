@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.compat import load_kb
-from builder.matrix import load_matrix
-from builder.render import Mirror, Renderer, RenderOptions, write_tree
-from builder.variant import expand
+from accel_images.compat import load_kb
+from accel_images.matrix import load_matrix
+from accel_images.render import Mirror, Renderer, RenderOptions, write_tree
+from accel_images.variant import expand
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / ".hadolint.yaml"

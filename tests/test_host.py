@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder.errors import InputError
-from builder.host import HostInfo, compare_driver, detect_host, run_command
+from accel_images.errors import InputError
+from accel_images.host import HostInfo, compare_driver, detect_host, run_command
 
 DATA = Path(__file__).parent / "data" / "host"
 

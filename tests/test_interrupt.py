@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.smoke.launcher import SMOKE_LABEL
+from accel_images.smoke.launcher import SMOKE_LABEL
 from faultproxy import DisposableDaemon, disposable_daemon
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def start_build(daemon: DisposableDaemon, tmp_path: Path, template: str, *extra:
     (templates / "cpu.Dockerfile.j2").write_text(template)
     (tmp_path / "matrix.yaml").write_text(TWO_VARIANTS)
     env = {**os.environ, "DOCKER_HOST": daemon.host}
-    return subprocess.Popen([sys.executable, "-m", "builder", "build", "--matrix", str(tmp_path / "matrix.yaml"),
+    return subprocess.Popen([sys.executable, "-m", "accel_images", "build", "--matrix", str(tmp_path / "matrix.yaml"),
                              "--templates", str(tmp_path / "templates"), "--force",
                              "--state-dir", str(tmp_path / "state"), *extra],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -144,7 +144,7 @@ def test_sigterm_during_the_smoke_test_removes_the_smoke_container(daemon: Dispo
 
 def test_sigterm_becomes_the_keyboard_interrupt_path() -> None:
     """In-process: the handler raises the KeyboardInterrupt subclass that exits 143."""
-    from builder import cli
+    from accel_images import cli
 
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -163,8 +163,8 @@ def test_a_stop_reaches_worker_threads_at_their_next_checkpoint() -> None:
     """With --jobs N, Ctrl-C lands in the main thread; a worker must not go on to promote."""
     import threading
 
-    from builder import stopping
-    from builder.build import run_each
+    from accel_images import stopping
+    from accel_images.build import run_each
 
     stopping.reset()
     reached: list[str] = []

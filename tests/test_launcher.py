@@ -10,10 +10,10 @@ from typing import Any, Mapping
 
 import pytest
 
-from builder.devices import device_options
-from builder.engine import RunResult
-from builder.smoke.judge import Expectation
-from builder.smoke.launcher import SMOKE_LABEL, container_options, run_smoke, smoke_command
+from accel_images.devices import device_options
+from accel_images.engine import RunResult
+from accel_images.smoke.judge import Expectation
+from accel_images.smoke.launcher import SMOKE_LABEL, container_options, run_smoke, smoke_command
 
 from test_smoke_judge import RECORDED_CPU, cuda_build, report
 from test_smoke_workload import smoke_engine, smoke_image  # noqa: F401 - shared engine fixtures

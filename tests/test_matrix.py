@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import yamlpos
-from builder.cli import main
-from builder.errors import InputError
-from builder.matrix import Matrix, User, load_matrix, parse_matrix
+from accel_images import yamlpos
+from accel_images.cli import main
+from accel_images.errors import InputError
+from accel_images.matrix import Matrix, User, load_matrix, parse_matrix
 
 REPO = Path(__file__).resolve().parent.parent
 MATRICES = Path(__file__).resolve().parent / "matrices"
@@ -126,8 +126,8 @@ def test_float_version_message_explains_the_quoting() -> None:
 
 
 def test_explicit_impossible_group_is_an_error_at_the_group_line() -> None:
-    from builder.compat import load_kb
-    from builder.variant import expand
+    from accel_images.compat import load_kb
+    from accel_images.variant import expand
     matrix = load_matrix(BAD / "explicit-impossible.yaml")
     with pytest.raises(InputError) as caught:
         expand(matrix, load_kb())

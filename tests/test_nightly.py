@@ -3,7 +3,7 @@
 The end-to-end tests use a tiny template set (tests/nightly_fixture/templates: the base image
 plus a stub smoke workload that reports what the image promises) on top of local/debian:bookworm,
 published under a repository of their own in the local registry; each run takes seconds.
-Registry state is checked over the registry's HTTP API directly, not through builder.registry.
+Registry state is checked over the registry's HTTP API directly, not through accel_images.registry.
 """
 
 from __future__ import annotations
@@ -24,21 +24,21 @@ import docker
 import pytest
 from click.testing import CliRunner
 
-from builder import compat, tags
-from builder.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Outcome, Prepared
-from builder.cli import load_expansion
-from builder import cli_nightly
-from builder.cli_nightly import nightly_command
-from builder.engine import BuiltImage, Engine, ImageInfo
-from builder.errors import BuildFailed, RegistryError
-from builder.fingerprint import FINGERPRINT_LABEL
-from builder.lock import LockBusy, held
-from builder.nightly import NightlyOptions, NightlyOutcome, rebuild_reason, run_nightly
-from builder.publish import RetryPolicy, Target
-from builder.registry import RegistryClient, RemoteImage
-from builder.render import Mirror, RenderOptions
-from builder.smoke.judge import SmokeResult
-from builder.variant import Expansion
+from accel_images import compat, tags
+from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Outcome, Prepared
+from accel_images.cli import load_expansion
+from accel_images import cli_nightly
+from accel_images.cli_nightly import nightly_command
+from accel_images.engine import BuiltImage, Engine, ImageInfo
+from accel_images.errors import BuildFailed, RegistryError
+from accel_images.fingerprint import FINGERPRINT_LABEL
+from accel_images.lock import LockBusy, held
+from accel_images.nightly import NightlyOptions, NightlyOutcome, rebuild_reason, run_nightly
+from accel_images.publish import RetryPolicy, Target
+from accel_images.registry import RegistryClient, RemoteImage
+from accel_images.render import Mirror, RenderOptions
+from accel_images.smoke.judge import SmokeResult
+from accel_images.variant import Expansion
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
 
@@ -282,7 +282,7 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
 HOLDER = """
 import sys, time
 from pathlib import Path
-from builder.lock import held
+from accel_images.lock import held
 with held(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

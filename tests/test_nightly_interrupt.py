@@ -1,6 +1,6 @@
 """Ctrl-C and SIGTERM during `accel-images nightly`, and rebuilds for age that skip the layer cache.
 
-The nightly runs as a subprocess (`python -m builder nightly`) against the shared engine and the
+The nightly runs as a subprocess (`python -m accel_images nightly`) against the shared engine and the
 local registry, in a `test-<uuid>` namespace of its own (the `site` fixture of test_nightly.py),
 on the tiny fixture template made slow where the signal is meant to land: a sleeping build step,
 a sleeping smoke stub, or a manifest PUT held by a proxy in front of the registry. Afterwards the
@@ -27,16 +27,16 @@ import docker
 import pytest
 from click.testing import CliRunner
 
-from builder import compat
-from builder.build import BuildSettings, Prepared
-from builder.cli import load_expansion
-from builder.cli_nightly import nightly_command
-from builder.engine import Engine
-from builder.fingerprint import FINGERPRINT_LABEL
-from builder.nightly import NightlyOptions, NightlyOutcome, aged_only, run_nightly
-from builder.publish import Target
-from builder.registry import RegistryClient, RemoteImage
-from builder.smoke.launcher import SMOKE_LABEL
+from accel_images import compat
+from accel_images.build import BuildSettings, Prepared
+from accel_images.cli import load_expansion
+from accel_images.cli_nightly import nightly_command
+from accel_images.engine import Engine
+from accel_images.fingerprint import FINGERPRINT_LABEL
+from accel_images.nightly import NightlyOptions, NightlyOutcome, aged_only, run_nightly
+from accel_images.publish import Target
+from accel_images.registry import RegistryClient, RemoteImage
+from accel_images.smoke.launcher import SMOKE_LABEL
 from faultproxy import FaultProxy
 from nightly_fixture.cleanup import remove_local_names
 from test_nightly import DEBIAN, NO_WAIT, Site, site  # noqa: F401  (site is a fixture)
@@ -92,7 +92,7 @@ def start_nightly(site: Site, tmp_path: Path, *extra: str) -> subprocess.Popen[s
     """`accel-images nightly` in a process of its own; output to files, so no pipe can fill up."""
     output = tmp_path / "nightly.out"
     with open(output, "w") as sink:
-        return subprocess.Popen([sys.executable, "-m", "builder", "nightly", *site.cli_args(), *ONLY_DEBIAN,
+        return subprocess.Popen([sys.executable, "-m", "accel_images", "nightly", *site.cli_args(), *ONLY_DEBIAN,
                                  "--report-dir", str(reports_of(tmp_path)), *extra],
                                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True,
                                 env={**os.environ, "COLUMNS": "250"})

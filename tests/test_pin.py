@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import pin
-from builder.compat import load_kb
-from builder.errors import InputError, RegistryError
-from builder.render import Mirror
-from builder.variant import make_variant
+from accel_images import pin
+from accel_images.compat import load_kb
+from accel_images.errors import InputError, RegistryError
+from accel_images.render import Mirror
+from accel_images.variant import make_variant
 from conftest import registry_get
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_a_bad_lock_file_is_an_input_error_naming_it(tmp_path: Path, text: str) 
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
 
 

@@ -1,4 +1,4 @@
-"""builder.publish: candidate -> smoke -> promotion, with the order, retries and cleanup checked
+"""accel_images.publish: candidate -> smoke -> promotion, with the order, retries and cleanup checked
 against fakes, and the whole flow once against the real engine and local registry."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from datetime import date
 import docker
 import pytest
 
-from builder import compat, tags
-from builder.engine import Engine
-from builder.errors import EngineError, RegistryError
-from builder.publish import Publication, RetryPolicy, Target, publish, with_retries
-from builder.smoke.judge import SmokeResult
-from builder.variant import Variant, make_variant
-from builder.registry import RegistryClient
+from accel_images import compat, tags
+from accel_images.engine import Engine
+from accel_images.errors import EngineError, RegistryError
+from accel_images.publish import Publication, RetryPolicy, Target, publish, with_retries
+from accel_images.smoke.judge import SmokeResult
+from accel_images.variant import Variant, make_variant
+from accel_images.registry import RegistryClient
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
 

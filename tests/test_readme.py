@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from builder.cli import main
+from accel_images.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,11 +18,11 @@ import docker.errors
 import pytest
 from click.testing import CliRunner
 
-from builder import cli  # the command group first: cli_fanout is registered into it
-from builder import cli_fanout, compat
-from builder.host import HostInfo, detect_host
-from builder.recommend import Recommendation, docker_run_line, image_ref, judge, recommend
-from builder.variant import select
+from accel_images import cli  # the command group first: cli_fanout is registered into it
+from accel_images import cli_fanout, compat
+from accel_images.host import HostInfo, detect_host
+from accel_images.recommend import Recommendation, docker_run_line, image_ref, judge, recommend
+from accel_images.variant import select
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data" / "host"

@@ -1,4 +1,4 @@
-"""builder.registry: labels and digests read over the registry API, tag deletion that leaves
+"""accel_images.registry: labels and digests read over the registry API, tag deletion that leaves
 other tags alone, authentication, and failures as one-line RegistryErrors.
 
 Most tests talk to the real local registry (127.0.0.1:5000) with images made of a config
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from builder.errors import InputError, RegistryError
-from builder.registry import Destination, RegistryClient, is_loopback, parse_time
+from accel_images.errors import InputError, RegistryError
+from accel_images.registry import Destination, RegistryClient, is_loopback, parse_time
 from nightly_fixture.rawregistry import (DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, RawRegistry)
 
 LABELS = {"io.accel-images.fingerprint": "sha256:abc", "org.opencontainers.image.created": "2026-11-30T01:02:03Z"}

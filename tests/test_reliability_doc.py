@@ -97,7 +97,7 @@ def test_the_sections_for_other_faults_are_there() -> None:
 
 
 def test_the_exit_codes_documented_are_the_ones_the_errors_carry() -> None:
-    from builder import errors
+    from accel_images import errors
     text = DOC.read_text(encoding="utf-8")
     for name in ("InputError", "IncompatibleError", "EngineError", "RegistryError", "BuildFailed", "SmokeFailed"):
         code = getattr(errors, name).exit_code

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from builder.compat import KnowledgeBase, load_kb
-from builder.errors import InputError
-from builder.matrix import User, load_matrix
-from builder.render import (GUARD_SOURCE, SMOKE_SOURCE, TEMPLATES_DIR, Mirror, RenderedContext, Renderer,
+from accel_images.compat import KnowledgeBase, load_kb
+from accel_images.errors import InputError
+from accel_images.matrix import User, load_matrix
+from accel_images.render import (GUARD_SOURCE, SMOKE_SOURCE, Mirror, RenderedContext, Renderer,
                             RenderOptions, existing_tree, mirrored, pip_source_args, split_reference, stale_paths,
                             tree_of, write_build_context, write_tree)
-from builder.variant import Expansion, Variant, expand, make_variant
+from accel_images.variant import Expansion, Variant, expand, make_variant
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -264,7 +264,7 @@ def test_wheelhouse_means_no_index_and_a_copy_in_the_build_stage_only(renderer: 
 @pytest.fixture
 def templates_copy(tmp_path: Path) -> Path:
     copy = tmp_path / "templates"
-    shutil.copytree(TEMPLATES_DIR, copy)
+    shutil.copytree(REPO / "templates", copy)
     return copy
 
 

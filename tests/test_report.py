@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from builder import report
-from builder.build import Outcome, outcome_record
-from builder.report import (duration_text, render_html, render_json, render_junit, render_markdown, size_gb,
+from accel_images import report
+from accel_images.build import Outcome, outcome_record
+from accel_images.report import (duration_text, render_html, render_json, render_junit, render_markdown, size_gb,
                             summarize, write_reports)
-from builder.smoke.judge import Check, SmokeResult
-from builder.variant import Variant
+from accel_images.smoke.judge import Check, SmokeResult
+from accel_images.variant import Variant
 
 DATA = Path(__file__).parent / "data" / "report"
 META = {"started": "2026-05-12T02:00:03+00:00", "finished": "2026-05-12T03:12:45+00:00", "host": "ci-runner-7",

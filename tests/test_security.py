@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import CREDENTIALS_ARG, withhold_credentials
-from builder.compat import load_kb
-from builder.devices import DeviceOptions
-from builder.engine import Engine
-from builder.render import RenderOptions, Renderer
-from builder.smoke.judge import Expectation
-from builder.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
-from builder.variant import Expansion, make_variant
-from builder.matrix import User
+from accel_images.build import CREDENTIALS_ARG, withhold_credentials
+from accel_images.compat import load_kb
+from accel_images.devices import DeviceOptions
+from accel_images.engine import Engine
+from accel_images.render import RenderOptions, Renderer
+from accel_images.smoke.judge import Expectation
+from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
+from accel_images.variant import Expansion, make_variant
+from accel_images.matrix import User
 from test_build_integration import IMAGE, published_build  # noqa: F401  (the published CPU image's fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ RUN echo final
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
 
 
@@ -106,7 +106,7 @@ def test_index_credentials_reach_pip_but_no_image_history_label_log_or_output(
 
 
 def test_hide_credentials_masks_userinfo_only() -> None:
-    from builder.build import hide_credentials
+    from accel_images.build import hide_credentials
 
     assert hide_credentials(f"build --pip-index-url {INDEX_URL}") == \
         "build --pip-index-url https://***@127.0.0.1:9/simple/{index}"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from builder.smoke.judge import Expectation, SmokeResult, judge, last_json_object
+from accel_images.smoke.judge import Expectation, SmokeResult, judge, last_json_object
 
 CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
 CUDA13 = Expectation(vendor="cuda", torch="2.13.0", stack="13.0", python="3.12")

@@ -19,8 +19,8 @@ import pytest
 
 from conftest import unavailable
 
-from builder.smoke import workload
-from builder.smoke.workload import ArgumentError
+from accel_images.smoke import workload
+from accel_images.smoke.workload import ArgumentError
 
 WORKLOAD_FILE = Path(workload.__file__)
 WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
@@ -332,8 +332,8 @@ def ensure_smoke_image(engine, work_dir: Path) -> str:
 
 @pytest.fixture(scope="session")
 def smoke_engine():
-    from builder.engine import Engine
-    from builder.errors import EngineError
+    from accel_images.engine import Engine
+    from accel_images.errors import EngineError
 
     try:
         engine = Engine.connect()

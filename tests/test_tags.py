@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import tags
-from builder.compat import KnowledgeBase, load_kb
-from builder.matrix import load_matrix
-from builder.variant import Expansion, Variant, expand, make_variant
+from accel_images import tags
+from accel_images.compat import KnowledgeBase, load_kb
+from accel_images.matrix import load_matrix
+from accel_images.variant import Expansion, Variant, expand, make_variant
 
 REPO = Path(__file__).resolve().parent.parent
 MATRICES = Path(__file__).resolve().parent / "matrices"

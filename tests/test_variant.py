@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.compat import KnowledgeBase, load_kb
-from builder.errors import IncompatibleError, InputError
-from builder.matrix import load_matrix, parse_matrix
-from builder.variant import Expansion, Variant, expand, make_variant, select, select_or_explain
+from accel_images.compat import KnowledgeBase, load_kb
+from accel_images.errors import IncompatibleError, InputError
+from accel_images.matrix import load_matrix, parse_matrix
+from accel_images.variant import Expansion, Variant, expand, make_variant, select, select_or_explain
 
 REPO = Path(__file__).resolve().parent.parent
 MATRICES = Path(__file__).resolve().parent / "matrices"

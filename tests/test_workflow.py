@@ -18,8 +18,8 @@ import click
 import pytest
 import yaml
 
-from builder import cli  # the command group first: cli_fanout is registered into it
-from builder import cli_fanout, fanout
+from accel_images import cli  # the command group first: cli_fanout is registered into it
+from accel_images import cli_fanout, fanout
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
@@ -43,7 +43,7 @@ def commands() -> dict[str, click.Command]:
     known = dict(cli.main.commands)
     extra = list(FANOUT_COMMANDS)
     with contextlib.suppress(ImportError):
-        from builder.cli_nightly import nightly_command
+        from accel_images.cli_nightly import nightly_command
         extra.append(nightly_command)
     for command in extra:
         known.setdefault(command.name, command)

@@ -1,4 +1,4 @@
-"""The registry's HTTP API spoken directly, for tests: checks that do not trust builder.registry,
+"""The registry's HTTP API spoken directly, for tests: checks that do not trust accel_images.registry,
 and images made from a few bytes (a config blob and a manifest) without any Docker engine."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 It proves three things about an image, on whatever device the container was given:
 the build is the one the tag promises (torch, Python, CUDA/ROCm/XPU/Gaudi stack), the
 device computes correctly, and a small model trains on it. The outcome is ONE JSON object
-on the last line of stdout, read by the builder (builder/smoke/judge.py), and the exit
+on the last line of stdout, read by the builder (accel_images/smoke/judge.py), and the exit
 status: 0 when every check passed, 1 when one failed, 2 when the arguments were bad.
 
 The file must stay self-contained (standard library + torch) and run on Python 3.10-3.14,

@@ -11,11 +11,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from builder import tags
-from builder.compat import VENDORS, KnowledgeBase, minor_of, vkey
-from builder.errors import IncompatibleError, InputError
-from builder.matrix import Group, Matrix, User
-from builder.smoke.judge import Expectation
+from accel_images import tags
+from accel_images.compat import VENDORS, KnowledgeBase, minor_of, vkey
+from accel_images.errors import IncompatibleError, InputError
+from accel_images.matrix import Group, Matrix, User
+from accel_images.smoke.judge import Expectation
 
 OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
 LABEL_PREFIX = "io.accel-images"

@@ -2,7 +2,7 @@
 
 One variant's failure is recorded in its outcome and never stops the others; the caller
 decides the exit code from the outcomes. Everything that talks to Docker goes through
-`builder.engine.Engine`.
+`accel_images.engine.Engine`.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from urllib.parse import urlsplit
 
 from docker.utils import parse_repository_tag
 
-from builder import buildlog, devices, stopping
-from builder.compat import KnowledgeBase, vkey
-from builder.engine import Engine, ImageInfo
-from builder.errors import AccelError, EngineError, RegistryError
-from builder.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
-from builder.render import RenderedContext, Renderer, RenderOptions, mirrored, write_build_context
-from builder.smoke.judge import SmokeResult
-from builder.smoke.launcher import run_smoke
-from builder.variant import Expansion, Variant
+from accel_images import buildlog, devices, stopping
+from accel_images.compat import KnowledgeBase, vkey
+from accel_images.engine import Engine, ImageInfo
+from accel_images.errors import AccelError, EngineError, RegistryError
+from accel_images.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
+from accel_images.render import RenderedContext, Renderer, RenderOptions, mirrored, write_build_context
+from accel_images.smoke.judge import SmokeResult
+from accel_images.smoke.launcher import run_smoke
+from accel_images.variant import Expansion, Variant
 
 PULL_POLICIES = ("missing", "always", "never")
 BASE_DIGEST_LABEL = "io.accel-images.base.digest"

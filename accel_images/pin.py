@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence
 
-from builder.errors import InputError, RegistryError
-from builder.render import Mirror, mirrored
-from builder.variant import Variant
+from accel_images.errors import InputError, RegistryError
+from accel_images.render import Mirror, mirrored
+from accel_images.variant import Variant
 
 LOCK_FILE = Path("accel-images.lock")
 LOCK_SCHEMA = 1
@@ -29,7 +29,7 @@ class PulledImage(Protocol):
 
 
 class Puller(Protocol):
-    """The part of builder.engine.Engine pinning uses."""
+    """The part of accel_images.engine.Engine pinning uses."""
 
     def pull(self, ref: str) -> PulledImage: ...
 

@@ -24,12 +24,12 @@ from typing import Iterable, Mapping
 
 import jinja2
 
-from builder.compat import VENDORS, KnowledgeBase
-from builder.errors import InputError
-from builder.variant import Expansion, Variant
+from accel_images.compat import VENDORS, KnowledgeBase
+from accel_images.errors import InputError
+from accel_images.resources import default_templates
+from accel_images.variant import Expansion, Variant
 
 PACKAGE_DIR = Path(__file__).parent
-TEMPLATES_DIR = PACKAGE_DIR.parent / "templates"
 SMOKE_SOURCE = PACKAGE_DIR / "smoke" / "workload.py"
 GUARD_SOURCE = PACKAGE_DIR / "smoke" / "guard.sh"
 UPSTREAM_WHEEL_INDEX = "https://download.pytorch.org/whl"
@@ -129,11 +129,11 @@ def oci_labels(variant: Variant, image: str) -> dict[str, str]:
 class Renderer:
     """One Jinja2 environment over templates/, shared by every variant."""
 
-    def __init__(self, kb: KnowledgeBase, templates_dir: Path = TEMPLATES_DIR) -> None:
+    def __init__(self, kb: KnowledgeBase, templates_dir: Path | None = None) -> None:
         self.kb = kb
-        self.templates_dir = templates_dir
+        self.templates_dir = templates_dir or default_templates()
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(templates_dir)),
+            loader=jinja2.FileSystemLoader(str(self.templates_dir)),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             trim_blocks=True,

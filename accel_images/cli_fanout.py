@@ -1,6 +1,6 @@
 """`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout.
 
-This module imports builder.cli for the shared options, so builder.cli imports it at its end, after
+This module imports accel_images.cli for the shared options, so accel_images.cli imports it at its end, after
 those are defined, and registers COMMANDS into its group.
 """
 
@@ -14,15 +14,15 @@ from typing import Any
 
 import click
 
-from builder import compat
-from builder.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
+from accel_images import compat
+from accel_images.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
                          variant_record)
-from builder.devices import VENDORS
-from builder.engine import Engine
-from builder.errors import IncompatibleError, InputError
-from builder.fanout import bake, ci_matrix
-from builder.host import HostInfo, detect_host
-from builder.recommend import Recommendation, describe_host, recommend
+from accel_images.devices import VENDORS
+from accel_images.engine import Engine
+from accel_images.errors import IncompatibleError, InputError
+from accel_images.fanout import bake, ci_matrix
+from accel_images.host import HostInfo, detect_host
+from accel_images.recommend import Recommendation, describe_host, recommend
 
 FLAVORS = ("runtime", "devel")
 CHOICE_FILTERS = ("vendor", "stack", "torch", "python", "os")
@@ -66,7 +66,7 @@ def load_host(host_json: Path | None) -> HostInfo:
     return HostInfo(**values)
 
 
-def choose(matrix_path: str, registry: str | None, flavor: str, host_json: Path | None,
+def choose(matrix_path: str | None, registry: str | None, flavor: str, host_json: Path | None,
            kwargs: dict[str, Any]) -> tuple[HostInfo, Recommendation]:
     host = load_host(host_json)
     filters = {key: kwargs.get(key) for key in FILTER_KEYS}
@@ -110,7 +110,7 @@ def report(host: HostInfo, rec: Recommendation, as_json: bool) -> str:
 @click.command("recommend")
 @choice_options
 @expected_failures
-def recommend_command(matrix_path: str, registry: str | None, flavor: str, as_json: bool,
+def recommend_command(matrix_path: str | None, registry: str | None, flavor: str, as_json: bool,
                       host_json: Path | None, **kwargs: Any) -> None:
     """Pick the newest image that fits this host and print the `docker run` line for it."""
     host, rec = choose(matrix_path, registry, flavor, host_json, kwargs)
@@ -122,7 +122,7 @@ def recommend_command(matrix_path: str, registry: str | None, flavor: str, as_js
 @click.command("pull")
 @choice_options
 @expected_failures
-def pull_command(matrix_path: str, registry: str | None, flavor: str, as_json: bool,
+def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_json: bool,
                  host_json: Path | None, **kwargs: Any) -> None:
     """Like recommend, then pull the image and print the `docker run` line for it."""
     host, rec = choose(matrix_path, registry, flavor, host_json, kwargs)
@@ -140,7 +140,7 @@ def pull_command(matrix_path: str, registry: str | None, flavor: str, as_json: b
 @matrix_option
 @filter_options
 @expected_failures
-def ci_matrix_command(matrix_path: str, **kwargs: Any) -> None:
+def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
     """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."""
     expansion, variants = chosen_variants(matrix_path, kwargs)
     click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
@@ -153,7 +153,7 @@ def ci_matrix_command(matrix_path: str, **kwargs: Any) -> None:
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write docker-bake.json here instead of standard output.")
 @expected_failures
-def bake_command(matrix_path: str, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
+def bake_command(matrix_path: str | None, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
     """Write a docker-bake.json with one target per variant, for `docker buildx bake`."""
     expansion, variants = chosen_variants(matrix_path, kwargs)
     text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"
@@ -168,4 +168,4 @@ def bake_command(matrix_path: str, registry: str | None, out_file: Path | None, 
 
 
 COMMANDS = (recommend_command, pull_command, ci_matrix_command, bake_command)
-"""What builder.cli registers with `main.add_command` (at the end of cli.py: this module imports it)."""
+"""What accel_images.cli registers with `main.add_command` (at the end of cli.py: this module imports it)."""

@@ -1,7 +1,7 @@
 """matrix.yaml: what to build, parsed into typed values.
 
 The matrix lists, per vendor, groups of axes (stack, torch, python, os, flavor) whose cross
-product is expanded into variants by `builder.variant`. Every value must be a string of a
+product is expanded into variants by `accel_images.variant`. Every value must be a string of a
 strict shape: `cuda: 12.10` read as a float would silently mean 12.1, and a name carrying a
 space or `;` would end up inside a Dockerfile, so both are errors naming file, line and field.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder import yamlpos
-from builder.compat import VENDORS
-from builder.errors import InputError
-from builder.yamlpos import Positioned, Scalar
+from accel_images import yamlpos
+from accel_images.compat import VENDORS
+from accel_images.errors import InputError
+from accel_images.yamlpos import Positioned, Scalar
 
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}\Z")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from docker.utils.build import exclude_paths
 
-from builder.errors import InputError
+from accel_images.errors import InputError
 
 FINGERPRINT_LABEL = "io.accel-images.fingerprint"
 

@@ -22,25 +22,25 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Protocol, Sequence, TypeVar
 
-from builder import stopping
-from builder.errors import AccelError, RegistryError
-from builder.smoke.judge import SmokeResult
-from builder.tags import candidate_tag, full_tag
-from builder.variant import Variant
+from accel_images import stopping
+from accel_images.errors import AccelError, RegistryError
+from accel_images.smoke.judge import SmokeResult
+from accel_images.tags import candidate_tag, full_tag
+from accel_images.variant import Variant
 
 T = TypeVar("T")
 SmokeRunner = Callable[[str, Variant], SmokeResult]
-"""Runs the smoke workload in an image reference for a variant (builder.build.smoke_image)."""
+"""Runs the smoke workload in an image reference for a variant (accel_images.build.smoke_image)."""
 Status = Callable[[Variant, str], None]
 
 DATED = re.compile(r".+-\d{8}")
-"""A dated tag, `<full tag>-YYYYMMDD` (builder.tags.dated_tag)."""
+"""A dated tag, `<full tag>-YYYYMMDD` (accel_images.tags.dated_tag)."""
 
 log = logging.getLogger(__name__)
 
 
 class Pusher(Protocol):
-    """The part of builder.engine.Engine that publishing uses."""
+    """The part of accel_images.engine.Engine that publishing uses."""
 
     def tag(self, image: str, ref: str) -> None: ...
 
@@ -50,7 +50,7 @@ class Pusher(Protocol):
 
 
 class TagStore(Protocol):
-    """The part of builder.registry.RegistryClient that publishing uses."""
+    """The part of accel_images.registry.RegistryClient that publishing uses."""
 
     def manifest_digest(self, repository: str, tag: str) -> str | None: ...
 
@@ -121,7 +121,7 @@ def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant,
     """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
 
     `real_tags` are the tags a green image is promoted to, the full tag first
-    (builder.tags.all_tags). Ctrl-C still removes the candidate, then propagates.
+    (accel_images.tags.all_tags). Ctrl-C still removes the candidate, then propagates.
     """
     say = status or (lambda v, text: None)
     steps = _Steps(target.ref(candidate_tag(variant, run_id)))

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from builder.variant import Variant
+from accel_images.variant import Variant
 
 
 class PlainProgress:

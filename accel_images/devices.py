@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.compat import VENDORS
-from builder.errors import InputError
+from accel_images.compat import VENDORS
+from accel_images.errors import InputError
 
 
 # PCI vendor ids read from sysfs to tell whose device a shared-style node belongs to.

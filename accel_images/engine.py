@@ -31,8 +31,8 @@ import urllib3.exceptions
 from docker.auth import resolve_repository_name
 from docker.utils import parse_repository_tag
 
-from builder import buildlog
-from builder.errors import AccelError, BuildFailed, EngineError, InputError, RegistryError
+from accel_images import buildlog
+from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, RegistryError
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 MANAGED_LABEL = "io.accel-images.managed"

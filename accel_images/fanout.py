@@ -14,11 +14,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from builder import tags
-from builder.build import BuildSettings, build_args
-from builder.errors import InputError
-from builder.recommend import image_ref
-from builder.variant import Expansion, Variant
+from accel_images import tags
+from accel_images.build import BuildSettings, build_args
+from accel_images.errors import InputError
+from accel_images.recommend import image_ref
+from accel_images.variant import Expansion, Variant
 
 IMAGES_DIR = "images"
 DOCKERFILE = "Dockerfile"

@@ -49,10 +49,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from builder import devices
-from builder.compat import STACK_NAMES, KnowledgeBase, vkey
-from builder.host import HostInfo, compare_driver
-from builder.variant import OS_ORDER, Variant
+from accel_images import devices
+from accel_images.compat import STACK_NAMES, KnowledgeBase, vkey
+from accel_images.host import HostInfo, compare_driver
+from accel_images.variant import OS_ORDER, Variant
 
 HSA_OVERRIDES = {
     "gfx1031": ("10.3.0", "gfx1030"), "gfx1032": ("10.3.0", "gfx1030"),

@@ -1,6 +1,6 @@
 """`accel-images nightly`: rebuild what changed, push only what passed, report everything.
 
-A thin command over builder.nightly: parse options, take the state directory's lock, run,
+A thin command over accel_images.nightly: parse options, take the state directory's lock, run,
 write the reports (JSON, Markdown, HTML, JUnit) and exit 1 when any variant failed.
 """
 
@@ -15,18 +15,18 @@ from typing import Any
 import click
 from rich.table import Table
 
-from builder import buildlog, compat
-from builder.build import BuildSettings, Outcome, hide_credentials, image_ref
-from builder.cli import (chosen_variants, expected_failures, filter_options, matrix_option, mirror_options, out,
+from accel_images import buildlog, compat
+from accel_images.build import BuildSettings, Outcome, hide_credentials, image_ref
+from accel_images.cli import (chosen_variants, expected_failures, filter_options, matrix_option, mirror_options, out,
                          render_options, templates_option)
-from builder.engine import Engine
-from builder.lock import held
-from builder.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
-from builder.progress import progress_for
-from builder.publish import Target
-from builder.registry import Destination, RegistryClient
-from builder.variant import Expansion, Variant
-from builder.report import write_reports
+from accel_images.engine import Engine
+from accel_images.lock import held
+from accel_images.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
+from accel_images.progress import progress_for
+from accel_images.publish import Target
+from accel_images.registry import Destination, RegistryClient
+from accel_images.variant import Expansion, Variant
+from accel_images.report import write_reports
 
 LOCK_FILE = "nightly.lock"
 
@@ -50,7 +50,7 @@ LOCK_FILE = "nightly.lock"
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
 @expected_failures
-def nightly_command(registry_text: str, matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
+def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...], pip_index_url: str | None,
                     pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float, lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None,

@@ -1,6 +1,6 @@
 """Launching the smoke workload inside an image and judging what it printed.
 
-The container gets the vendor's device options (builder/devices.py) and otherwise as little
+The container gets the vendor's device options (accel_images/devices.py) and otherwise as little
 as possible: no network, no capabilities beyond what the device needs, no privilege gain,
 bounded memory and processes. Without device options the image runs in CPU mode, and the
 result says so.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-from builder.devices import DeviceOptions
-from builder.smoke.judge import Expectation, SmokeResult, judge
+from accel_images.devices import DeviceOptions
+from accel_images.smoke.judge import Expectation, SmokeResult, judge
 
 SMOKE_PATH = "/opt/accel-images/smoke.py"
 # The images put their virtual environment (or, on Gaudi, a `python` link) first on PATH.
@@ -28,7 +28,7 @@ class RunOutcome(Protocol):
 
 
 class Runner(Protocol):
-    """The part of builder.engine.Engine the launcher uses."""
+    """The part of accel_images.engine.Engine the launcher uses."""
 
     def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
             timeout_s: float, labels: Mapping[str, str] | None = None) -> RunOutcome: ...

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Literal, TypeAlias
 
-from builder.errors import InputError
+from accel_images.errors import InputError
 
 Vendor = Literal["cuda", "rocm", "xpu", "gaudi", "cpu"]
 

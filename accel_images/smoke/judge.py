@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from builder.smoke import workload
+from accel_images.smoke import workload
 
 # The backend name the workload reports when it used each vendor's accelerator.
 BACKEND_OF_VENDOR = {"cpu": "cpu", "cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "gaudi": "hpu"}

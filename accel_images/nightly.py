@@ -6,7 +6,7 @@ the fingerprint label of the image the registry serves under the variant's full 
 unchanged image younger than the maximum age is skipped (its floating aliases are moved
 onto it when the matrix now gives it new ones); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested and promoted (builder.publish). One variant's failure never stops the others; the caller turns
+same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish). One variant's failure never stops the others; the caller turns
 the outcomes into reports and an exit code.
 """
 
@@ -18,16 +18,16 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from builder import tags
-from builder.build import (BASE_DIGEST_LABEL, CREATED_LABEL, Builder, BuildSettings, Outcome, Prepared,
+from accel_images import tags
+from accel_images.build import (BASE_DIGEST_LABEL, CREATED_LABEL, Builder, BuildSettings, Outcome, Prepared,
                            image_ref, outcome_record, run_each, smoke_image)
-from builder.compat import KnowledgeBase
-from builder.engine import Engine
-from builder.errors import AccelError
-from builder.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
-from builder.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
-from builder.registry import RegistryClient, RemoteImage, parse_time
-from builder.variant import Expansion, Variant
+from accel_images.compat import KnowledgeBase
+from accel_images.engine import Engine
+from accel_images.errors import AccelError
+from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
+from accel_images.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
+from accel_images.registry import RegistryClient, RemoteImage, parse_time
+from accel_images.variant import Expansion, Variant
 
 DEFAULT_MAX_AGE_DAYS = 7.0
 Status = Callable[[Variant, str], None]

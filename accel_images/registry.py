@@ -36,7 +36,7 @@ import docker.auth
 import docker.errors
 import requests
 
-from builder.errors import InputError, RegistryError
+from accel_images.errors import InputError, RegistryError
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

@@ -19,21 +19,20 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from builder import buildlog, compat, devices, pin, tags
-from builder.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, hide_credentials, human_size, image_ref,
+from accel_images import buildlog, compat, devices, pin, tags
+from accel_images.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, hide_credentials, human_size, image_ref,
                            outcome_record, withhold_credentials)
-from builder.engine import Engine
-from builder.progress import progress_for
-from builder.report import write_reports
-from builder.smoke.judge import Expectation
-from builder.smoke.launcher import run_smoke
-from builder.errors import AccelError, InputError
-from builder.matrix import load_matrix
-from builder.render import Mirror, Renderer, RenderOptions, stale_paths, write_tree
-from builder.variant import LABEL_PREFIX, Expansion, Variant, expand, select_or_explain
+from accel_images.engine import Engine
+from accel_images.progress import progress_for
+from accel_images.report import write_reports
+from accel_images.smoke.judge import Expectation
+from accel_images.smoke.launcher import run_smoke
+from accel_images.errors import AccelError, InputError
+from accel_images.matrix import load_matrix
+from accel_images.resources import IMAGES_DIR, default_matrix
+from accel_images.render import Mirror, Renderer, RenderOptions, stale_paths, write_tree
+from accel_images.variant import LABEL_PREFIX, Expansion, Variant, expand, select_or_explain
 
-DEFAULT_MATRIX = "matrix.yaml"
-IMAGES_DIR = Path("images")
 FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor")
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 250)
@@ -73,8 +72,9 @@ def handle_sigterm() -> None:
 
 
 def matrix_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--matrix", "matrix_path", default=DEFAULT_MATRIX, show_default=True,
-                        type=click.Path(dir_okay=False), help="The matrix file to read.")(func)
+    return click.option("--matrix", "matrix_path", default=None, type=click.Path(dir_okay=False),
+                        help="The matrix file to read (default: ./matrix.yaml, else the one installed"
+                             " with accel-images).")(func)
 
 
 def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -126,15 +126,15 @@ def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links)
 
 
-def load_expansion(matrix_path: str) -> Expansion:
-    return expand(load_matrix(matrix_path), compat.load_kb())
+def load_expansion(matrix_path: str | None) -> Expansion:
+    return expand(load_matrix(default_matrix() if matrix_path is None else matrix_path), compat.load_kb())
 
 
 def filters_of(kwargs: dict[str, Any]) -> dict[str, str | None]:
     return {key: kwargs.get(key) for key in FILTER_KEYS}
 
 
-def chosen_variants(matrix_path: str, kwargs: dict[str, Any]) -> tuple[Expansion, tuple[Variant, ...]]:
+def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any]) -> tuple[Expansion, tuple[Variant, ...]]:
     expansion = load_expansion(matrix_path)
     filters = filters_of(kwargs)
     _check_filter_values(filters)
@@ -228,7 +228,7 @@ def describe_verdict(verdict: compat.Verdict) -> str:
 @click.option("--explain", is_flag=True, help="Also show the combinations the knowledge base pruned, and why.")
 @click.option("--markdown", is_flag=True, help="The supported-images table of the README.")
 @expected_failures
-def list_command(matrix_path: str, as_json: bool, explain: bool, markdown: bool, **kwargs: Any) -> None:
+def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown: bool, **kwargs: Any) -> None:
     """Show the variants the matrix expands to."""
     expansion, variants = chosen_variants(matrix_path, kwargs)
     if markdown:
@@ -295,7 +295,7 @@ def variant_table(variants: tuple[Variant, ...]) -> Table:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=IMAGES_DIR,
               show_default=True, help="Where to write images/<vendor>/<tag>/.")
 @expected_failures
-def render_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
+def render_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_url: str | None,
                    pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
                    check: bool, out_dir: Path, **kwargs: Any) -> None:
     """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
@@ -329,7 +329,7 @@ def render_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: st
 def resolve_vendor(kwargs: dict[str, Any]) -> None:
     """`--vendor auto` (what `make image` passes without VENDOR): the vendor this host has."""
     if kwargs.get("vendor") == "auto":
-        from builder.host import detect_host
+        from accel_images.host import detect_host
         host = detect_host()
         kwargs["vendor"] = host.vendor
         err.print(f"host: {host.vendor} ({'; '.join(host.evidence) or 'no accelerator found'})")
@@ -354,7 +354,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs and reports go (default .accel-images/).")
 @expected_failures
-def build_command(matrix_path: str, mirrors: tuple[str, ...], pip_index_url: str | None,
+def build_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_url: str | None,
                   pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
@@ -450,8 +450,8 @@ def expectation_from_labels(image: str, labels: dict[str, str]) -> Expectation:
 
 
 # The commands of the later stages live in their own modules (they import this module's options).
-from builder.cli_fanout import COMMANDS as _FANOUT_COMMANDS  # noqa: E402
-from builder.cli_nightly import nightly_command  # noqa: E402
+from accel_images.cli_fanout import COMMANDS as _FANOUT_COMMANDS  # noqa: E402
+from accel_images.cli_nightly import nightly_command  # noqa: E402
 
 for _command in (nightly_command, *_FANOUT_COMMANDS):
     main.add_command(_command)

@@ -15,7 +15,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from builder.errors import InputError
+from accel_images.errors import InputError
 
 MAX_BYTES = 1 << 20       # a matrix is a few KB; a megabyte is already absurd
 MAX_NODES = 50_000        # bounds alias expansion ("billion laughs") as well as plain size

@@ -1,6 +1,6 @@
 """The compatibility knowledge base: which PyTorch builds exist for which stacks.
 
-All facts come from `builder/data/compat.yaml`, each row with its source. This module only
+All facts come from `accel_images/data/compat.yaml`, each row with its source. This module only
 answers questions about them: does this combination exist, and if not, why not and what would
 work instead. Versions are compared as tuples, never as floats (ROCm goes 7.2 -> 7.14 -> 10.0).
 """
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from builder.errors import IncompatibleError, InputError
+from accel_images.errors import IncompatibleError, InputError
 
 DATA_FILE = Path(__file__).with_name("data") / "compat.yaml"
 VENDORS = ("cpu", "cuda", "rocm", "xpu", "gaudi")

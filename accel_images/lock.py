@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from builder.errors import AccelError
+from accel_images.errors import AccelError
 
 POLL_S = 0.2
 
