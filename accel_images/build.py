@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 from docker.utils import parse_repository_tag
 
 from accel_images import buildlog, devices, stopping
-from accel_images.compat import KnowledgeBase, vkey
+from accel_images import vendors
+from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine, ImageInfo
 from accel_images.errors import AccelError, EngineError, RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
@@ -256,17 +257,7 @@ def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:
     Vendors delete end-of-life tags (nvidia/cuda drops old patch releases), so a missing base
     usually means "move to one of these".
     """
-    if variant.vendor == "cuda":
-        current = next((row["base_version"] for stack, row in kb.cuda.items() if stack == variant.stack), "0")
-        versions = [row["base_version"] for row in kb.cuda.values()
-                    if variant.os in row.get("base_os", ()) and vkey(row["base_version"]) > vkey(current)]
-        return [f"nvidia/cuda:{version}-{variant.flavor}-{variant.os}"
-                for version in sorted(versions, key=vkey, reverse=True)]
-    if variant.vendor == "rocm" and variant.flavor == "devel":
-        images = [by_os[variant.os] for stack, by_os in kb.rocm_devel_images.items()
-                  if variant.os in by_os and vkey(stack) > vkey(variant.stack or "0")]
-        return sorted(images, reverse=True)
-    return []
+    return vendors.get(variant.vendor).base_upgrades(kb, variant)
 
 
 def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase) -> RegistryError:
@@ -333,7 +324,7 @@ def withhold_credentials(context: RenderedContext, url: str | None) -> RenderedC
 
 def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:
     """Run the smoke workload in `image` with this host's devices for the variant's vendor."""
-    present = devices.accelerator_present(variant.vendor) if variant.vendor != "cpu" else False
+    present = devices.accelerator_present(variant.vendor)
     options = devices.device_options(variant.vendor) if present else None
     return run_smoke(engine, image, variant.expectation(), vendor_options=options,
                      require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s)

@@ -430,7 +430,7 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
     if info is None:
         raise InputError(f"image {image} is not present locally (build or pull it first)")
     expectation = expectation_from_labels(image, info.labels)
-    present = expectation.vendor != "cpu" and devices.accelerator_present(expectation.vendor)
+    present = devices.accelerator_present(expectation.vendor)
     result = run_smoke(engine, image, expectation,
                        vendor_options=devices.device_options(expectation.vendor) if present else None,
                        require_accelerator=require_accelerator, timeout_s=timeout_s)

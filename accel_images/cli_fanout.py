@@ -17,7 +17,7 @@ import click
 from accel_images import compat
 from accel_images.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
                          variant_record)
-from accel_images.devices import VENDORS
+from accel_images import vendors
 from accel_images.engine import Engine
 from accel_images.errors import IncompatibleError, InputError
 from accel_images.fanout import bake, ci_matrix
@@ -59,9 +59,9 @@ def load_host(host_json: Path | None) -> HostInfo:
         unknown = ", ".join(sorted(set(data) - known)) if isinstance(data, dict) else "not an object"
         raise InputError(f"{host_json}: not a host description ({unknown})", field="--host-json",
                          hint=f"fields: {', '.join(sorted(known))}")
-    if data.get("vendor", "cpu") not in VENDORS:
+    if data.get("vendor", "cpu") not in vendors.names():
         raise InputError(f"{host_json}: unknown vendor {data['vendor']!r}", field="--host-json",
-                         hint=f"one of {', '.join(VENDORS)}")
+                         hint=f"one of {', '.join(vendors.names())}")
     values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     return HostInfo(**values)
 

@@ -1,8 +1,11 @@
 """The compatibility knowledge base: which PyTorch builds exist for which stacks.
 
-All facts come from `accel_images/data/compat.yaml`, each row with its source. This module only
-answers questions about them: does this combination exist, and if not, why not and what would
-work instead. Versions are compared as tuples, never as floats (ROCm goes 7.2 -> 7.14 -> 10.0).
+The facts live in data files, each row with its source: `data/kb.yaml` holds what every vendor
+shares (PyTorch releases, their Pythons, the base operating systems) and each vendor's own
+section (`data/vendors/<vendor>.yaml`, or the file a plug-in vendor names) holds what only it
+knows. This module answers questions about them: does this combination exist, and if not, why
+not and what would work instead. The vendor-specific rules are the vendor's (accel_images/vendors/);
+versions are compared as tuples, never as floats (ROCm goes 7.2 -> 7.14 -> 10.0).
 """
 
 from __future__ import annotations
@@ -15,31 +18,17 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from accel_images import vendors
 from accel_images.errors import IncompatibleError, InputError
+from accel_images.vendors.base import Combo, Rules, Section, minor_of, version_matches
+from accel_images.versions import parse, sort_versions
 
-DATA_FILE = Path(__file__).with_name("data") / "compat.yaml"
-VENDORS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
-STACK_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "oneAPI", "gaudi": "Intel Gaudi"}
+DATA_FILE = Path(__file__).with_name("data") / "kb.yaml"
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}\Z")
 TORCH_RE = re.compile(r"^\d+(\.\d+){0,3}(\+[a-z0-9]+(\.[a-z0-9]+)*)?\Z")  # 2.4.1+cu124
 
-
-def vkey(version: str) -> tuple[int, ...]:
-    """Sort key for dotted versions: '7.14' > '7.2', '10.0' > '7.14'."""
-    return tuple(int(part) for part in version.split("."))
-
-
-def sort_versions(versions: Iterable[str], newest_first: bool = False) -> list[str]:
-    return sorted(versions, key=vkey, reverse=newest_first)
-
-
-def version_matches(requested: str, available: str) -> bool:
-    """'6.2' asks for any 6.2 release, so it matches '6.2.4'; '6.2.4' matches only itself."""
-    return available == requested or available.startswith(requested + ".")
-
-
-def minor_of(version: str) -> str:
-    return ".".join(version.split(".")[:2])
+__all__ = ["DATA_FILE", "KnowledgeBase", "OsInfo", "TorchRelease", "Verdict", "load_kb", "minor_of",
+           "parse_query", "sort_versions", "version_matches"]
 
 
 @dataclass(frozen=True)
@@ -48,26 +37,12 @@ class TorchRelease:
     versions: tuple[str, ...]
     python: tuple[str, ...]
     python_experimental: tuple[str, ...]
-    stacks: Mapping[str, tuple[str, ...]]
-    cuda_toolkits: Mapping[str, str]
-    cuda_archs: Mapping[str, tuple[str, ...]]
     glibc_min: str | None
     source: str
-    xpu_note: str | None = None
 
     @property
     def latest(self) -> str:
         return self.versions[-1]
-
-
-@dataclass(frozen=True)
-class VendorRules:
-    name: str
-    flavors: tuple[str, ...]
-    os: tuple[str, ...]
-    index: str | None = None
-    os_note: str | None = None
-    flavor_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,14 +56,6 @@ class OsInfo:
 
     def pythons(self) -> tuple[str, ...]:
         return (self.python, *self.extra_python)
-
-
-@dataclass(frozen=True)
-class GaudiRelease:
-    version: str
-    torch: str
-    os_python: Mapping[str, str]
-    image_tag: str = "latest"
 
 
 @dataclass(frozen=True)
@@ -107,15 +74,8 @@ class Verdict:
 @dataclass(frozen=True)
 class KnowledgeBase:
     torch: Mapping[str, TorchRelease]
-    cuda: Mapping[str, Mapping[str, Any]]
-    cuda_drivers: Mapping[str, str]
-    rocm_archs: Mapping[str, tuple[str, ...]]
-    rocm_devel_images: Mapping[str, Mapping[str, str]]
-    xpu_runtime_packages: tuple[str, ...]
-    xpu_runtime_ppa: str
-    gaudi: Mapping[str, GaudiRelease]
     os: Mapping[str, OsInfo]
-    vendors: Mapping[str, VendorRules]
+    sections: Mapping[str, Section]
     sources: Mapping[str, str]
 
     # ---- torch -------------------------------------------------------------------------
@@ -140,47 +100,33 @@ class KnowledgeBase:
         row = self.release(torch)
         return row.latest if torch == row.minor else torch
 
-    def stacks(self, vendor: str, torch: str) -> tuple[str, ...]:
-        """Stack versions with a build of this torch ('13.0', '7.2', '2026.1', '1.24.1')."""
-        if vendor == "gaudi":
-            public = torch.split("+", 1)[0]
-            by_minor = public == minor_of(public)
-            return tuple(v for v, g in self.gaudi.items()
-                         if g.torch == public or (by_minor and minor_of(g.torch) == public))
-        return self.release(torch).stacks.get(vendor, ())
-
-    def torch_for_stack(self, vendor: str, stack: str) -> list[str]:
-        """Every torch minor with a build for this stack version (oldest first)."""
-        if vendor == "gaudi":
-            return [g.torch for v, g in self.gaudi.items() if version_matches(stack, v)]
-        return [m for m in self.torch_minors()
-                if any(version_matches(stack, s) for s in self.torch[m].stacks.get(vendor, ()))]
-
     def python_ok(self, torch: str, python: str, experimental: bool = False) -> bool:
         row = self.release(torch)
         return python in row.python or (experimental and python in row.python_experimental)
 
-    # ---- drivers and architectures ------------------------------------------------------
+    # ---- vendors ------------------------------------------------------------------------
 
-    def cuda_toolkit(self, torch: str, cuda: str) -> str:
-        """The exact toolkit inside torch's cuXY wheel (RELEASE.md), else the family's GA."""
-        row = self.release(torch)
-        return row.cuda_toolkits.get(cuda) or f"{cuda}.0"
+    def section(self, vendor: str) -> Section:
+        try:
+            return self.sections[vendor]
+        except KeyError:
+            raise IncompatibleError(f"unknown vendor '{vendor}' (known: {', '.join(self.sections)})") from None
 
-    def cuda_driver_min(self, toolkit: str) -> str | None:
-        return self.cuda_drivers.get(toolkit)
+    def facts(self, vendor: str) -> Any:
+        """The vendor's own tables (CudaFacts, RocmFacts, ...), as its module parsed them."""
+        return self.section(vendor).facts
 
-    def cuda_mvc_floor(self, cuda: str) -> str:
-        return self.cuda[cuda]["mvc_floor"]
+    def stacks(self, vendor: str, torch: str) -> tuple[str, ...]:
+        """Stack versions with a build of this torch ('13.0', '7.2', '2026.1', '1.24.1')."""
+        return vendors.get(vendor).stacks(self, torch)
+
+    def torch_for_stack(self, vendor: str, stack: str) -> list[str]:
+        """Every torch minor with a build for this stack version (oldest first)."""
+        return vendors.get(vendor).torch_for_stack(self, stack)
 
     def gpu_archs(self, vendor: str, torch: str, stack: str | None) -> tuple[str, ...]:
         """GPU targets compiled into the wheel, where the sources state them."""
-        if vendor == "cuda" and stack:
-            return self.release(torch).cuda_archs.get(stack, ())
-        if vendor == "rocm" and stack:
-            extra = self.rocm_archs["since_7_0"] if vkey(stack) >= (7, 0) else ()
-            return tuple(self.rocm_archs["all"]) + tuple(extra)
-        return ()
+        return vendors.get(vendor).gpu_archs(self, torch, stack) if stack else ()
 
     # ---- whole combinations -------------------------------------------------------------
 
@@ -188,112 +134,20 @@ class KnowledgeBase:
                 os: str | None = None, flavor: str | None = None,
                 experimental_python: bool = False) -> list[str]:
         """Every reason the combination cannot work; empty when it can."""
+        if vendor not in self.sections:
+            return [f"unknown vendor '{vendor}' (known: {', '.join(self.sections)})"]
         try:
             row = self.release(torch)
         except IncompatibleError as err:
             return [err.message]
-        reasons: list[str] = []
-        reasons += self._stack_reasons(vendor, stack, torch, row)
-        if python:
-            reasons += self._python_reasons(vendor, stack, torch, row, python, experimental_python)
-        if os:
-            reasons += self._os_reasons(vendor, stack, torch, row, python, os)
-        if flavor:
-            reasons += self._flavor_reasons(vendor, stack, os, flavor)
-        return reasons
-
-    def _stack_reasons(self, vendor: str, stack: str | None, torch: str, row: TorchRelease) -> list[str]:
-        if vendor not in self.vendors:
-            return [f"unknown vendor '{vendor}' (known: {', '.join(VENDORS)})"]
-        if vendor == "cpu" or stack is None:
-            return []
-        name = STACK_NAMES[vendor]
-        if vendor == "gaudi":
-            return self._gaudi_reasons(stack, torch)
-        builds = row.stacks.get(vendor, ())
-        if any(version_matches(stack, b) for b in builds):
-            return []
-        if not builds:
-            note = f" ({row.xpu_note})" if vendor == "xpu" and row.xpu_note else ""
-            return [f"torch {row.minor} has no {name} build{note}"]
-        others = ", ".join(self.torch_for_stack(vendor, stack)) or "none"
-        return [f"torch {row.minor} has no {name} {stack} build; {name} builds: {', '.join(builds)}"
-                f" (torch with {name} {stack}: {others})"]
-
-    def _gaudi_reasons(self, stack: str, torch: str) -> list[str]:
-        matches = [v for v in self.gaudi if version_matches(stack, v)]
-        if not matches:
-            return [f"Intel Gaudi {stack} is unknown (known: {', '.join(self.gaudi)})"]
-        bundled = {self.gaudi[v].torch for v in matches}
-        wanted = torch.split("+")[0]
-        if any(b == wanted or minor_of(b) == wanted for b in bundled):
-            return []
-        fits = ", ".join(self.stacks("gaudi", torch)) or "none"
-        return [f"Intel Gaudi {stack} bundles torch {', '.join(sorted(bundled))}, not {wanted}"
-                f" (Gaudi releases with torch {wanted}: {fits})"]
-
-    def _python_reasons(self, vendor: str, stack: str | None, torch: str, row: TorchRelease,
-                        python: str, experimental: bool) -> list[str]:
-        if vendor == "gaudi":
-            return []  # fixed by the Gaudi image's OS; checked with the OS
-        if python in row.python or (experimental and python in row.python_experimental):
-            return []
-        hint = " (experimental: pass --experimental-python)" if python in row.python_experimental else ""
-        return [f"torch {row.minor} supports Python {row.python[0]}-{row.python[-1]}, not {python}{hint}"]
-
-    def _os_reasons(self, vendor: str, stack: str | None, torch: str, row: TorchRelease,
-                    python: str | None, os: str) -> list[str]:
-        info = self.os.get(os)
-        if info is None:
-            return [f"unknown OS '{os}' (known: {', '.join(self.os)})"]
-        rules = self.vendors.get(vendor)
-        if rules and os not in rules.os:
-            note = f": {rules.os_note}" if rules.os_note else ""
-            return [f"{vendor} images are built on {', '.join(rules.os)}, not {os}{note}"]
-        if row.glibc_min and vkey(info.glibc) < vkey(row.glibc_min):
-            return [f"torch {row.minor} wheels need glibc >= {row.glibc_min}; {os} has {info.glibc}"]
-        if vendor == "gaudi":
-            return self._gaudi_os_reasons(stack, python, os)
-        reasons = []
-        if python and python not in info.pythons():
-            reasons.append(f"{os} provides Python {', '.join(sort_versions(info.pythons()))}, not {python}")
-        if vendor == "cuda" and stack and stack in self.cuda and os not in self.cuda[stack]["base_os"]:
-            reasons.append(f"nvidia/cuda has no CUDA {stack} image for {os}"
-                           f" (CUDA {stack} bases: {', '.join(self.cuda[stack]['base_os'])})")
-        return reasons
-
-    def _gaudi_os_reasons(self, stack: str | None, python: str | None, os: str) -> list[str]:
-        if stack is None:
-            return []
-        release = self.gaudi.get(stack)
-        if release is None:
-            return []
-        if os not in release.os_python:
-            return [f"Intel Gaudi {stack} has no image for {os} (it has: {', '.join(release.os_python)})"]
-        fixed = release.os_python[os]
-        if python and python != fixed:
-            return [f"Intel Gaudi {stack} on {os} ships Python {fixed}, not {python}"]
-        return []
-
-    def _flavor_reasons(self, vendor: str, stack: str | None, os: str | None, flavor: str) -> list[str]:
-        rules = self.vendors.get(vendor)
-        if rules is None:
-            return []
-        if flavor not in rules.flavors:
-            note = f": {rules.flavor_note}" if rules.flavor_note else ""
-            return [f"{vendor} images come in {', '.join(rules.flavors)}, not {flavor}{note}"]
-        if vendor == "rocm" and flavor == "devel" and stack and os:
-            images = self.rocm_devel_images.get(stack, {})
-            if os not in images:
-                where = ", ".join(k for k in images if k.startswith(("ubuntu", "debian"))) or "none"
-                return [f"no rocm/dev-ubuntu image for ROCm {stack} on {os} (available: {where})"]
-        return []
+        combo = Combo(vendor, stack, torch, python, os, flavor)
+        return vendors.get(vendor).reasons(self, combo, row, experimental_python)
 
     # ---- compat queries -------------------------------------------------------------------
 
     def check(self, query: Mapping[str, str], experimental_python: bool = False) -> Verdict:
         """Answer `accel-images compat key==value ...` (torch is required for a full check)."""
-        vendor, stack = _vendor_of(query)
+        vendor, stack = vendor_of(query)
         torch = query.get("torch")
         python = query.get("python")
         if torch is None:
@@ -305,51 +159,23 @@ class KnowledgeBase:
         if vendor is None:
             return self._stack_listing(query, row, torch, python, experimental_python)
         reasons = self.why_not(vendor, stack, torch, python, experimental_python=experimental_python)
-        if vendor == "gaudi" and python and not reasons:
-            reasons = self._gaudi_python_reasons(stack, python)
-        details = self._details(vendor, stack, row, torch) if not reasons else {
-            "alternatives": self._alternatives(vendor, row, torch, python)}
-        return Verdict(query, tuple(reasons), details)
+        if reasons:
+            return Verdict(query, tuple(reasons), {"alternatives": self._alternatives(vendor, row, torch)})
+        details = {"torch": self.resolve_torch(torch), "python": list(row.python), "source": row.source,
+                   **vendors.get(vendor).details(self, stack, row)}
+        return Verdict(query, (), details)
 
-    def _gaudi_python_reasons(self, stack: str, python: str) -> list[str]:
-        pythons = {p for v, g in self.gaudi.items() if version_matches(stack, v) for p in g.os_python.values()}
-        if python in pythons:
-            return []
-        return [f"Intel Gaudi {stack} images ship Python {', '.join(sort_versions(pythons))}, not {python}"]
-
-    def _alternatives(self, vendor: str, row: TorchRelease, torch: str, python: str | None) -> dict[str, Any]:
-        return {"stacks": list(self.stacks(vendor, torch)) if vendor != "cpu" else [],
-                "python": list(row.python),
-                "torch_with_stack": []}
-
-    def _details(self, vendor: str, stack: str | None, row: TorchRelease, torch: str) -> dict[str, Any]:
-        details: dict[str, Any] = {"torch": self.resolve_torch(torch), "python": list(row.python),
-                                   "source": row.source}
-        if vendor == "cuda" and stack:
-            exact = next(s for s in row.stacks["cuda"] if version_matches(stack, s))
-            toolkit = self.cuda_toolkit(row.minor, exact)
-            details.update(cuda=exact, wheel_index=f"cu{exact.replace('.', '')}", toolkit=toolkit,
-                           driver_min=self.cuda_driver_min(toolkit), mvc_floor=self.cuda_mvc_floor(exact),
-                           gpu_archs=list(self.gpu_archs("cuda", row.minor, exact)))
-        elif vendor == "rocm" and stack:
-            exact = next(s for s in row.stacks["rocm"] if version_matches(stack, s))
-            details.update(rocm=exact, wheel_index=f"rocm{exact}",
-                           gpu_archs=list(self.gpu_archs("rocm", row.minor, exact)))
-        elif vendor == "xpu":
-            details.update(oneapi=list(row.stacks.get("xpu", ())), wheel_index="xpu")
-        elif vendor == "gaudi" and stack:
-            details.update(gaudi=[v for v in self.gaudi if version_matches(stack, v)])
-        elif vendor == "cpu":
-            details.update(wheel_index="cpu")
-        return details
+    def _alternatives(self, vendor: str, row: TorchRelease, torch: str) -> dict[str, Any]:
+        return {"stacks": list(self.stacks(vendor, torch)), "python": list(row.python), "torch_with_stack": []}
 
     def _stack_listing(self, query: Mapping[str, str], row: TorchRelease, torch: str, python: str | None,
                        experimental: bool) -> Verdict:
         if python and not self.python_ok(row.minor, python, experimental):
-            return Verdict(query, tuple(self._python_reasons("cpu", None, row.minor, row, python, experimental)))
+            combo = Combo("", None, row.minor, python)
+            return Verdict(query, tuple(_python_range_reason(combo, row, experimental)))
         # the torch asked for, not its minor: Gaudi 1.18.0 bundles 2.4.0, so it has no build of 2.4.1
-        builds = {v: list(self.stacks(v, torch)) for v in VENDORS if v != "cpu"}
-        builds["cpu"] = ["cpu"]
+        builds = {v.name: list(v.stacks(self, torch)) if v.stack_name else [v.name]
+                  for v in vendors.registry().values()}
         return Verdict(query, (), {"torch": self.resolve_torch(torch), "python": list(row.python),
                                    "builds": builds, "source": row.source})
 
@@ -364,19 +190,32 @@ class KnowledgeBase:
         if python:
             minors = [m for m in minors if python in self.release(m).python]
         if not minors:
-            return Verdict(query, (f"no torch release has a {STACK_NAMES[vendor]} {stack} build"
+            name = vendors.get(vendor).stack_name
+            return Verdict(query, (f"no torch release has a {name} {stack} build"
                                    + (f" for Python {python}" if python else ""),))
         return Verdict(query, (), {"torch": minors})
 
 
-def _vendor_of(query: Mapping[str, str]) -> tuple[str | None, str | None]:
-    stacks = [k for k in ("cuda", "rocm", "xpu", "gaudi") if k in query]
+def _python_range_reason(combo: Combo, row: TorchRelease, experimental: bool) -> list[str]:
+    python = combo.python or ""
+    hint = " (experimental: pass --experimental-python)" if python in row.python_experimental else ""
+    return [f"torch {row.minor} supports Python {row.python[0]}-{row.python[-1]}, not {python}{hint}"]
+
+
+def stack_keys() -> tuple[str, ...]:
+    """The vendors a compat query names with a version (`cuda==13.0`): those with a stack."""
+    return tuple(v.name for v in vendors.registry().values() if v.stack_name)
+
+
+def vendor_of(query: Mapping[str, str]) -> tuple[str | None, str | None]:
+    stacks = [k for k in stack_keys() if k in query]
     if len(stacks) > 1:
         raise InputError(f"ask about one stack at a time, not {' and '.join(stacks)}", field=stacks[1])
     if stacks:
         return stacks[0], query[stacks[0]]
-    if query.get("cpu") is not None or query.get("vendor") == "cpu":
-        return "cpu", None
+    plain = [v.name for v in vendors.registry().values() if not v.stack_name and v.name in query]
+    if plain:
+        return plain[0], None
     return None, None
 
 
@@ -392,53 +231,63 @@ def _torch_row(minor: str, raw: Mapping[str, Any]) -> TorchRelease:
         versions=_strs(raw["versions"]),
         python=_strs(raw["python"]),
         python_experimental=_strs(raw.get("python_experimental", ())),
-        stacks={"cuda": _strs(raw.get("cuda", ())), "rocm": _strs(raw.get("rocm", ())),
-                "xpu": _strs(raw.get("xpu", ()))},
-        cuda_toolkits={str(k): str(v) for k, v in raw.get("cuda_toolkits", {}).items()},
-        cuda_archs={str(k): _strs(v) for k, v in raw.get("cuda_archs", {}).items()},
         glibc_min=raw.get("glibc_min"),
         source=raw["source"],
-        xpu_note=raw.get("xpu_note"),
     )
 
 
-def parse_kb(raw: Mapping[str, Any]) -> KnowledgeBase:
+def parse_section(vendor: vendors.Vendor, raw: Mapping[str, Any]) -> Section:
+    """A vendor's knowledge-base file: the generic keys here, its own tables through the vendor."""
+    rules = raw["rules"]
+    return Section(
+        vendor=vendor.name,
+        rules=Rules(_strs(rules["flavors"]), _strs(rules["os"]), rules.get("index"), rules.get("os_note"),
+                    rules.get("flavor_note")),
+        builds={str(minor): _strs(stacks) for minor, stacks in (raw.get("builds") or {}).items()},
+        notes={str(minor): str(note) for minor, note in (raw.get("notes") or {}).items()},
+        source=str(raw.get("source", "")),
+        facts=vendor.load_facts(raw),
+    )
+
+
+def parse_kb(raw: Mapping[str, Any], sections: Mapping[str, Section]) -> KnowledgeBase:
     return KnowledgeBase(
         torch={m: _torch_row(m, row) for m, row in raw["torch"].items()},
-        cuda=raw["cuda"],
-        cuda_drivers=raw["cuda_drivers"],
-        rocm_archs={k: _strs(v) for k, v in raw["rocm_archs"].items()},
-        rocm_devel_images=raw["rocm_devel_images"],
-        xpu_runtime_packages=_strs(raw["xpu_runtime_packages"]),
-        xpu_runtime_ppa=raw["xpu_runtime_ppa"],
-        gaudi={v: GaudiRelease(v, g["torch"], dict(g["os"]), g.get("image_tag", "latest"))
-               for v, g in raw["gaudi"].items()},
         os={n: OsInfo(n, o["image"], o["python"], o["glibc"], o["family"], _strs(o.get("extra_python", ())))
             for n, o in raw["os"].items()},
-        vendors={n: VendorRules(n, _strs(v["flavors"]), _strs(v["os"]), v.get("index"), v.get("os_note"),
-                                v.get("flavor_note"))
-                 for n, v in raw["vendors"].items()},
+        sections=sections,
         sources=raw["sources"],
     )
 
 
-@functools.lru_cache(maxsize=4)
-def load_kb(path: Path = DATA_FILE) -> KnowledgeBase:
-    """The knowledge base shipped with the package (cached: it is read-only)."""
+def read_yaml(path: Path) -> Any:
     with open(path, encoding="utf-8") as handle:
-        return parse_kb(yaml.safe_load(handle))
+        return yaml.safe_load(handle)
+
+
+def load_kb(path: Path = DATA_FILE) -> KnowledgeBase:
+    """The knowledge base shipped with the package, with every registered vendor's section."""
+    registered = tuple(vendors.registry().values())
+    return _load(path, registered)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: Path, registered: tuple[vendors.Vendor, ...]) -> KnowledgeBase:
+    sections = {vendor.name: parse_section(vendor, read_yaml(vendor.kb_file)) for vendor in registered}
+    return parse_kb(read_yaml(path), sections)
 
 
 def parse_query(terms: Iterable[str]) -> dict[str, str]:
     """`torch==2.4.1 cuda==12.4` -> {'torch': '2.4.1', 'cuda': '12.4'}; bad terms are InputError."""
-    allowed = ("torch", "python", "cuda", "rocm", "xpu", "gaudi")
+    allowed = ("torch", "python", *stack_keys())
+    plain = tuple(v.name for v in vendors.registry().values() if not v.stack_name)
     query: dict[str, str] = {}
     for term in terms:
         key, sep, value = term.partition("==")
         key = key.strip().lower()
         if not sep:
-            if key == "cpu":
-                query["cpu"] = ""
+            if key in plain:
+                query[key] = ""
                 continue
             raise InputError(f"'{term}' is not KEY==VERSION (keys: {', '.join(allowed)})", field=key or term)
         if key not in allowed:
@@ -451,3 +300,6 @@ def parse_query(terms: Iterable[str]) -> dict[str, str]:
     if not query:
         raise InputError("nothing to check: give at least one KEY==VERSION (e.g. torch==2.14 cuda==13.0)")
     return query
+
+
+__all__ += ["parse", "parse_kb", "parse_section", "stack_keys", "vendor_of"]

@@ -1,8 +1,9 @@
-"""The one table of per-vendor container device options.
+"""Container device options: one value type, read the same way for the SDK and for a person.
 
-Both the builder (Docker SDK keyword arguments for the smoke run) and the `docker run`
-line printed for a person come from the same rows, so the two can never disagree. Each
-row carries the vendor document it was taken from (compat-facts.md section 7.1).
+Both the builder (Docker SDK keyword arguments for the smoke run) and the `docker run` line
+printed for a person come from the same DeviceOptions, so the two can never disagree. Each vendor
+module (accel_images/vendors/) says which options its accelerator needs, citing the vendor
+document it follows; this module only holds the value and the host look-ups vendors share.
 
 The options are the minimum a container needs to use the device; conveniences that the
 vendors also suggest for training jobs (host networking, --ipc=host for DataLoader shared
@@ -17,13 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel_images.compat import VENDORS
-from accel_images.errors import InputError
-
-
-# PCI vendor ids read from sysfs to tell whose device a shared-style node belongs to.
-_PCI_VENDOR_INTEL = "0x8086"
-_PCI_VENDOR_HABANA = "0x1da3"
+from accel_images import vendors
 
 
 @dataclass(frozen=True)
@@ -97,77 +92,17 @@ class DeviceOptions:
         return flags
 
 
-@dataclass(frozen=True)
-class _Row:
-    """The static part of a vendor's options; group ids are found on the host at run time."""
-
-    options: DeviceOptions
-    group_paths: tuple[str, ...] = ()  # device files (or directories of them) whose groups to add
-
-
-_NVIDIA_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"
-_ROCM_DOCS = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
-_ROCM_PYTORCH_DOCS = ("https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/"
-                      "how-to/3rd-party/pytorch-install.html")
-_XPU_DOCS = ("https://www.intel.com/content/www/us/en/docs/oneapi-base-toolkit/get-started-guide-linux/"
-             "2025-2/using-containers-with-the-command-line.html")
-_GAUDI_DOCS = "https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html"
-
-_TABLE: dict[str, _Row] = {
-    "cpu": _Row(DeviceOptions(vendor="cpu")),
-    "cuda": _Row(DeviceOptions(
-        vendor="cuda",
-        device_requests=(GpuRequest(),),  # --gpus all
-        sources=(_NVIDIA_DOCS,),
-    )),
-    "rocm": _Row(
-        DeviceOptions(
-            vendor="rocm",
-            devices=("/dev/kfd", "/dev/dri"),
-            ipc_mode="host",
-            security_opt=("seccomp=unconfined",),
-            sources=(_ROCM_DOCS, _ROCM_PYTORCH_DOCS),
-        ),
-        group_paths=("/dev/kfd", "/dev/dri"),  # video/render groups, whatever their ids here
-    ),
-    "xpu": _Row(
-        DeviceOptions(vendor="xpu", devices=("/dev/dri",), sources=(_XPU_DOCS,)),
-        group_paths=("/dev/dri",),
-    ),
-    "gaudi": _Row(DeviceOptions(
-        vendor="gaudi",
-        runtime="habana",  # the habana runtime mounts the device nodes itself
-        environment=(("HABANA_VISIBLE_DEVICES", "all"),
-                     ("OMPI_MCA_btl_vader_single_copy_mechanism", "none")),
-        cap_add=("SYS_NICE",),
-        ipc_mode="host",  # "required for distributed training using HCCL"
-        sources=(_GAUDI_DOCS,),
-    )),
-}
-
-
-def _row(vendor: str) -> _Row:
-    try:
-        return _TABLE[vendor]
-    except KeyError:
-        raise InputError(f"unknown vendor {vendor!r}", field="vendor",
-                         hint=f"one of {', '.join(VENDORS)}") from None
-
-
 def device_options(vendor: str, dev_root: Path = Path("/")) -> DeviceOptions:
-    """The options for `vendor`, with the host's group ids of its device files filled in.
+    """The options `vendor` needs, with the host's group ids of its device files filled in.
 
     `dev_root` is the directory standing for `/` (a fake tree in tests).
     """
-    row = _row(vendor)
-    if not row.group_paths:
-        return row.options
-    groups = host_group_ids(row.group_paths, dev_root)
-    return DeviceOptions(**{**_fields(row.options), "group_add": groups})
+    return vendors.get(vendor).device_options(dev_root)
 
 
-def _fields(options: DeviceOptions) -> dict[str, Any]:
-    return {name: getattr(options, name) for name in options.__dataclass_fields__}
+def accelerator_present(vendor: str, dev_root: Path = Path("/")) -> bool:
+    """Whether the host has the device nodes `vendor` needs; cheap file checks only."""
+    return vendors.get(vendor).accelerator_present(dev_root)
 
 
 def host_group_ids(paths: tuple[str, ...], dev_root: Path = Path("/")) -> tuple[str, ...]:
@@ -178,7 +113,7 @@ def host_group_ids(paths: tuple[str, ...], dev_root: Path = Path("/")) -> tuple[
     """
     found: set[int] = set()
     for path in paths:
-        host_path = _under(dev_root, path)
+        host_path = under(dev_root, path)
         candidates = [host_path]
         if host_path.is_dir():
             candidates = [entry for entry in host_path.iterdir() if not entry.is_dir()]
@@ -191,43 +126,21 @@ def host_group_ids(paths: tuple[str, ...], dev_root: Path = Path("/")) -> tuple[
     return tuple(str(gid) for gid in sorted(found))
 
 
-def accelerator_present(vendor: str, dev_root: Path = Path("/")) -> bool:
-    """Whether the host has the device nodes `vendor` needs; cheap file checks only.
-
-    A node shared between vendors (/dev/dri render nodes, /dev/accel) counts unless sysfs
-    says it belongs to another vendor's PCI device. `cpu` has no accelerator: False.
-    """
-    _row(vendor)
-    if vendor == "cuda":
-        return any(_under(dev_root, path).exists() for path in ("/dev/nvidiactl", "/dev/nvidia0"))
-    if vendor == "rocm":
-        return _under(dev_root, "/dev/kfd").exists()
-    if vendor == "xpu":
-        return any(_pci_vendor_is(dev_root, "drm", node.name, _PCI_VENDOR_INTEL)
-                   for node in _nodes(dev_root, "/dev/dri", r"renderD\d+"))
-    if vendor == "gaudi":
-        if _nodes(dev_root, "/dev", r"hl\d+"):
-            return True
-        return any(_pci_vendor_is(dev_root, "accel", node.name, _PCI_VENDOR_HABANA)
-                   for node in _nodes(dev_root, "/dev/accel", r"accel\d+"))
-    return False
-
-
-def _under(dev_root: Path, absolute: str) -> Path:
+def under(dev_root: Path, absolute: str) -> Path:
     return dev_root / absolute.lstrip("/")
 
 
-def _nodes(dev_root: Path, directory: str, pattern: str) -> list[Path]:
-    folder = _under(dev_root, directory)
+def nodes(dev_root: Path, directory: str, pattern: str) -> list[Path]:
+    folder = under(dev_root, directory)
     try:
         return [entry for entry in folder.iterdir() if re.fullmatch(pattern, entry.name)]
     except OSError:
         return []
 
 
-def _pci_vendor_is(dev_root: Path, sys_class: str, node: str, pci_vendor: str) -> bool:
+def pci_vendor_is(dev_root: Path, sys_class: str, node: str, pci_vendor: str) -> bool:
     """True unless /sys/class/<class>/<node>/device/vendor names a different PCI vendor."""
-    vendor_file = _under(dev_root, f"/sys/class/{sys_class}/{node}/device/vendor")
+    vendor_file = under(dev_root, f"/sys/class/{sys_class}/{node}/device/vendor")
     try:
         return vendor_file.read_text().strip().lower() == pci_vendor
     except OSError:

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from accel_images import tags
+from accel_images import tags, vendors
 from accel_images.build import BuildSettings, build_args
 from accel_images.errors import InputError
 from accel_images.recommend import image_ref
@@ -28,16 +28,8 @@ PLATFORMS = ("linux/amd64",)
 MAX_MATRIX_JOBS = 256
 """GitHub Actions: "A matrix can generate a maximum of 256 jobs per workflow run"."""
 
-_SELF_HOSTED = ("self-hosted", "linux", "x64")
-GPU_RUNNER_LABELS: dict[str, tuple[str, ...]] = {
-    "cpu": (),
-    "cuda": (*_SELF_HOSTED, "gpu-nvidia"),
-    "rocm": (*_SELF_HOSTED, "gpu-amd"),
-    "xpu": (*_SELF_HOSTED, "gpu-intel"),
-    "gaudi": (*_SELF_HOSTED, "gaudi"),
-}
-"""The one table of runner labels: the self-hosted runner that has each vendor's accelerator."""
 CPU_RUNNER_LABELS = ("ubuntu-latest",)
+"""Where a variant whose vendor names no runner of its own runs: a hosted runner."""
 
 _BAKE_TARGET_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")  # buildx bake: validTargetNameChars
 
@@ -46,7 +38,7 @@ def runner_labels(vendor: str) -> tuple[str, ...]:
     """Where a variant's job runs: build, smoke test and push share one Docker engine, so an
     accelerator variant runs wholly on its GPU runner (moving a 5-25 GB image between runners would
     cost more than building it there); CPU variants run on a hosted runner."""
-    return GPU_RUNNER_LABELS.get(vendor) or CPU_RUNNER_LABELS
+    return vendors.get(vendor).runner_labels or CPU_RUNNER_LABELS
 
 
 def context_dir(variant: Variant) -> str:
@@ -74,7 +66,7 @@ def ci_matrix(variants: Sequence[Variant], image: str) -> dict[str, Any]:
 
 
 def _matrix_entry(variant: Variant, image: str) -> dict[str, Any]:
-    gpu = GPU_RUNNER_LABELS.get(variant.vendor, ())
+    gpu = vendors.get(variant.vendor).runner_labels
     return {
         "variant": variant.key, "vendor": variant.vendor, "stack": variant.stack or "",
         "torch": variant.torch, "python": variant.python, "os": variant.os, "flavor": variant.flavor,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accel_images import yamlpos
-from accel_images.compat import VENDORS
+from accel_images import vendors
 from accel_images.errors import InputError
 from accel_images.yamlpos import Positioned, Scalar
 
@@ -120,13 +120,13 @@ class _Validator:
         return User(name, uid, gid)
 
     def groups(self, top: dict[str, Any]) -> tuple[Group, ...]:
-        vendors = top.get("vendors")
-        if not isinstance(vendors, dict) or not vendors:
-            raise self.fail(("vendors",), "must map at least one vendor (" + ", ".join(VENDORS) + ") to groups")
+        declared = top.get("vendors")
+        if not isinstance(declared, dict) or not declared:
+            raise self.fail(("vendors",), "must map at least one vendor (" + ", ".join(vendors.names()) + ") to groups")
         groups: list[Group] = []
-        for vendor, blocks in vendors.items():
-            if vendor not in VENDORS:
-                raise self.fail(("vendors", vendor), f"unknown vendor '{_show(vendor)}' (known: {', '.join(VENDORS)})")
+        for vendor, blocks in declared.items():
+            if vendor not in vendors.names():
+                raise self.fail(("vendors", vendor), f"unknown vendor '{_show(vendor)}' (known: {', '.join(vendors.names())})")
             if not isinstance(blocks, list) or not blocks:
                 raise self.fail(("vendors", vendor), "must be a non-empty list of groups")
             for i, block in enumerate(blocks):
@@ -142,12 +142,13 @@ class _Validator:
         axes.update({axis: self.axis(block, path + (axis,), NAME_RE, "a lower-case name like ubuntu24.04")
                      for axis in NAME_AXES})
         stacks: tuple[str | None, ...] = axes["stack"]
-        if vendor == "cpu":
+        stackless = not vendors.get(vendor).stack_name
+        if stackless:
             if stacks:
-                raise self.fail(path + ("stack",), "cpu images have no stack version; remove it")
+                raise self.fail(path + ("stack",), f"{vendor} images have no stack version; remove it")
             stacks = (None,)
         for axis in ("stack", "torch", "python", "os", "flavor"):
-            if axis == "stack" and vendor == "cpu":
+            if axis == "stack" and stackless:
                 continue
             if not axes[axis]:
                 raise self.fail(path + (axis,) if axis in block else path, f"'{axis}' is required")

@@ -24,7 +24,8 @@ from typing import Iterable, Mapping
 
 import jinja2
 
-from accel_images.compat import VENDORS, KnowledgeBase
+from accel_images import vendors
+from accel_images.compat import KnowledgeBase
 from accel_images.errors import InputError
 from accel_images.resources import default_templates
 from accel_images.variant import Expansion, Variant
@@ -132,8 +133,9 @@ class Renderer:
     def __init__(self, kb: KnowledgeBase, templates_dir: Path | None = None) -> None:
         self.kb = kb
         self.templates_dir = templates_dir or default_templates()
+        self._static: dict[str, dict[str, bytes]] = {}
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(self.templates_dir)),
+            loader=jinja2.FileSystemLoader([str(self.templates_dir), *_vendor_template_dirs()]),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             trim_blocks=True,
@@ -142,7 +144,7 @@ class Renderer:
         )
 
     def template_name(self, variant: Variant) -> str:
-        return f"vendors/{variant.vendor}.Dockerfile.j2"
+        return vendors.get(variant.vendor).template
 
     def dockerfile(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> str:
         name = self.template_name(variant)
@@ -157,6 +159,7 @@ class Renderer:
             "python_exe": f"python{variant.python}",
             "label_lines": [f'{key}="{value}"' for key, value in sorted(labels.items())],
             "kb": self.kb,
+            "facts": self.kb.facts(variant.vendor),
             "os_info": self.kb.os.get(variant.os),
         }
         try:
@@ -173,13 +176,15 @@ class Renderer:
         return _tidy(text)
 
     def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
-        files = {"Dockerfile": self.dockerfile(variant, expansion, options).encode(), **self.static_files}
+        files = {"Dockerfile": self.dockerfile(variant, expansion, options).encode(),
+                 **self.static_files(variant.vendor)}
         return RenderedContext(variant, files, self.template_name(variant))
 
-    @functools.cached_property
-    def static_files(self) -> dict[str, bytes]:
-        """The files every context carries unchanged, read once (not once per variant)."""
-        return {"smoke.py": SMOKE_SOURCE.read_bytes(), "guard.sh": GUARD_SOURCE.read_bytes()}
+    def static_files(self, vendor: str) -> dict[str, bytes]:
+        """The files every context of a vendor carries, made once per vendor (not once per variant)."""
+        if vendor not in self._static:
+            self._static[vendor] = {"smoke.py": SMOKE_SOURCE.read_bytes(), "guard.sh": guard_script(vendor)}
+        return self._static[vendor]
 
     def render_all(self, expansion: Expansion, variants: Iterable[Variant],
                    options: RenderOptions = RenderOptions()) -> list[RenderedContext]:
@@ -197,6 +202,28 @@ class Renderer:
                 found = (filename, tb.tb_lineno)
             tb = tb.tb_next
         return found
+
+
+def _vendor_template_dirs() -> list[str]:
+    """Where plug-in vendors keep their templates: searched after the project's templates/."""
+    return [str(v.template_dir) for v in vendors.registry().values() if v.template_dir is not None]
+
+
+GUARD_CHECK_MARK = b"# @VENDOR_CHECK@\n"
+
+
+def guard_script(vendor: str) -> bytes:
+    """The entry-point guard of one vendor's images: the shared script with the vendor's check.
+
+    The shared part (accel_images/smoke/guard.sh) says how to warn, refuse and compare versions;
+    `check_vendor` comes from the vendor module (`guard_check`), so the guard of a CUDA image
+    carries only the CUDA checks.
+    """
+    check = vendors.get(vendor).guard_check or "check_vendor() {\n    :\n}\n"
+    core = GUARD_SOURCE.read_bytes()
+    if GUARD_CHECK_MARK not in core:
+        raise InputError("the guard script lacks its vendor check mark", file=str(GUARD_SOURCE))
+    return core.replace(GUARD_CHECK_MARK, check.encode())
 
 
 def _template_path(filename: str | None, renderer: Renderer) -> str:
@@ -263,7 +290,7 @@ def write_tree(root: Path, contexts: list[RenderedContext]) -> list[str]:
 def _rendered_by_us(root: Path, rel: str) -> bool:
     """`<vendor>/<tag>/<file>` whose directory holds a Dockerfile this project generated."""
     parts = Path(rel).parts
-    if len(parts) != 3 or parts[0] not in VENDORS:
+    if len(parts) != 3 or parts[0] not in vendors.names():
         return False
     dockerfile = root / parts[0] / parts[1] / "Dockerfile"
     try:

@@ -25,12 +25,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import jinja2
 from packaging.version import InvalidVersion, Version
 
-from accel_images.compat import STACK_NAMES, VENDORS
+from accel_images import vendors
 
 SCHEMA = 1
 STATUSES = ("built", "skipped", "failed")
 REPORT_FILES = {"json": "report.json", "markdown": "summary.md", "html": "index.html", "junit": "junit.xml"}
-VENDOR_NAMES = {"cpu": "CPU", "cuda": "NVIDIA CUDA", "rocm": "AMD ROCm", "xpu": "Intel XPU", "gaudi": "Intel Gaudi"}
 TIMED_CHECKS = (("matmul_float32", "matmul fp32"), ("matmul_bfloat16", "matmul bf16"), ("mlp_training", "training"))
 """The smoke checks whose timings the reports quote, with their short names."""
 META_LABELS = (("command", "Command"), ("started", "Started"), ("finished", "Finished"), ("duration", "Duration"),
@@ -192,7 +191,7 @@ def version_key(version: str) -> Version:
 
 
 def vendor_rank(vendor: str) -> tuple[int, str]:
-    return (VENDORS.index(vendor) if vendor in VENDORS else len(VENDORS), vendor)
+    return (vendors.rank(vendor), vendor)
 
 
 def by_vendor(views: Iterable[VariantView]) -> dict[str, list[VariantView]]:
@@ -282,7 +281,7 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     lines += [f"- {label}: {_md_code(value) if label in CODE_LABELS else _md_cell(value)}"
               for label, value in meta_rows(meta)]
     for vendor, items in by_vendor(views).items():
-        lines += ["", f"## {VENDOR_NAMES.get(vendor, vendor)}", ""] + _md_table(items)
+        lines += ["", f"## {vendors.title(vendor)}", ""] + _md_table(items)
     lines += ["", "## Failures", ""]
     failed = [v for v in views if v.status == "failed"]
     for item in failed:
@@ -349,12 +348,12 @@ class GridRow:
 
     @property
     def vendor_name(self) -> str:
-        return VENDOR_NAMES.get(self.vendor, self.vendor)
+        return vendors.title(self.vendor)
 
     @property
     def stack_label(self) -> str:
         """'CUDA 13.2', '' for CPU."""
-        return f"{STACK_NAMES.get(self.vendor, self.vendor)} {self.stack}" if self.stack else ""
+        return vendors.stack_label(self.vendor, self.stack)
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from accel_images import tags
-from accel_images.compat import VENDORS, KnowledgeBase, minor_of, vkey
+from accel_images import tags, vendors
+from accel_images.compat import KnowledgeBase, minor_of
 from accel_images.errors import IncompatibleError, InputError
 from accel_images.matrix import Group, Matrix, User
 from accel_images.smoke.judge import Expectation
+from accel_images.vendors.base import Combo
+from accel_images.versions import parse
 
 OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
 LABEL_PREFIX = "io.accel-images"
@@ -31,7 +33,7 @@ class Variant:
     flavor: str
     base_image: str
     wheel_index: str | None = None
-    cuda_toolkit: str | None = None
+    toolkit: str | None = None
     min_driver: str | None = None
     mvc_driver: str | None = None
     gpu_archs: tuple[str, ...] = ()
@@ -73,9 +75,8 @@ class Variant:
 
     def sort_key(self) -> tuple:
         """Newest first within a vendor: torch, stack, python, os, runtime before devel."""
-        vendor_rank = VENDORS.index(self.vendor) if self.vendor in VENDORS else len(VENDORS)
-        return (vendor_rank, tuple(-p for p in vkey(self.torch)),
-                tuple(-p for p in vkey(self.stack or "0")), tuple(-p for p in vkey(self.python)),
+        return (vendors.rank(self.vendor), tuple(-p for p in parse(self.torch)),
+                tuple(-p for p in parse(self.stack or "0")), tuple(-p for p in parse(self.python)),
                 -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime")
 
 
@@ -134,53 +135,12 @@ def _combinations(group: Group) -> Iterable[tuple[str, str | None, str, str, str
 def make_variant(kb: KnowledgeBase, vendor: str, stack: str | None, torch: str, python: str,
                  os: str, flavor: str, line: int = 0) -> Variant:
     """Resolve one allowed combination into a Variant with every derived fact filled in."""
-    full_torch = _bundled_torch(kb, stack) if vendor == "gaudi" else kb.resolve_torch(torch)
-    exact_stack = _exact_stack(kb, vendor, stack, full_torch)
-    facts: dict[str, object] = {}
-    if vendor == "cuda":
-        toolkit = kb.cuda_toolkit(full_torch, exact_stack)
-        facts = {"wheel_index": "cu" + exact_stack.replace(".", ""), "cuda_toolkit": toolkit,
-                 "min_driver": kb.cuda_driver_min(toolkit), "mvc_driver": kb.cuda_mvc_floor(exact_stack)}
-    elif vendor == "rocm":
-        facts = {"wheel_index": f"rocm{exact_stack}"}
-    elif vendor in ("cpu", "xpu"):
-        facts = {"wheel_index": kb.vendors[vendor].index}
+    facts = vendors.get(vendor).resolve(kb, Combo(vendor, stack, torch, python, os, flavor))
     return Variant(
-        vendor=vendor, stack=exact_stack, torch=full_torch, python=python, os=os, flavor=flavor,
-        base_image=base_image(kb, vendor, exact_stack, os, flavor, full_torch),
-        gpu_archs=kb.gpu_archs(vendor, full_torch, exact_stack),
-        system_python=python == kb.os[os].python, line=line, **facts)  # type: ignore[arg-type]
-
-
-def _bundled_torch(kb: KnowledgeBase, stack: str | None) -> str:
-    release = kb.gaudi.get(stack or "")
-    if release is None:
-        raise IncompatibleError(f"Intel Gaudi {stack} is unknown")
-    return release.torch
-
-
-def _exact_stack(kb: KnowledgeBase, vendor: str, stack: str | None, torch: str) -> str | None:
-    """'6.2' in the matrix means the 6.2.x build this torch has ('6.2.4')."""
-    if stack is None or vendor == "gaudi":
-        return stack
-    for build in kb.stacks(vendor, torch):
-        if build == stack or build.startswith(stack + "."):
-            return build
-    return stack
-
-
-def base_image(kb: KnowledgeBase, vendor: str, stack: str | None, os: str, flavor: str, torch: str) -> str:
-    """The upstream base image reference (pinned tag) for a variant."""
-    if vendor == "cuda":
-        version = kb.cuda[stack]["base_version"]
-        return f"nvidia/cuda:{version}-{flavor}-{os}"
-    if vendor == "rocm" and flavor == "devel":
-        return kb.rocm_devel_images[stack][os]
-    if vendor == "gaudi":
-        release = kb.gaudi[stack]
-        return (f"vault.habana.ai/gaudi-docker/{stack}/{os}/habanalabs/"
-                f"pytorch-installer-{release.torch}:{release.image_tag}")
-    return kb.os[os].image
+        vendor=vendor, stack=facts.stack, torch=facts.torch, python=python, os=os, flavor=flavor,
+        base_image=facts.base_image, wheel_index=facts.wheel_index, toolkit=facts.toolkit,
+        min_driver=facts.min_driver, mvc_driver=facts.mvc_driver, gpu_archs=facts.gpu_archs,
+        system_python=python == kb.os[os].python, line=line)
 
 
 def select(variants: Iterable[Variant], filters: Mapping[str, str | None]) -> tuple[Variant, ...]:

@@ -91,7 +91,7 @@ def test_compat_experimental_python_flag() -> None:
 def test_compat_torch_only_lists_every_stack() -> None:
     result = run("compat", "torch==2.4.1")
     assert result.exit_code == 0
-    assert "cuda: 11.8, 12.1, 12.4; rocm: 6.1; xpu: none; gaudi: none; cpu: cpu" in result.stdout
+    assert "cpu: cpu; cuda: 11.8, 12.1, 12.4; rocm: 6.1; xpu: none; gaudi: none" in result.stdout
     assert "source: https://" in result.stdout
 
 

@@ -2,7 +2,8 @@
 
 FACTS is the table: each row is one statement of the facts sheet (section in the id), the
 question put to the knowledge base, and the answer the sheet gives. The rest checks that every
-row of accel_images/data/compat.yaml is well-formed and sourced, and the query API's edges.
+row of the knowledge base (accel_images/data/kb.yaml and each vendor's section under
+accel_images/data/vendors/) is well-formed and sourced, and the query API's edges.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from accel_images.compat import (DATA_FILE, VENDORS, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
-                            sort_versions, version_matches, vkey)
+from accel_images import vendors
+from accel_images.compat import (DATA_FILE, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
+                                 sort_versions, version_matches)
 from accel_images.errors import InputError
+from accel_images.versions import parse as vkey
 
 VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
 URL = re.compile(r"^https://[^\s]+$")
@@ -32,6 +35,16 @@ def kb() -> KnowledgeBase:
 @pytest.fixture(scope="module")
 def raw() -> dict[str, Any]:
     return yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+
+
+def section(name: str) -> dict[str, Any]:
+    """A vendor's knowledge-base file, as written."""
+    return yaml.safe_load(vendors.get(name).kb_file.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def cuda_raw() -> dict[str, Any]:
+    return section("cuda")
 
 
 def cuda(minor: str) -> Callable[[KnowledgeBase], Any]:
@@ -51,11 +64,11 @@ def ok(**query: str) -> Callable[[KnowledgeBase], Any]:
 
 
 def driver(toolkit: str) -> Callable[[KnowledgeBase], Any]:
-    return lambda kb: kb.cuda_driver_min(toolkit)
+    return lambda kb: kb.facts("cuda").driver_min(toolkit)
 
 
 def gaudi_torch(release: str) -> Callable[[KnowledgeBase], Any]:
-    return lambda kb: kb.gaudi[release].torch
+    return lambda kb: kb.facts("gaudi")[release].torch
 
 
 FACTS: list[tuple[str, Callable[[KnowledgeBase], Any], Any]] = [
@@ -122,15 +135,15 @@ FACTS: list[tuple[str, Callable[[KnowledgeBase], Any], Any]] = [
     ("2.1 13.0 GA 580.65.06", driver("13.0.0"), "580.65.06"),
     ("2.1 13.0 Update 2 580.95.05", driver("13.0.2"), "580.95.05"),
     ("2.1 13.2 Update 1 595.58.03", driver("13.2.1"), "595.58.03"),
-    ("2.3 cu126 wheel is toolkit 12.6.3", lambda kb: kb.cuda_toolkit("2.14", "12.6"), "12.6.3"),
-    ("2.3 cu132 wheel is toolkit 13.2.1", lambda kb: kb.cuda_toolkit("2.14", "13.2"), "13.2.1"),
-    ("2.3 cu130 in 2.12+ is 13.0.2", lambda kb: kb.cuda_toolkit("2.12", "13.0"), "13.0.2"),
+    ("2.3 cu126 wheel is toolkit 12.6.3", lambda kb: kb.facts("cuda").toolkit("2.14", "12.6"), "12.6.3"),
+    ("2.3 cu132 wheel is toolkit 13.2.1", lambda kb: kb.facts("cuda").toolkit("2.14", "13.2"), "13.2.1"),
+    ("2.3 cu130 in 2.12+ is 13.0.2", lambda kb: kb.facts("cuda").toolkit("2.12", "13.0"), "13.0.2"),
     # §2.2 minor-version-compatibility floors
-    ("2.2 MVC floor CUDA 12.x 525.60.13", lambda kb: kb.cuda_mvc_floor("12.6"), "525.60.13"),
-    ("2.2 MVC floor CUDA 12.1 525.60.13", lambda kb: kb.cuda_mvc_floor("12.1"), "525.60.13"),
-    ("2.2 MVC floor CUDA 13.x 580", lambda kb: kb.cuda_mvc_floor("13.2"), "580"),
-    ("2.2 MVC floor CUDA 13.0 580", lambda kb: kb.cuda_mvc_floor("13.0"), "580"),
-    ("2.2 MVC floor CUDA 11.x 450.80.02", lambda kb: kb.cuda_mvc_floor("11.8"), "450.80.02"),
+    ("2.2 MVC floor CUDA 12.x 525.60.13", lambda kb: kb.facts("cuda").mvc_floor("12.6"), "525.60.13"),
+    ("2.2 MVC floor CUDA 12.1 525.60.13", lambda kb: kb.facts("cuda").mvc_floor("12.1"), "525.60.13"),
+    ("2.2 MVC floor CUDA 13.x 580", lambda kb: kb.facts("cuda").mvc_floor("13.2"), "580"),
+    ("2.2 MVC floor CUDA 13.0 580", lambda kb: kb.facts("cuda").mvc_floor("13.0"), "580"),
+    ("2.2 MVC floor CUDA 11.x 450.80.02", lambda kb: kb.facts("cuda").mvc_floor("11.8"), "450.80.02"),
     # §1.3 architectures
     ("1.3 cu13x wheels start at compute 7.5", lambda kb: kb.gpu_archs("cuda", "2.14", "13.2")[0], "7.5"),
     ("1.3 cu126 in 2.12+ covers 5.0-9.0", lambda kb: kb.gpu_archs("cuda", "2.13", "12.6"),
@@ -153,8 +166,8 @@ FACTS: list[tuple[str, Callable[[KnowledgeBase], Any], Any]] = [
     ("6.1 Gaudi 1.24.1 does not bundle 2.14", ok(torch="2.14", gaudi="1.24.1"), False),
     ("6.1 Gaudi 22.04 ships Python 3.10", ok(torch="2.11", gaudi="1.24.1", python="3.10"), True),
     ("6.1 Gaudi ships no Python 3.11 on 1.24.1", ok(torch="2.11", gaudi="1.24.1", python="3.11"), False),
-    ("6.1 Gaudi 24.04 from 1.18 (Python 3.12)", lambda kb: kb.gaudi["1.18.0"].os_python.get("ubuntu24.04"), "3.12"),
-    ("6.1 Gaudi 1.17 has no 24.04 image", lambda kb: "ubuntu24.04" in kb.gaudi["1.17.0"].os_python, False),
+    ("6.1 Gaudi 24.04 from 1.18 (Python 3.12)", lambda kb: kb.facts("gaudi")["1.18.0"].os_python.get("ubuntu24.04"), "3.12"),
+    ("6.1 Gaudi 1.17 has no 24.04 image", lambda kb: "ubuntu24.04" in kb.facts("gaudi")["1.17.0"].os_python, False),
     # §8.13 version ordering: ROCm 7.2 < 7.14 < 10.0, never floats
     ("8.13 7.2 < 7.14 < 10.0", lambda kb: sort_versions(["10.0", "7.14", "7.2"]), ["7.2", "7.14", "10.0"]),
     ("8.13 12.10 > 12.9", lambda kb: vkey("12.10") > vkey("12.9"), True),
@@ -181,8 +194,9 @@ def test_fact_table_is_big_enough() -> None:
 
 def test_glibc_rule_rejects_an_old_os_for_new_torch_only(kb: KnowledgeBase) -> None:
     old = OsInfo("ubuntu18.04", "ubuntu:18.04", "3.6", "2.27", "ubuntu", ("3.8", "3.9", "3.10", "3.11"))
-    cpu = dataclasses.replace(kb.vendors["cpu"], os=(*kb.vendors["cpu"].os, "ubuntu18.04"))
-    patched = dataclasses.replace(kb, os={**kb.os, "ubuntu18.04": old}, vendors={**kb.vendors, "cpu": cpu})
+    rules = kb.section("cpu").rules
+    cpu = dataclasses.replace(kb.section("cpu"), rules=dataclasses.replace(rules, os=(*rules.os, "ubuntu18.04")))
+    patched = dataclasses.replace(kb, os={**kb.os, "ubuntu18.04": old}, sections={**kb.sections, "cpu": cpu})
     reasons = patched.why_not("cpu", None, "2.6", "3.10", "ubuntu18.04", "runtime")
     assert reasons == ["torch 2.6 wheels need glibc >= 2.28; ubuntu18.04 has 2.27"]
     assert patched.why_not("cpu", None, "2.5", "3.10", "ubuntu18.04", "runtime") == []
@@ -201,65 +215,87 @@ def test_every_torch_row_has_a_source_url(raw: dict[str, Any]) -> None:
 
 
 def test_every_gaudi_and_os_row_has_a_source_url(raw: dict[str, Any]) -> None:
-    for name, row in {**raw["gaudi"], **raw["os"]}.items():
+    for name, row in {**section("gaudi")["releases"], **raw["os"]}.items():
         assert URL.match(str(row.get("source", ""))), name
     for name, url in raw["sources"].items():
         assert URL.match(url), name
 
 
+def test_every_vendor_section_names_its_vendor_and_source() -> None:
+    for name in vendors.BUILTIN:
+        data = section(name)
+        assert data["vendor"] == name
+        assert URL.match(data["source"]), name
+        for key, url in data.get("sources", {}).items():
+            assert URL.match(url), (name, key)
+
+
 def test_torch_rows_are_well_formed(raw: dict[str, Any]) -> None:
-    allowed = {"released", "versions", "python", "python_experimental", "cuda", "rocm", "xpu", "xpu_note",
-               "cuda_toolkits", "cuda_archs", "glibc_min", "source"}
+    allowed = {"released", "versions", "python", "python_experimental", "glibc_min", "source"}
     dates = []
     for minor, row in raw["torch"].items():
         assert isinstance(minor, str) and VERSION.match(minor), minor
         assert set(row) <= allowed, (minor, set(row) - allowed)
-        assert {"released", "versions", "python", "cuda", "rocm", "xpu", "source"} <= set(row), minor
-        for key in ("versions", "python", "python_experimental", "cuda", "rocm", "xpu"):
+        assert {"released", "versions", "python", "source"} <= set(row), minor
+        for key in ("versions", "python", "python_experimental"):
             values = row.get(key, [])
             assert all(isinstance(v, str) and VERSION.match(v) for v in values), (minor, key)
             assert values == sort_versions(values) and len(set(values)) == len(values), (minor, key)
         assert all(v.startswith(minor + ".") for v in row["versions"]), minor
         assert not set(row.get("python_experimental", [])) & set(row["python"]), minor
-        for cu in row["cuda"]:
-            assert cu in raw["cuda"], (minor, cu)
-        for cu, toolkit in row.get("cuda_toolkits", {}).items():
-            assert cu in row["cuda"] and toolkit.startswith(cu + ".") and toolkit in raw["cuda_drivers"], (minor, cu)
-        for cu, archs in row.get("cuda_archs", {}).items():
-            assert cu in row["cuda"] and archs == sort_versions(archs), (minor, cu)
         dates.append(dt.date.fromisoformat(row["released"]))
     assert list(raw["torch"]) == sort_versions(raw["torch"])
     assert dates == sorted(dates)
 
 
-def test_cuda_rows_are_well_formed(raw: dict[str, Any]) -> None:
-    for toolkit, driver in raw["cuda_drivers"].items():
+@pytest.mark.parametrize("vendor", ["cuda", "rocm", "xpu"])
+def test_builds_are_well_formed(raw: dict[str, Any], vendor: str) -> None:
+    builds = section(vendor)["builds"]
+    for minor, stacks in builds.items():
+        assert minor in raw["torch"], (vendor, minor)
+        assert all(isinstance(v, str) and VERSION.match(v) for v in stacks), (vendor, minor)
+        assert stacks == sort_versions(stacks) and len(set(stacks)) == len(stacks), (vendor, minor)
+    assert list(builds) == sort_versions(builds), vendor
+
+
+def test_cuda_rows_are_well_formed(cuda_raw: dict[str, Any]) -> None:
+    for toolkit, driver in cuda_raw["drivers"].items():
         assert re.match(r"^\d+\.\d+\.\d+$", toolkit) and re.match(r"^\d{3}(\.\d+){1,2}$", driver), toolkit
-    drivers = [vkey(raw["cuda_drivers"][t]) for t in sort_versions(raw["cuda_drivers"])]
+    drivers = [vkey(cuda_raw["drivers"][t]) for t in sort_versions(cuda_raw["drivers"])]
     assert drivers == sorted(drivers), "a newer toolkit never needs an older driver"
-    for family, row in raw["cuda"].items():
+    for family, row in cuda_raw["families"].items():
         assert set(row) == {"mvc_floor", "min_compute", "base_version", "base_os"}, family
         assert row["base_version"].startswith(family + ".")
         assert all(re.match(r"^ubuntu\d\d\.04$", name) for name in row["base_os"]), family  # nvidia/cuda tags
-        assert set(row["base_os"]) & set(raw["vendors"]["cuda"]["os"]), family
+        assert set(row["base_os"]) & set(cuda_raw["rules"]["os"]), family
+    for minor, stacks in cuda_raw["builds"].items():
+        for cu in stacks:
+            assert cu in cuda_raw["families"], (minor, cu)
+        for cu, toolkit in cuda_raw.get("toolkits", {}).get(minor, {}).items():
+            assert cu in stacks and toolkit.startswith(cu + ".") and toolkit in cuda_raw["drivers"], (minor, cu)
+        for cu, archs in cuda_raw.get("archs", {}).get(minor, {}).items():
+            assert cu in stacks and archs == sort_versions(archs), (minor, cu)
 
 
 def test_gaudi_rows_are_well_formed(kb: KnowledgeBase, raw: dict[str, Any]) -> None:
-    for version, row in raw["gaudi"].items():
+    releases = section("gaudi")["releases"]
+    for version, row in releases.items():
         assert re.match(r"^\d+\.\d+\.\d+$", version), version
         kb.release(row["torch"])  # a real torch release
         for os_name, python in row["os"].items():
             assert os_name in raw["os"] and VERSION.match(python), (version, os_name)
-    assert list(raw["gaudi"]) == sort_versions(raw["gaudi"])
+    assert list(releases) == sort_versions(releases)
 
 
 def test_vendor_rules_name_known_oses_and_flavors(raw: dict[str, Any]) -> None:
-    assert tuple(raw["vendors"]) == VENDORS
-    for vendor, rules in raw["vendors"].items():
+    assert vendors.names()[:len(vendors.BUILTIN)] == vendors.BUILTIN
+    for vendor in vendors.BUILTIN:
+        rules = section(vendor)["rules"]
         assert set(rules["os"]) <= set(raw["os"]), vendor
         assert set(rules["flavors"]) <= {"runtime", "devel"}, vendor
-    for stack, images in raw["rocm_devel_images"].items():
-        assert set(images) - {"evidence", "note", "source", "rocm_path"} <= set(raw["vendors"]["rocm"]["os"]), stack
+    rocm = section("rocm")
+    for stack, images in rocm["devel_images"].items():
+        assert set(images) - {"evidence", "note", "source", "rocm_path"} <= set(rocm["rules"]["os"]), stack
         assert images["rocm_path"].startswith("/opt/rocm"), stack
 
 
@@ -304,7 +340,7 @@ def test_compatible_answer_carries_drivers_and_index(kb: KnowledgeBase) -> None:
 
 def test_torch_only_lists_every_stack_with_a_build(kb: KnowledgeBase) -> None:
     builds = kb.check({"torch": "2.4.1"}).details["builds"]
-    assert builds == {"cuda": ["11.8", "12.1", "12.4"], "rocm": ["6.1"], "xpu": [], "gaudi": [], "cpu": ["cpu"]}
+    assert builds == {"cpu": ["cpu"], "cuda": ["11.8", "12.1", "12.4"], "rocm": ["6.1"], "xpu": [], "gaudi": []}
     assert kb.check({"torch": "2.4.0"}).details["builds"]["gaudi"] == ["1.18.0"]
 
 
@@ -368,4 +404,7 @@ def test_two_stacks_at_once_is_an_input_error(kb: KnowledgeBase) -> None:
 
 
 def test_data_file_is_inside_the_package() -> None:
-    assert DATA_FILE == Path(__import__("accel_images").__file__).parent / "data" / "compat.yaml"
+    package = Path(__import__("accel_images").__file__).parent
+    assert DATA_FILE == package / "data" / "kb.yaml"
+    for name in vendors.BUILTIN:
+        assert vendors.get(name).kb_file == package / "data" / "vendors" / f"{name}.yaml"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.render import GUARD_SOURCE
+from accel_images.render import GUARD_SOURCE, guard_script
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST_DATA = Path(__file__).resolve().parent / "data" / "host"
@@ -99,9 +99,11 @@ class Host:
         return path
 
     def run(self, vendor: str, args: list[str] | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        environment = {"PATH": str(self.bin), "ACCEL_IMAGES_VENDOR": vendor,
-                       "ACCEL_IMAGES_DEV_ROOT": str(self.dev_root), "LC_ALL": "C", **env}
-        return subprocess.run([self.shell, str(GUARD_SOURCE), *(args or ECHO_ARGS)], env=environment,
+        """The guard a `vendor` image carries, run as its entry point."""
+        guard = self.bin.parent / f"guard-{vendor}.sh"
+        guard.write_bytes(guard_script(vendor))
+        environment = {"PATH": str(self.bin), "ACCEL_IMAGES_DEV_ROOT": str(self.dev_root), "LC_ALL": "C", **env}
+        return subprocess.run([self.shell, str(guard), *(args or ECHO_ARGS)], env=environment,
                               capture_output=True, text=True, timeout=60)
 
 
@@ -253,11 +255,12 @@ def test_guard_off_runs_the_command_whatever_the_host(host: Host, vendor: str) -
 
 # ---- every image carries it -------------------------------------------------------------------
 
-def test_every_rendered_image_copies_the_guard_and_starts_with_it() -> None:
+def test_every_rendered_image_copies_its_vendors_guard_and_starts_with_it() -> None:
     contexts = sorted((ROOT / "images").glob("*/*/Dockerfile"))
     assert contexts
     for dockerfile in contexts:
-        assert (dockerfile.parent / "guard.sh").read_bytes() == GUARD_SOURCE.read_bytes(), dockerfile
+        vendor = dockerfile.parent.parent.name
+        assert (dockerfile.parent / "guard.sh").read_bytes() == guard_script(vendor), dockerfile
         assert 'ENTRYPOINT ["/opt/accel-images/guard.sh"]' in dockerfile.read_text(), dockerfile
 
 
@@ -266,8 +269,11 @@ def test_the_guard_is_posix_sh() -> None:
     dash = shutil.which("dash")
     if dash is None:
         pytest.skip("dash is not installed")
-    assert subprocess.run([dash, "-n", str(GUARD_SOURCE)], capture_output=True).returncode == 0
-    assert GUARD_SOURCE.read_text().startswith("#!/bin/sh\n")
+    for vendor in ("cpu", "cuda", "rocm", "xpu", "gaudi"):
+        script = guard_script(vendor)
+        assert subprocess.run([dash, "-n"], input=script, capture_output=True).returncode == 0, vendor
+        assert script.startswith(b"#!/bin/sh\n")
+        assert b"check_vendor() {" in script and b"@VENDOR_CHECK@" not in script, vendor
 
 
 # ---- inside the built CPU image -----------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_nvidia_from_recorded_query_and_table(tmp_path):
     host = detect_host(FakeTools(NVIDIA_TOOLS), tmp_path)
     assert host.vendor == "cuda"
     assert host.driver_version == "580.126.09"
-    assert host.cuda_max == "13.0"
+    assert host.stack_version == "13.0"
     assert host.gpu_names == ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB")
     assert host.gpu_archs == ("8.0",)
     assert host.device_count == 2
@@ -87,18 +87,18 @@ def test_nvidia_from_recorded_query_and_table(tmp_path):
     assert host.evidence[-1] == "chose cuda"
 
 
-@pytest.mark.parametrize("table, driver, cuda_max", [
+@pytest.mark.parametrize("table, driver, stack_version", [
     ("nvidia-smi-h100-535.txt", "535.129.03", "12.2"),
     ("nvidia-smi-a100-580.txt", "580.126.09", "13.0"),
     ("nvidia-smi-b200-r610.txt", "610.43.02", "13.3"),  # R610: "KMD Version", "CUDA UMD Version"
 ])
-def test_nvidia_header_gives_driver_and_highest_cuda(tmp_path, table, driver, cuda_max):
+def test_nvidia_header_gives_driver_and_highest_cuda(tmp_path, table, driver, stack_version):
     host = detect_host(FakeTools({NVIDIA_QUERY: recorded("nvidia-smi-query-mixed.csv"),
                                   NVIDIA_TABLE: recorded(table)}), tmp_path)
-    assert (host.vendor, host.cuda_max) == ("cuda", cuda_max)
+    assert (host.vendor, host.stack_version) == ("cuda", stack_version)
     assert host.driver_version == "570.86.15"  # the query rows win over the header
     header_only = detect_host(FakeTools({NVIDIA_TABLE: recorded(table)}), tmp_path)
-    assert (header_only.driver_version, header_only.cuda_max) == (driver, cuda_max)
+    assert (header_only.driver_version, header_only.stack_version) == (driver, stack_version)
 
 
 def test_nvidia_table_alone_counts_gpu_rows(tmp_path):
@@ -112,7 +112,7 @@ def test_mixed_nvidia_gpus_keep_each_architecture(tmp_path):
     host = detect_host(FakeTools({NVIDIA_QUERY: recorded("nvidia-smi-query-mixed.csv")}), tmp_path)
     assert host.gpu_names == ("NVIDIA TITAN V", "NVIDIA RTX 5880 Ada Generation")
     assert host.gpu_archs == ("7.0", "8.9")
-    assert host.cuda_max is None
+    assert host.stack_version is None
     assert "highest CUDA not reported" in evidence_text(host)
 
 
@@ -138,7 +138,7 @@ def test_without_nvidia_smi_the_proc_files_answer(tmp_path, recording, driver):
                               "/proc/driver/nvidia/gpus/0000:04:00.0/information": H100_INFORMATION,
                               "/proc/driver/nvidia/gpus/0000:64:00.0/information": H100_INFORMATION})
     host = detect_host(FakeTools(), root)
-    assert (host.vendor, host.driver_version, host.cuda_max) == ("cuda", driver, None)
+    assert (host.vendor, host.driver_version, host.stack_version) == ("cuda", driver, None)
     assert host.gpu_names == ("NVIDIA H100 80GB HBM3",) * 2
     assert "highest CUDA unknown" in evidence_text(host)
 
@@ -160,7 +160,7 @@ def test_rocm_from_recorded_rocminfo_and_amd_smi(tmp_path):
     assert host.gpu_names == ("AMD Instinct MI300X", "AMD Instinct MI300X")
     assert host.gpu_archs == ("gfx942",)
     assert host.device_count == 2  # CPU agents are not counted
-    assert host.rocm_version == "6.4.1"
+    assert host.stack_version == "6.4.1"
     assert host.driver_version == "6.10.5"
 
 
@@ -182,14 +182,14 @@ def test_rocm_needs_dev_kfd(tmp_path):
 def test_rocm_version_prefers_amd_smi_then_hipconfig_then_file(tmp_path, tools, files, expected):
     root = machine(tmp_path, {**AMD_FILES, **files})
     host = detect_host(FakeTools({ROCMINFO: recorded("rocminfo-mi300x.txt"), **tools}), root)
-    assert (host.vendor, host.rocm_version) == ("rocm", expected)
+    assert (host.vendor, host.stack_version) == ("rocm", expected)
 
 
 def test_in_kernel_amdgpu_banner_is_not_a_driver_version(tmp_path):
     tools = FakeTools({ROCMINFO: recorded("rocminfo-mi300x.txt"),
                        AMD_SMI_VERSION: recorded("amd-smi-version-inbox-driver.txt")})
     host = detect_host(tools, machine(tmp_path, AMD_FILES))
-    assert host.rocm_version == "6.4.0"
+    assert host.stack_version == "6.4.0"
     assert host.driver_version == "6.8.5"  # from rocminfo's "ROCk module version 6.8.5 is loaded"
     assert "not a version" in evidence_text(host)
 
@@ -307,12 +307,12 @@ def test_gaudi_from_recorded_hl_smi(tmp_path):
     assert host.device_count == 8
     assert set(host.gpu_names) == {"HL-225"}
     assert host.driver_version == "1.15.0-c43dc7b"
-    assert host.gaudi_version == "1.15.0"  # the driver's, not hl-smi's own 1.14.0
+    assert host.stack_version == "1.15.0"  # the driver's, not hl-smi's own 1.14.0
 
 
 def test_gaudi_table_alone_is_enough(tmp_path):
     host = detect_host(FakeTools({HL_SMI: recorded("hl-smi-gaudi2.txt")}), tmp_path)
-    assert (host.vendor, host.device_count, host.gaudi_version) == ("gaudi", 8, "1.15.0")
+    assert (host.vendor, host.device_count, host.stack_version) == ("gaudi", 8, "1.15.0")
 
 
 def test_nic_driver_line_is_not_the_driver(tmp_path):
@@ -323,7 +323,7 @@ def test_nic_driver_line_is_not_the_driver(tmp_path):
     assert host.vendor == "cpu"
     assert "without a device row and driver version" in evidence_text(host)
     with_driver = detect_host(FakeTools({HL_SMI: header, HL_SMI_QUERY: "HL-325L, 1.22.0-5f8fa9f\n"}), tmp_path)
-    assert (with_driver.gaudi_version, with_driver.gpu_names) == ("1.22.0", ("HL-325L",))
+    assert (with_driver.stack_version, with_driver.gpu_names) == ("1.22.0", ("HL-325L",))
 
 
 # ---------------------------------------------------------------------------------------------

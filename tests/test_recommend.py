@@ -83,7 +83,7 @@ def text(rec: Recommendation) -> str:
 
 def test_h100_on_driver_535_gets_cuda_12_6_and_why_not_13(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-h100-535.txt")})
-    assert (host.driver_version, host.cuda_max) == ("535.129.03", "12.2")
+    assert (host.driver_version, host.stack_version) == ("535.129.03", "12.2")
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant is not None and rec.variant.tag == "2.14.0-cuda12.6-py3.12-ubuntu24.04"
     assert ("2.14.0-cuda13.2-py3.12-ubuntu24.04: host driver 535.129.03 is below the CUDA 13.x floor 580"
@@ -131,7 +131,7 @@ def test_cuda_13_2_alone_on_580_is_accepted_with_the_mvc_warning(tmp_path, expan
 
 def test_b200_on_r610_gets_the_newest_cuda_13_2(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-b200-r610.txt")})
-    assert (host.driver_version, host.cuda_max) == ("610.43.02", "13.3")
+    assert (host.driver_version, host.stack_version) == ("610.43.02", "13.3")
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant.tag == "2.14.0-cuda13.2-py3.12-ubuntu24.04"
     assert rec.reasons == ("2.14.0-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.1 "
@@ -150,7 +150,7 @@ def test_blackwell_has_no_kernels_in_cuda_12_6(tmp_path, expansion, kb):
 
 
 def test_volta_is_older_than_every_cuda_13_arch(expansion, kb):
-    host = HostInfo(vendor="cuda", driver_version="580.126.09", cuda_max="13.0",
+    host = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0",
                     gpu_names=("Tesla V100-SXM2-16GB",), gpu_archs=("7.0",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image)
     assert rec.variant.stack == "12.6"  # Volta is in cu126's list
@@ -169,7 +169,7 @@ def test_mixed_gpus_run_binary_compatible_kernels(tmp_path, expansion, kb):
 
 
 def test_driver_below_every_floor_recommends_nothing(expansion, kb):
-    host = HostInfo(vendor="cuda", driver_version="470.182.03", cuda_max="11.4", gpu_names=("NVIDIA A10",),
+    host = HostInfo(vendor="cuda", driver_version="470.182.03", stack_version="11.4", gpu_names=("NVIDIA A10",),
                     device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image)
     assert rec.variant is None and not rec.ok
@@ -178,7 +178,7 @@ def test_driver_below_every_floor_recommends_nothing(expansion, kb):
 
 
 def test_an_older_reported_cuda_major_is_rejected_without_a_driver_version(expansion, kb):
-    host = HostInfo(vendor="cuda", cuda_max="12.8", gpu_archs=("9.0",), device_count=1)
+    host = HostInfo(vendor="cuda", stack_version="12.8", gpu_archs=("9.0",), device_count=1)
     cu132 = select(expansion.variants, {"vendor": "cuda", "stack": "13.2", "flavor": "runtime"})[0]
     fit = judge(host, cu132, kb)
     assert fit.rejections == ("the host driver supports CUDA up to 12.8, older than CUDA 13.x "
@@ -198,7 +198,7 @@ def test_devel_preference(tmp_path, expansion, kb):
 def test_mi300x_gets_rocm_7_14_with_torch_2_14(tmp_path, expansion, kb):
     host = host_from(tmp_path, {ROCMINFO: recorded("rocminfo-mi300x.txt"),
                                 AMD_SMI_VERSION: recorded("amd-smi-version-6.4.1.txt")}, {"/dev/kfd": ""})
-    assert (host.vendor, host.gpu_archs, host.rocm_version) == ("rocm", ("gfx942",), "6.4.1")
+    assert (host.vendor, host.gpu_archs, host.stack_version) == ("rocm", ("gfx942",), "6.4.1")
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant.tag == "2.14.0-rocm7.14-py3.12-ubuntu24.04"
     assert rec.reasons[0] == "2.14.0-rocm7.14-py3.12-ubuntu24.04: gfx942 compiled into the rocm7.14 wheel"
@@ -211,7 +211,7 @@ def test_mi300x_gets_rocm_7_14_with_torch_2_14(tmp_path, expansion, kb):
 
 
 def test_rocm_close_to_the_host_has_no_distance_warning(expansion, kb):
-    host = HostInfo(vendor="rocm", gpu_archs=("gfx90a",), device_count=1, rocm_version="7.2.1")
+    host = HostInfo(vendor="rocm", gpu_archs=("gfx90a",), device_count=1, stack_version="7.2.1")
     rec = recommend(host, select(expansion.variants, {"vendor": "rocm", "torch": "2.13"}), kb, image=expansion.image)
     assert rec.variant.tag == "2.13.0-rocm7.2-py3.12-ubuntu24.04"
     assert rec.warnings == ()
@@ -219,7 +219,7 @@ def test_rocm_close_to_the_host_has_no_distance_warning(expansion, kb):
 
 @pytest.mark.parametrize("arch, override", [("gfx1031", "10.3.0"), ("gfx1032", "10.3.0"), ("gfx1103", "11.0.0")])
 def test_consumer_gpu_outside_the_wheels_is_rejected_with_the_override_hint(expansion, kb, arch, override):
-    host = HostInfo(vendor="rocm", gpu_archs=(arch,), device_count=1, rocm_version="7.2.0")
+    host = HostInfo(vendor="rocm", gpu_archs=(arch,), device_count=1, stack_version="7.2.0")
     rec = recommend(host, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
     assert rec.variant is None
     assert all(f"GPU architecture {arch} is not compiled into the rocm" in r for r in rec.reasons)
@@ -227,7 +227,7 @@ def test_consumer_gpu_outside_the_wheels_is_rejected_with_the_override_hint(expa
 
 
 def test_gfx1010_is_rejected_without_an_override_hint(expansion, kb):
-    host = HostInfo(vendor="rocm", gpu_archs=("gfx1010",), device_count=1, rocm_version="7.2.0")
+    host = HostInfo(vendor="rocm", gpu_archs=("gfx1010",), device_count=1, stack_version="7.2.0")
     rec = recommend(host, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
     assert rec.variant is None
     assert not any("HSA_OVERRIDE_GFX_VERSION" in w for w in rec.warnings)
@@ -254,7 +254,7 @@ def gaudi2_host(tmp_path: Path, driver: str) -> HostInfo:
 
 def test_gaudi2_on_1_24_1_gets_the_1_24_1_image(tmp_path, expansion, kb):
     host = gaudi2_host(tmp_path, "1.24.1-8e42a1b")
-    assert (host.vendor, host.gaudi_version, host.device_count) == ("gaudi", "1.24.1", 8)
+    assert (host.vendor, host.stack_version, host.device_count) == ("gaudi", "1.24.1", 8)
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant.tag == "2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel"
     assert "matches the host's driver" in rec.reasons[0]
@@ -277,14 +277,14 @@ def test_gaudi2_may_run_the_previous_release(tmp_path, expansion, kb):
 
 
 def test_gaudi3_may_not_run_the_previous_release(expansion, kb):
-    host = HostInfo(vendor="gaudi", driver_version="1.25.0-0a1b2c3", gaudi_version="1.25.0",
+    host = HostInfo(vendor="gaudi", driver_version="1.25.0-0a1b2c3", stack_version="1.25.0",
                     gpu_names=("HL-325L",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "gaudi"}), kb, image=expansion.image)
     assert rec.variant is None
 
 
 def test_same_minor_other_patch_is_rejected(expansion, kb):
-    host = HostInfo(vendor="gaudi", gaudi_version="1.24.0", gpu_names=("HL-225",), device_count=1)
+    host = HostInfo(vendor="gaudi", stack_version="1.24.0", gpu_names=("HL-225",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "gaudi"}), kb, image=expansion.image)
     assert rec.variant.tag == "2.10.0-gaudi1.24.0-py3.10-ubuntu22.04-devel"
     assert any(r.startswith("2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel: image Gaudi software 1.24.1 differs")
@@ -341,7 +341,7 @@ def run(command, *args: str):
     return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), *args])
 
 
-A100 = HostInfo(vendor="cuda", driver_version="580.126.09", cuda_max="13.0",
+A100 = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0",
                 gpu_names=("NVIDIA A100-SXM4-40GB",) * 2, gpu_archs=("8.0",), device_count=2)
 
 
@@ -366,7 +366,7 @@ def test_recommend_command_json(tmp_path):
 
 
 def test_recommend_command_with_nothing_fitting_is_one_error_line(tmp_path):
-    old = replace(A100, driver_version="470.182.03", cuda_max="11.4")
+    old = replace(A100, driver_version="470.182.03", stack_version="11.4")
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, old)))
     assert result.exit_code == 1
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("accel-images: error:")]
@@ -418,7 +418,7 @@ def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monk
 def test_pull_command_pulls_nothing_when_nothing_fits(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_fanout, "Engine", FakeEngine)
     FakeEngine.pulled = []
-    gaudi = HostInfo(vendor="gaudi", gaudi_version="1.15.0", gpu_names=("HL-225",), device_count=1)
+    gaudi = HostInfo(vendor="gaudi", stack_version="1.15.0", gpu_names=("HL-225",), device_count=1)
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, gaudi)))
     assert result.exit_code == 1 and FakeEngine.pulled == []
 

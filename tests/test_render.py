@@ -21,7 +21,7 @@ import pytest
 from accel_images.compat import KnowledgeBase, load_kb
 from accel_images.errors import InputError
 from accel_images.matrix import User, load_matrix
-from accel_images.render import (GUARD_SOURCE, SMOKE_SOURCE, Mirror, RenderedContext, Renderer,
+from accel_images.render import (GUARD_SOURCE, SMOKE_SOURCE, guard_script, Mirror, RenderedContext, Renderer,
                             RenderOptions, existing_tree, mirrored, pip_source_args, split_reference, stale_paths,
                             tree_of, write_build_context, write_tree)
 from accel_images.variant import Expansion, Variant, expand, make_variant
@@ -159,7 +159,8 @@ def test_context_holds_dockerfile_smoke_and_guard(renderer: Renderer, kb: Knowle
     context = renderer.context(variant, bare_expansion(), RenderOptions())
     assert set(context.files) == {"Dockerfile", "smoke.py", "guard.sh"}
     assert context.files["smoke.py"] == SMOKE_SOURCE.read_bytes()
-    assert context.files["guard.sh"] == GUARD_SOURCE.read_bytes()
+    assert context.files["guard.sh"] == guard_script("cpu")
+    assert guard_script("cpu").startswith(GUARD_SOURCE.read_bytes().split(b"# @VENDOR_CHECK@")[0])
     assert context.template == "vendors/cpu.Dockerfile.j2"
 
 

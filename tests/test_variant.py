@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from accel_images import vendors
 from accel_images.compat import KnowledgeBase, load_kb
 from accel_images.errors import IncompatibleError, InputError
 from accel_images.matrix import load_matrix, parse_matrix
@@ -13,7 +14,7 @@ from accel_images.variant import Expansion, Variant, expand, make_variant, selec
 
 REPO = Path(__file__).resolve().parent.parent
 MATRICES = Path(__file__).resolve().parent / "matrices"
-VENDORS = {"cpu", "cuda", "rocm", "xpu", "gaudi"}
+VENDORS = set(vendors.BUILTIN)
 
 SMALL_TAGS = [
     "2.14.0-cpu-py3.11-ubuntu24.04",
@@ -140,7 +141,7 @@ def test_cuda_variant_facts(kb: KnowledgeBase) -> None:
     v = make_variant(kb, "cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel")
     assert v.torch == "2.14.0"
     assert v.wheel_index == "cu132"
-    assert v.cuda_toolkit == "13.2.1"
+    assert v.toolkit == "13.2.1"
     assert v.min_driver == "595.58.03"
     assert v.mvc_driver == "580"
     assert v.base_image == "nvidia/cuda:13.2.1-devel-ubuntu24.04"

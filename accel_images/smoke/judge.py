@@ -12,10 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from accel_images import vendors
 from accel_images.smoke import workload
 
-# The backend name the workload reports when it used each vendor's accelerator.
-BACKEND_OF_VENDOR = {"cpu": "cpu", "cuda": "cuda", "rocm": "rocm", "xpu": "xpu", "gaudi": "hpu"}
 TAIL_CHARS = 2000
 
 
@@ -23,7 +22,7 @@ TAIL_CHARS = 2000
 class Expectation:
     """What an image promises: vendor, full torch version, stack version, Python major.minor."""
 
-    vendor: str          # 'cpu' | 'cuda' | 'rocm' | 'xpu' | 'gaudi'
+    vendor: str          # a vendor name: 'cpu', 'cuda', ...
     torch: str           # '2.13.0'
     stack: str | None    # '13.0', '7.2', '2026.1', '1.24.1'; None for cpu
     python: str          # '3.11'
@@ -129,7 +128,7 @@ def promise_failures(expectation: Expectation, report: Mapping[str, Any]) -> lis
 
 def device_failures(expectation: Expectation, ran_on: str | None, require_accelerator: bool) -> list[str]:
     """The device used must be the image's own accelerator, or the CPU when that is allowed."""
-    wanted = BACKEND_OF_VENDOR.get(expectation.vendor)
+    wanted = vendors.get(expectation.vendor).smoke_backend
     if ran_on is None:
         return ["smoke JSON does not say which device it ran on"]
     if ran_on == wanted:

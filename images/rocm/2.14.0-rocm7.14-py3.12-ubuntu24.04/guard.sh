@@ -8,7 +8,7 @@
 # an unusable device is an error. ACCEL_IMAGES_GUARD=off turns the guard off.
 #
 # Facts come from the image's environment, set at build time from the knowledge base:
-# ACCEL_IMAGES_VENDOR, ACCEL_IMAGES_TAG, ACCEL_IMAGES_MIN_DRIVER, ACCEL_IMAGES_GPU_ARCHS.
+# ACCEL_IMAGES_TAG, ACCEL_IMAGES_MIN_DRIVER, ACCEL_IMAGES_GPU_ARCHS.
 # ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev path, so the checks can be
 # exercised against a fake device tree.
 
@@ -58,31 +58,9 @@ version_lt() {
     [ "$lowest" = "$1" ]
 }
 
-check_cuda() {
-    if ! command -v nvidia-smi > /dev/null 2>&1; then
-        missing "no NVIDIA GPU visible in the container: run with --gpus all (NVIDIA Container Toolkit)"
-        return
-    fi
-    # nvidia-smi prints its own failures on stdout: only a zero exit makes the answer a version.
-    if ! answer=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1); then
-        missing "nvidia-smi cannot reach the NVIDIA driver ($(printf '%s\n' "$answer" | head -n1))"
-        return
-    fi
-    driver=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
-    # compute_cap is unknown to old drivers: no answer means no architecture check.
-    capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
-    is_version "$driver" || driver=""
-    is_version "$capability" || capability=""
-    if [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
-        refuse "host NVIDIA driver $driver is older than $ACCEL_IMAGES_MIN_DRIVER, which ${ACCEL_IMAGES_TAG:-this image} needs; update the driver or use an image with an older CUDA"
-    fi
-    oldest=$(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | cut -d, -f1)
-    if [ -n "$capability" ] && [ -n "$oldest" ] && version_lt "$capability" "$oldest"; then
-        refuse "GPU compute capability $capability is not compiled into this image (oldest: $oldest); use an image with an older CUDA (e.g. cuda12.6)"
-    fi
-}
-
-check_rocm() {
+# The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
+# when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
+check_vendor() {
     if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
         missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
         return
@@ -92,27 +70,8 @@ check_rocm() {
     fi
 }
 
-check_xpu() {
-    if ! any_exists "$dev"/dri/renderD*; then
-        missing "no /dev/dri render node: run with --device /dev/dri"
-        return
-    fi
-}
-
-check_gaudi() {
-    if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
-        missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
-    fi
-}
-
 if ! guard_off; then
-    case "${ACCEL_IMAGES_VENDOR:-cpu}" in
-        cuda) check_cuda ;;
-        rocm) check_rocm ;;
-        xpu) check_xpu ;;
-        gaudi) check_gaudi ;;
-        *) ;;
-    esac
+    check_vendor
 fi
 
 exec "$@"

@@ -1,0 +1,101 @@
+"""The vendors: one module each behind the `Vendor` protocol (vendors/base.py), collected here.
+
+Built-in vendors are the modules named in BUILTIN. More can be added without touching the
+package, each as a module defining `VENDOR` (with its template and knowledge-base section beside
+it): from the directories in $ACCEL_IMAGES_VENDOR_PATH (separated like PATH), or from installed
+distributions through the `accel_images.vendors` entry-point group. Order matters where the tool
+lists vendors (tables, reports); host detection has its own order (`detect_rank`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+from importlib import metadata
+from pathlib import Path
+
+from accel_images.errors import InputError
+from accel_images.vendors.base import Vendor
+
+BUILTIN = ("cpu", "cuda", "rocm", "xpu", "gaudi")
+PATH_ENV = "ACCEL_IMAGES_VENDOR_PATH"
+ENTRY_POINT_GROUP = "accel_images.vendors"
+
+
+def registry() -> dict[str, Vendor]:
+    """Every vendor, by name, in listing order: built-ins, then plug-ins."""
+    return dict(_registry(os.environ.get(PATH_ENV, "")))
+
+
+@functools.lru_cache(maxsize=8)
+def _registry(search_path: str) -> tuple[tuple[str, Vendor], ...]:
+    found: dict[str, Vendor] = {}
+    for vendor in (*_builtin(), *_from_entry_points(), *_from_path(search_path)):
+        if vendor.name in found:
+            raise InputError(f"two vendors are named {vendor.name!r}", field=PATH_ENV)
+        found[vendor.name] = vendor
+    return tuple(found.items())
+
+
+def _builtin() -> list[Vendor]:
+    return [importlib.import_module(f"accel_images.vendors.{name}").VENDOR for name in BUILTIN]
+
+
+def _from_entry_points() -> list[Vendor]:
+    return [entry.load() for entry in metadata.entry_points(group=ENTRY_POINT_GROUP)]
+
+
+def _from_path(search_path: str) -> list[Vendor]:
+    vendors = []
+    for directory in filter(None, search_path.split(os.pathsep)):
+        for module_file in sorted(Path(directory).glob("*.py")):
+            vendors.append(_load_module_vendor(module_file))
+    return vendors
+
+
+def _load_module_vendor(module_file: Path) -> Vendor:
+    spec = importlib.util.spec_from_file_location(f"accel_images_vendor_{module_file.stem}", module_file)
+    if spec is None or spec.loader is None:
+        raise InputError(f"cannot load vendor module {module_file}", field=PATH_ENV)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    vendor = getattr(module, "VENDOR", None)
+    if not isinstance(vendor, Vendor):
+        raise InputError(f"{module_file} defines no VENDOR implementing the Vendor protocol", field=PATH_ENV)
+    return vendor
+
+
+def names() -> tuple[str, ...]:
+    return tuple(registry())
+
+
+def get(name: str) -> Vendor:
+    """The vendor called `name`; an unknown name is bad input, naming the known ones."""
+    try:
+        return registry()[name]
+    except KeyError:
+        raise InputError(f"unknown vendor {name!r}", field="vendor", hint=f"one of {', '.join(names())}") from None
+
+
+def rank(name: str) -> int:
+    """Listing order: built-ins first as in BUILTIN, then plug-ins, unknown names last."""
+    order = names()
+    return order.index(name) if name in order else len(order)
+
+
+def by_detection_order() -> list[Vendor]:
+    return sorted(registry().values(), key=lambda vendor: vendor.detect_rank)
+
+
+def title(name: str) -> str:
+    """How reports name a vendor ('NVIDIA CUDA'); a name this installation does not know, as is."""
+    vendor = registry().get(name)
+    return vendor.title if vendor else name
+
+
+def stack_label(name: str, stack: str | None) -> str:
+    """'CUDA 13.2', 'oneAPI 2026.1'; '' without a stack."""
+    vendor = registry().get(name)
+    return f"{vendor.stack_name if vendor else name} {stack}" if stack else ""

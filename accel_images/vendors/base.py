@@ -1,0 +1,311 @@
+"""The one protocol every vendor implements, the values it trades in, and a base with defaults.
+
+A vendor is three things: a module here (this protocol), a Dockerfile template
+(`templates/vendors/<name>.Dockerfile.j2`) and its section of the knowledge base
+(`data/vendors/<name>.yaml`). Nothing outside `vendors/` names a vendor: matrix loading, compat
+answers, variants, rendering, device flags, the in-image guard, smoke judging, CI runner labels,
+reports, host detection and `recommend` all ask the vendor. `VendorBase` holds the behaviour most
+vendors share (a wheel index per stack version, torch builds listed per torch minor), so a vendor
+module states only what is its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+
+from accel_images.versions import parse, sort_versions
+
+if TYPE_CHECKING:
+    from accel_images.compat import KnowledgeBase, TorchRelease
+    from accel_images.devices import DeviceOptions
+    from accel_images.hostinfo import HostInfo, Runner
+    from accel_images.variant import Variant
+
+TEMPLATE_DIR = "vendors"
+"""Where, under the templates directory, `<name>.Dockerfile.j2` lives."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a vendor's images can be built on (its knowledge-base `rules:`), and why not the rest."""
+
+    flavors: tuple[str, ...]
+    os: tuple[str, ...]
+    index: str | None = None
+    os_note: str | None = None
+    flavor_note: str | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    """A vendor's section of the knowledge base: the generic part, plus what only it reads (`facts`)."""
+
+    vendor: str
+    rules: Rules
+    builds: Mapping[str, tuple[str, ...]]   # torch minor -> stack versions with a wheel
+    notes: Mapping[str, str]                # torch minor -> why it has no build
+    source: str
+    facts: Any = None                       # the vendor's own tables, parsed by its load_facts
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One combination of the matrix axes, before the knowledge base has judged it."""
+
+    vendor: str
+    stack: str | None
+    torch: str
+    python: str | None = None
+    os: str | None = None
+    flavor: str | None = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the knowledge base adds to an allowed combination: the facts a Variant carries."""
+
+    torch: str
+    stack: str | None
+    base_image: str
+    wheel_index: str | None = None
+    toolkit: str | None = None
+    min_driver: str | None = None     # the toolkit's own driver: recommended
+    mvc_driver: str | None = None     # the floor under minor-version compatibility: required
+    gpu_archs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One variant judged against a host: rejections (it cannot work), caveats (it works with a
+    reservation specific to this image), whether it was compiled for the GPU's own architecture."""
+
+    variant: "Variant"
+    rejections: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    exact_arch: bool = False
+    why: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return not self.rejections
+
+
+@runtime_checkable
+class Vendor(Protocol):
+    """Everything the builder knows about one accelerator vendor."""
+
+    name: str                          # 'cuda': the matrix key, tag part and directory name
+    title: str                         # 'NVIDIA CUDA': how reports name it
+    stack_name: str                    # 'CUDA': what its stack versions are versions of ('' for cpu)
+    smoke_backend: str                 # the backend the smoke workload reports on its device
+    accelerator: bool                  # False for the CPU: its images run on any host
+    runner_labels: tuple[str, ...]     # the CI runner with this accelerator (empty: a hosted runner)
+    detect_rank: int                   # host detection tries lower ranks first
+    template: str                      # template name, relative to the templates directory
+    template_dir: Path | None          # where the template lives when not in the project's templates/
+    kb_file: Path                      # its section of the knowledge base
+    guard_check: str                   # the shell function `check_vendor` for the in-image guard
+
+    def load_facts(self, raw: Mapping[str, Any]) -> Any: ...
+    def stacks(self, kb: "KnowledgeBase", torch: str) -> tuple[str, ...]: ...
+    def torch_for_stack(self, kb: "KnowledgeBase", stack: str) -> list[str]: ...
+    def reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+                experimental_python: bool) -> list[str]: ...
+    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution: ...
+    def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]: ...
+    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]: ...
+    def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]: ...
+    def device_options(self, dev_root: Path) -> "DeviceOptions": ...
+    def accelerator_present(self, dev_root: Path) -> bool: ...
+    def probe(self, run: "Runner", root: Path, notes: list[str]) -> "HostInfo | None": ...
+    def fit(self, host: "HostInfo", variant: "Variant", kb: "KnowledgeBase") -> Fit: ...
+    def host_warnings(self, host: "HostInfo", fits: list[Fit]) -> list[str]: ...
+    def describe_host(self, host: "HostInfo") -> list[str]: ...
+
+
+def version_matches(requested: str, available: str) -> bool:
+    """'6.2' asks for any 6.2 release, so it matches '6.2.4'; '6.2.4' matches only itself."""
+    return available == requested or available.startswith(requested + ".")
+
+
+def minor_of(version: str) -> str:
+    return ".".join(version.split("+", 1)[0].split(".")[:2])
+
+
+@dataclass(frozen=True)
+class VendorBase:
+    """Defaults for a vendor whose torch comes from a wheel index per stack version.
+
+    Subclasses set the descriptive fields and override what differs; every default here is
+    what at least two vendors do.
+    """
+
+    name: str
+    title: str
+    stack_name: str
+    smoke_backend: str
+    kb_file: Path
+    runner_labels: tuple[str, ...] = ()
+    accelerator: bool = True
+    detect_rank: int = 100
+    template_dir: Path | None = None
+    guard_check: str = ""
+    sources: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def template(self) -> str:
+        return f"{TEMPLATE_DIR}/{self.name}.Dockerfile.j2"
+
+    # ---- knowledge base ------------------------------------------------------------------
+
+    def load_facts(self, raw: Mapping[str, Any]) -> Any:
+        """The vendor's own tables from its knowledge-base file; none by default."""
+        return None
+
+    def section(self, kb: "KnowledgeBase") -> Section:
+        return kb.section(self.name)
+
+    def stacks(self, kb: "KnowledgeBase", torch: str) -> tuple[str, ...]:
+        """Stack versions with a build of this torch ('13.0', '7.2', '2026.1')."""
+        return self.section(kb).builds.get(minor_of(torch), ())
+
+    def torch_for_stack(self, kb: "KnowledgeBase", stack: str) -> list[str]:
+        """Every torch minor with a build for this stack version (oldest first)."""
+        return [minor for minor in kb.torch_minors()
+                if any(version_matches(stack, build) for build in self.stacks(kb, minor))]
+
+    def exact_stack(self, kb: "KnowledgeBase", stack: str | None, torch: str) -> str | None:
+        """'6.2' in the matrix means the 6.2.x build this torch has ('6.2.4')."""
+        if stack is None:
+            return None
+        return next((build for build in self.stacks(kb, torch) if version_matches(stack, build)), stack)
+
+    def reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+                experimental_python: bool) -> list[str]:
+        """Every reason the combination cannot work; empty when it can."""
+        reasons = self.stack_reasons(kb, combo, row)
+        if combo.python:
+            reasons += self.python_reasons(kb, combo, row, experimental_python)
+        if combo.os:
+            reasons += self.os_reasons(kb, combo, row)
+        if combo.flavor:
+            reasons += self.flavor_reasons(kb, combo)
+        return reasons
+
+    def stack_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+        if combo.stack is None:
+            return []
+        name = self.stack_name
+        builds = self.stacks(kb, row.minor)
+        if any(version_matches(combo.stack, build) for build in builds):
+            return []
+        if not builds:
+            note = self.section(kb).notes.get(row.minor)
+            return [f"torch {row.minor} has no {name} build" + (f" ({note})" if note else "")]
+        others = ", ".join(self.torch_for_stack(kb, combo.stack)) or "none"
+        return [f"torch {row.minor} has no {name} {combo.stack} build; {name} builds: {', '.join(builds)}"
+                f" (torch with {name} {combo.stack}: {others})"]
+
+    def python_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+                       experimental: bool) -> list[str]:
+        python = combo.python or ""
+        if python in row.python or (experimental and python in row.python_experimental):
+            return []
+        hint = " (experimental: pass --experimental-python)" if python in row.python_experimental else ""
+        return [f"torch {row.minor} supports Python {row.python[0]}-{row.python[-1]}, not {python}{hint}"]
+
+    def os_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+        """The OS must be known, one this vendor builds on, new enough for the wheels; then its
+        Python and what the vendor adds (`os_extra_reasons`)."""
+        reasons = self.os_base_reasons(kb, combo, row)
+        if reasons:
+            return reasons
+        info = kb.os[combo.os or ""]
+        if combo.python and combo.python not in info.pythons():
+            reasons.append(f"{combo.os} provides Python {', '.join(sort_versions(info.pythons()))}, not {combo.python}")
+        return reasons + self.os_extra_reasons(kb, combo)
+
+    def os_base_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+        os_name = combo.os or ""
+        info = kb.os.get(os_name)
+        if info is None:
+            return [f"unknown OS '{os_name}' (known: {', '.join(kb.os)})"]
+        rules = self.section(kb).rules
+        if os_name not in rules.os:
+            note = f": {rules.os_note}" if rules.os_note else ""
+            return [f"{self.name} images are built on {', '.join(rules.os)}, not {os_name}{note}"]
+        if row.glibc_min and parse(info.glibc) < parse(row.glibc_min):
+            return [f"torch {row.minor} wheels need glibc >= {row.glibc_min}; {os_name} has {info.glibc}"]
+        return []
+
+    def os_extra_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+        """What this vendor's bases add to the OS rules; nothing by default."""
+        return []
+
+    def flavor_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+        rules = self.section(kb).rules
+        if combo.flavor not in rules.flavors:
+            note = f": {rules.flavor_note}" if rules.flavor_note else ""
+            return [f"{self.name} images come in {', '.join(rules.flavors)}, not {combo.flavor}{note}"]
+        return []
+
+    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
+        """The wheel index of the torch and stack asked for, on the OS's plain base image."""
+        torch = kb.resolve_torch(combo.torch)
+        stack = self.exact_stack(kb, combo.stack, torch)
+        return Resolution(torch=torch, stack=stack, base_image=kb.os[combo.os or ""].image,
+                          wheel_index=self.wheel_index(kb, stack), gpu_archs=self.gpu_archs(kb, torch, stack))
+
+    def wheel_index(self, kb: "KnowledgeBase", stack: str | None) -> str | None:
+        """The download.pytorch.org index name; the rules' fixed one by default."""
+        return self.section(kb).rules.index
+
+    def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]:
+        """GPU targets compiled into the wheel, where the sources state them."""
+        return ()
+
+    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]:
+        """Extra fields of a compatible `compat` answer."""
+        exact = self.exact_stack(kb, stack, row.latest) if stack else None
+        details: dict[str, Any] = {}
+        if exact:
+            details[self.name] = exact
+        index = self.wheel_index(kb, exact)
+        if index:
+            details["wheel_index"] = index
+        archs = self.gpu_archs(kb, row.latest, exact)
+        if archs:
+            details["gpu_archs"] = list(archs)
+        return details
+
+    def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]:
+        """Newer base images to suggest when this variant's base tag has gone; none by default."""
+        return []
+
+    # ---- hardware -------------------------------------------------------------------------
+
+    def device_options(self, dev_root: Path) -> "DeviceOptions":
+        from accel_images.devices import DeviceOptions
+
+        return DeviceOptions(vendor=self.name)
+
+    def accelerator_present(self, dev_root: Path) -> bool:
+        return False
+
+    def probe(self, run: "Runner", root: Path, notes: list[str]) -> "HostInfo | None":
+        return None
+
+    def fit(self, host: "HostInfo", variant: "Variant", kb: "KnowledgeBase") -> Fit:
+        return Fit(variant, exact_arch=True, why=f"{self.title} {variant.stack or ''}".strip())
+
+    def host_warnings(self, host: "HostInfo", fits: list[Fit]) -> list[str]:
+        return []
+
+    def describe_host(self, host: "HostInfo") -> list[str]:
+        """Parts of the one-line host description beyond driver, devices and architectures."""
+        return []
+
+
+ProbeFunction = Callable[["Runner", Path, list[str]], "HostInfo | None"]

@@ -1,0 +1,225 @@
+"""Intel Gaudi: Intel's pytorch-installer images, whose own torch build is never replaced; the
+habana container runtime; container software must match the host driver.
+
+References:
+- releases, bundled torch, OS/Python: https://docs.habana.ai/en/latest/Support_Matrix/Support_Matrix.html
+- images and `docker run --runtime=habana -e HABANA_VISIBLE_DEVICES=all ... --cap-add=sys_nice
+  --ipc=host`: https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html
+- N-1 compatibility on Gaudi 2 from 1.17 (compat-facts §6.1, §8.19)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from accel_images.devices import DeviceOptions, nodes, pci_vendor_is
+from accel_images.hostinfo import Gpu, HostInfo, Runner, host_from, leading_version, quote, summary
+from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase, minor_of, version_matches
+from accel_images.versions import compare_driver, parse, sort_versions
+
+if TYPE_CHECKING:
+    from accel_images.compat import KnowledgeBase, TorchRelease
+    from accel_images.variant import Variant
+
+GAUDI_DOCS = "https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html"
+HABANA_PCI_VENDOR = "0x1da3"
+N_MINUS_1_SINCE = "1.17"
+_GAUDI2_MODEL = re.compile(r"HL-22\d")  # HL-225 family: Gaudi 2 (HL-205: Gaudi 1; HL-3xx: Gaudi 3)
+
+
+@dataclass(frozen=True)
+class GaudiRelease:
+    version: str
+    torch: str
+    os_python: Mapping[str, str]
+    image_tag: str = "latest"
+
+
+class Gaudi(VendorBase):
+    """The Intel Gaudi vendor: see the module docstring for its references."""
+
+    def load_facts(self, raw: Mapping[str, Any]) -> dict[str, GaudiRelease]:
+        return {str(v): GaudiRelease(str(v), str(g["torch"]), {str(k): str(p) for k, p in g["os"].items()},
+                                     str(g.get("image_tag", "latest")))
+                for v, g in raw["releases"].items()}
+
+    def releases(self, kb: "KnowledgeBase") -> dict[str, GaudiRelease]:
+        releases: dict[str, GaudiRelease] = self.section(kb).facts
+        return releases
+
+    # ---- knowledge base ------------------------------------------------------------------
+
+    def stacks(self, kb: "KnowledgeBase", torch: str) -> tuple[str, ...]:
+        """Releases bundling this torch: '2.4' matches any 2.4.x, '2.4.1' only itself."""
+        public = torch.split("+", 1)[0]
+        by_minor = public == minor_of(public)
+        return tuple(v for v, g in self.releases(kb).items()
+                     if g.torch == public or (by_minor and minor_of(g.torch) == public))
+
+    def torch_for_stack(self, kb: "KnowledgeBase", stack: str) -> list[str]:
+        return [g.torch for v, g in self.releases(kb).items() if version_matches(stack, v)]
+
+    def exact_stack(self, kb: "KnowledgeBase", stack: str | None, torch: str) -> str | None:
+        return stack
+
+    def stack_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+        if combo.stack is None:
+            return []
+        stack, releases = combo.stack, self.releases(kb)
+        matches = [v for v in releases if version_matches(stack, v)]
+        if not matches:
+            return [f"Intel Gaudi {stack} is unknown (known: {', '.join(releases)})"]
+        bundled = {releases[v].torch for v in matches}
+        wanted = combo.torch.split("+")[0]
+        if any(b == wanted or minor_of(b) == wanted for b in bundled):
+            return []
+        fits = ", ".join(self.stacks(kb, combo.torch)) or "none"
+        return [f"Intel Gaudi {stack} bundles torch {', '.join(sorted(bundled))}, not {wanted}"
+                f" (Gaudi releases with torch {wanted}: {fits})"]
+
+    def python_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+                       experimental: bool) -> list[str]:
+        """Python is fixed by the image's OS: checked with the OS when there is one."""
+        if combo.os is not None or combo.stack is None:
+            return []
+        pythons = {p for v, g in self.releases(kb).items() if version_matches(combo.stack, v)
+                   for p in g.os_python.values()}
+        if combo.python in pythons:
+            return []
+        return [f"Intel Gaudi {combo.stack} images ship Python {', '.join(sort_versions(pythons))}, not {combo.python}"]
+
+    def os_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+        base = self.os_base_reasons(kb, combo, row)
+        if base or combo.stack is None:
+            return base
+        release = self.releases(kb).get(combo.stack)
+        if release is None:
+            return []
+        if combo.os not in release.os_python:
+            return [f"Intel Gaudi {combo.stack} has no image for {combo.os} (it has: {', '.join(release.os_python)})"]
+        fixed = release.os_python[combo.os or ""]
+        if combo.python and combo.python != fixed:
+            return [f"Intel Gaudi {combo.stack} on {combo.os} ships Python {fixed}, not {combo.python}"]
+        return []
+
+    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
+        release = self.releases(kb)[combo.stack or ""]
+        base = (f"vault.habana.ai/gaudi-docker/{release.version}/{combo.os}/habanalabs/"
+                f"pytorch-installer-{release.torch}:{release.image_tag}")
+        return Resolution(torch=release.torch, stack=release.version, base_image=base)
+
+    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]:
+        return {"gaudi": [v for v in self.releases(kb) if version_matches(stack or "", v)]} if stack else {}
+
+    # ---- hardware -------------------------------------------------------------------------
+
+    def device_options(self, dev_root: Path) -> DeviceOptions:
+        return DeviceOptions(
+            vendor=self.name,
+            runtime="habana",  # the habana runtime mounts the device nodes itself
+            environment=(("HABANA_VISIBLE_DEVICES", "all"), ("OMPI_MCA_btl_vader_single_copy_mechanism", "none")),
+            cap_add=("SYS_NICE",),
+            ipc_mode="host",  # "required for distributed training using HCCL"
+            sources=(GAUDI_DOCS,),
+        )
+
+    def accelerator_present(self, dev_root: Path) -> bool:
+        if nodes(dev_root, "/dev", r"hl\d+"):
+            return True
+        return any(pci_vendor_is(dev_root, "accel", node.name, HABANA_PCI_VENDOR)
+                   for node in nodes(dev_root, "/dev/accel", r"accel\d+"))
+
+    def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
+        table = run(["hl-smi"])
+        query = run(["hl-smi", "-Q", "name,driver_version", "-f", "csv,noheader"])
+        if table is None and query is None:
+            notes.append("gaudi: hl-smi missing, failing or timed out")
+            return None
+        query_driver, query_gpus = parse_hl_smi_query(query or "")
+        table_driver, table_gpus = parse_hl_smi_table(table or "")
+        driver, gpus = table_driver or query_driver, query_gpus or table_gpus
+        if not (driver and gpus):
+            notes.append(f"gaudi: hl-smi answered without a device row and driver version: {quote(table or query or '')}")
+            return None
+        version = leading_version(driver)
+        notes.append(f"gaudi: hl-smi lists {summary(gpus)}, driver {driver} (Gaudi software {version})")
+        return host_from("gaudi", gpus, driver_version=driver, stack_version=version)
+
+    def fit(self, host: HostInfo, variant: "Variant", kb: "KnowledgeBase") -> Fit:
+        """Image software must equal the host's; N-1 only on Gaudi 2 with host software >= 1.17."""
+        image_sw, host_sw = variant.stack or "", host.stack_version
+        if host_sw is None:
+            return Fit(variant, rejections=("the host's Intel Gaudi software version is unknown "
+                                            "(hl-smi reported no driver version)",))
+        if compare_driver(image_sw, host_sw) == 0:
+            return Fit(variant, exact_arch=True, why=f"Intel Gaudi software {image_sw} matches the host's driver")
+        if _previous_minor(image_sw, host_sw) and _gaudi2(host) and compare_driver(host_sw, N_MINUS_1_SINCE) >= 0:
+            return Fit(variant, caveats=(f"image Gaudi software {image_sw} is one release behind the host's "
+                                         f"{host_sw}: allowed on Gaudi 2 only (N-1 compatibility since 1.17)",),
+                       exact_arch=True, why=f"Intel Gaudi software {image_sw} runs on Gaudi 2 with {host_sw} (N-1)")
+        return Fit(variant, rejections=(f"image Gaudi software {image_sw} differs from the host's {host_sw}: "
+                                        "container and host driver must match (N-1 only on Gaudi 2 from 1.17)",))
+
+    def describe_host(self, host: HostInfo) -> list[str]:
+        return [f"Intel Gaudi software {host.stack_version}"] if host.stack_version else []
+
+
+def _previous_minor(image_sw: str, host_sw: str) -> bool:
+    try:
+        image, host = parse(image_sw)[:2], parse(host_sw.split("-")[0])[:2]
+    except ValueError:
+        return False
+    return len(image) == len(host) == 2 and image[0] == host[0] and image[1] == host[1] - 1
+
+
+def _gaudi2(host: HostInfo) -> bool:
+    return bool(host.gpu_names) and all(_GAUDI2_MODEL.match(name) for name in host.gpu_names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host detection: hl-smi
+# ---------------------------------------------------------------------------------------------
+
+_HL_DRIVER = re.compile(r"^\|\s*Driver Version:\s*(\S+)", re.MULTILINE)  # not "Nic Driver Version"
+_HL_ROW = re.compile(r"^\|\s+\d+\s+(HL-\S+)\s", re.MULTILINE)
+_HL_DRIVER_VALUE = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?")
+
+
+def parse_hl_smi_query(text: str) -> tuple[str | None, list[Gpu]]:
+    """``hl-smi -Q name,driver_version -f csv,noheader`` rows: 'HL-225, 1.15.0-c43dc7b'."""
+    driver, gpus = None, []
+    for line in text.splitlines():
+        name, _, value = (part.strip() for part in line.partition(","))
+        if name and _HL_DRIVER_VALUE.fullmatch(value):
+            driver = driver or value
+            gpus.append(Gpu(name))
+    return driver, gpus
+
+
+def parse_hl_smi_table(text: str) -> tuple[str | None, list[Gpu]]:
+    driver = _HL_DRIVER.search(text)
+    value = driver.group(1) if driver and _HL_DRIVER_VALUE.fullmatch(driver.group(1)) else None
+    return value, [Gpu(name) for name in _HL_ROW.findall(text)]
+
+
+GUARD = r'''check_vendor() {
+    if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
+        missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
+    fi
+}
+'''
+
+VENDOR = Gaudi(
+    name="gaudi",
+    title="Intel Gaudi",
+    stack_name="Intel Gaudi",
+    smoke_backend="hpu",
+    kb_file=Path(__file__).parent.parent / "data" / "vendors" / "gaudi.yaml",
+    runner_labels=("self-hosted", "linux", "x64", "gaudi"),
+    detect_rank=40,
+    guard_check=GUARD,
+    sources=(GAUDI_DOCS,),
+)
