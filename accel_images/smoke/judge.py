@@ -90,7 +90,7 @@ def judge(expectation: Expectation, stdout: str, exit_code: int, require_acceler
         failures.append(f"smoke JSON has schema {report.get('schema')!r}, expected {workload.SCHEMA}")
     checks = _checks(report)
     ran_on = report.get("backend") if isinstance(report.get("backend"), str) else None
-    cpu_fallback = expectation.vendor != "cpu" and ran_on == "cpu"
+    cpu_fallback = vendors.get(expectation.vendor).accelerator and ran_on == workload.CPU_BACKEND
     promises = promise_failures(expectation, report)
     failures += promises
     failures += device_failures(expectation, ran_on, require_accelerator)
@@ -133,7 +133,7 @@ def device_failures(expectation: Expectation, ran_on: str | None, require_accele
         return ["smoke JSON does not say which device it ran on"]
     if ran_on == wanted:
         return []
-    if ran_on == "cpu":
+    if ran_on == workload.CPU_BACKEND:
         if require_accelerator:
             return [f"no {expectation.vendor} accelerator was usable: the workload ran on the CPU"]
         return []

@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 SCHEMA = 1
 BUILD_KINDS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
+CPU_BACKEND = "cpu"
+"""The backend the workload reports when it ran on the CPU (no usable accelerator)."""
 STACK_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "gaudi": "Gaudi"}
 
 EXIT_OK = 0
