@@ -160,6 +160,7 @@ class Renderer:
             "label_lines": [f'{key}="{value}"' for key, value in sorted(labels.items())],
             "kb": self.kb,
             "facts": self.kb.facts(variant.vendor),
+            "vendor_env": vendors.get(variant.vendor).image_env(self.kb, variant, expansion.variants),
             "os_info": self.kb.os.get(variant.os),
         }
         try:

@@ -137,14 +137,20 @@ def assert_warned(result: subprocess.CompletedProcess[str], *fragments: str) -> 
         assert fragment in lines[0]
 
 
+def guard_env(facts: dict[str, str], **extra: str) -> dict[str, str]:
+    """An image's ACCEL_IMAGES_* environment as the guard reads it (the vendor is in the script)."""
+    return {key: value for key, value in facts.items() if key != "ACCEL_IMAGES_VENDOR"} | extra
+
+
 def cuda13(**extra: str) -> dict[str, str]:
-    return {key: CUDA13[key] for key in ("ACCEL_IMAGES_TAG", "ACCEL_IMAGES_MIN_DRIVER", "ACCEL_IMAGES_GPU_ARCHS")} | extra
+    return guard_env(CUDA13, **extra)
 
 
 def test_the_image_facts_are_what_the_tests_assume() -> None:
     """The recorded hosts are too old / new enough for a CUDA 13.0 image, as the tests below need."""
     assert CUDA13["ACCEL_IMAGES_VENDOR"] == "cuda"
     assert CUDA13["ACCEL_IMAGES_MIN_DRIVER"].split(".")[0] == "580"
+    assert CUDA13["ACCEL_IMAGES_DRIVER_FLOOR"] == "580"
     assert CUDA13["ACCEL_IMAGES_GPU_ARCHS"].split(",")[0] == "7.5"
 
 
@@ -165,17 +171,51 @@ def test_the_command_replaces_the_guard(host: Host) -> None:
 
 # ---- NVIDIA -----------------------------------------------------------------------------------
 
-def test_driver_too_old_is_refused_naming_both_versions(host: Host) -> None:
+def test_driver_below_the_floor_is_refused_naming_the_floor_and_an_image_that_works(host: Host) -> None:
     host.nvidia_smi(TITAN_V_570)
-    line = assert_refused(host.run("cuda", **cuda13()), "570.86.15", CUDA13["ACCEL_IMAGES_MIN_DRIVER"],
-                          CUDA13["ACCEL_IMAGES_TAG"])
-    assert "driver" in line and "ACCEL_IMAGES_GUARD=off" in line
+    line = assert_refused(host.run("cuda", **cuda13()), "570.86.15", "580", "CUDA 13.x floor",
+                          CUDA13["ACCEL_IMAGES_TAG"], "or use ", "-cuda12.6-")
+    assert "ACCEL_IMAGES_GUARD=off" in line
+
+
+def test_driver_between_floor_and_toolkit_driver_starts_with_one_warning(host: Host) -> None:
+    """535.104.05 on a CUDA 12.6 image: minor-version compatibility (floor 525.60.13) serves it."""
+    host.nvidia_smi("driver_version, compute_cap, name\n535.104.05, 9.0, NVIDIA H100 80GB HBM3\n")
+    result = host.run("cuda", **guard_env(image_facts("12.6")))
+    assert_warned(result, "535.104.05", "12.6.3 toolkit driver 560.35.05", "minor-version compatibility", "PTX JIT")
+    assert "running on the CPU" not in result.stderr
 
 
 def test_gpu_older_than_the_oldest_compiled_architecture_is_refused(host: Host) -> None:
-    host.nvidia_smi(TITAN_V_570)  # driver 570 is enough for CUDA 12.8; its Volta 7.0 is not in a 7.5+ build
-    line = assert_refused(host.run("cuda", **cuda13(ACCEL_IMAGES_MIN_DRIVER="570.26")), "7.0", "7.5")
-    assert "compute capability" in line
+    host.nvidia_smi("driver_version, compute_cap, name\n590.44.01, 7.0, Tesla V100-SXM2-32GB\n")
+    line = assert_refused(host.run("cuda", **cuda13()), "7.0", "7.5", "older than every architecture")
+    assert "compute capability" in line and re.search(r"or use \S+-cuda12\.6-", line)
+
+
+def test_a_host_with_one_unserved_gpu_starts_with_a_warning_naming_it(host: Host) -> None:
+    host.nvidia_smi(TITAN_V_570)  # a Volta 7.0 and an Ada 8.9: the 7.5+ build serves the second
+    assert_warned(host.run("cuda", **cuda13(ACCEL_IMAGES_DRIVER_FLOOR="570", ACCEL_IMAGES_MIN_DRIVER="570")),
+                  "compute capability 7.0", "only those of 8.9")
+
+
+def test_blackwell_on_a_wheel_without_its_kernels_or_ptx_is_refused_naming_a_newer_image(host: Host) -> None:
+    """cu126 stops at sm_90 with no PTX (RELEASE.md CUDA support matrix): a B200 (10.0) gets nothing."""
+    host.nvidia_smi("driver_version, compute_cap, name\n610.43.02, 10.0, NVIDIA B200\n")
+    assert_refused(host.run("cuda", **guard_env(image_facts("12.6"))), "compute capability 10.0",
+                   "5.0,6.0,7.0,7.5,8.0,8.6,9.0", "or use ", "-cuda13.2-")
+
+
+@pytest.mark.parametrize("capability", ["12.0", "12.1", "10.3", "8.9"])
+def test_newer_minors_run_same_major_sass_and_ptx_reaches_newer_gpus(host: Host, capability: str) -> None:
+    host.nvidia_smi(f"driver_version, compute_cap, name\n610.43.02, {capability}, NVIDIA GPU\n")
+    result = host.run("cuda", **cuda13())
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_one_served_gpu_is_enough(host: Host) -> None:
+    host.nvidia_smi("driver_version, compute_cap, name\n590.44.01, 7.0, Tesla V100\n590.44.01, 9.0, H100\n")
+    assert_ran(host.run("cuda", **cuda13()))
 
 
 def test_a_fine_nvidia_host_runs_the_command_silently(host: Host) -> None:
@@ -187,7 +227,7 @@ def test_a_fine_nvidia_host_runs_the_command_silently(host: Host) -> None:
 
 def test_an_old_nvidia_smi_without_compute_cap_still_gets_the_driver_check(host: Host) -> None:
     host.nvidia_smi("driver_version, name\n535.129.03, NVIDIA H100 80GB HBM3\n")
-    assert_refused(host.run("cuda", **cuda13()), "535.129.03", CUDA13["ACCEL_IMAGES_MIN_DRIVER"])
+    assert_refused(host.run("cuda", **cuda13()), "535.129.03", "580")
     host.nvidia_smi("driver_version, name\n590.44.01, NVIDIA H100 80GB HBM3\n")
     assert_ran(host.run("cuda", **cuda13()))
 
@@ -304,10 +344,17 @@ def test_the_built_image_starts_through_the_guard(docker_client, cpu_image: str)
 
 
 @pytest.mark.engine
-def test_the_guard_inside_the_image_refuses_a_missing_required_gpu(docker_client, cpu_image: str) -> None:
+def test_the_guard_inside_the_image_refuses_a_missing_required_gpu(docker_client, cpu_image: str,
+                                                                  tmp_path: Path) -> None:
+    """A CUDA image's guard, mounted over the built CPU image's (no CUDA image can be built here),
+    runs as the image's user with the image's shell."""
+    guard = tmp_path / "guard.sh"
+    guard.write_bytes(guard_script("cuda"))
+    guard.chmod(0o755)
     container = docker_client.containers.run(
         cpu_image, ["python", "-c", "print(1)"], detach=True, network_disabled=True,
-        environment={"ACCEL_IMAGES_VENDOR": "cuda", "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1"},
+        environment={"ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1"},
+        volumes={str(guard): {"bind": "/opt/accel-images/guard.sh", "mode": "ro"}},
         labels={"io.accel-images.test": "1"})
     try:
         status = container.wait(timeout=120)["StatusCode"]

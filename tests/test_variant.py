@@ -148,10 +148,13 @@ def test_cuda_variant_facts(kb: KnowledgeBase) -> None:
     assert v.gpu_archs[0] == "7.5"
 
 
-def test_cuda_12_6_variant_driver(kb: KnowledgeBase) -> None:
+def test_cuda_12_6_variant_driver_and_bases(kb: KnowledgeBase) -> None:
+    """Runtime on plain Ubuntu like PyTorch's own runtime image (docker.Makefile BASE_RUNTIME=ubuntu);
+    devel on nvidia/cuda devel for nvcc (BASE_DEVEL=nvidia/cuda:...-devel)."""
     v = make_variant(kb, "cuda", "12.6", "2.13", "3.12", "ubuntu24.04", "runtime")
-    assert (v.min_driver, v.mvc_driver, v.base_image) == (
-        "560.35.05", "525.60.13", "nvidia/cuda:12.6.3-runtime-ubuntu24.04")
+    assert (v.min_driver, v.mvc_driver, v.base_image) == ("560.35.05", "525.60.13", "ubuntu:24.04")
+    devel = make_variant(kb, "cuda", "12.6", "2.13", "3.12", "ubuntu24.04", "devel")
+    assert devel.base_image == "nvidia/cuda:12.6.3-devel-ubuntu24.04"
 
 
 def test_rocm_variant_bases(kb: KnowledgeBase) -> None:
@@ -188,7 +191,7 @@ def test_labels(kb: KnowledgeBase) -> None:
     assert labels["io.accel-images.vendor"] == "cuda"
     assert labels["io.accel-images.stack"] == "13.0"
     assert labels["io.accel-images.min-driver"] == "580.95.05"
-    assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0"
+    assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0+PTX"
     assert labels["io.accel-images.tag"] == "2.14.0-cuda13.0-py3.12-ubuntu24.04"
     assert all(key.startswith("io.accel-images.") for key in labels)
 

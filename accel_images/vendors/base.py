@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from accel_images.versions import parse, sort_versions
 
@@ -117,6 +117,8 @@ class Vendor(Protocol):
     def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]: ...
     def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]: ...
     def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]: ...
+    def image_env(self, kb: "KnowledgeBase", variant: "Variant",
+                  variants: "Sequence[Variant]") -> Mapping[str, str]: ...
     def device_options(self, dev_root: Path) -> "DeviceOptions": ...
     def accelerator_present(self, dev_root: Path) -> bool: ...
     def probe(self, run: "Runner", root: Path, notes: list[str]) -> "HostInfo | None": ...
@@ -283,6 +285,12 @@ class VendorBase:
     def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]:
         """Newer base images to suggest when this variant's base tag has gone; none by default."""
         return []
+
+    def image_env(self, kb: "KnowledgeBase", variant: "Variant",
+                  variants: "Sequence[Variant]") -> Mapping[str, str]:
+        """Environment the image sets for its guard and its runtime; `variants` is the whole
+        matrix, so a refusal can name the sibling image that would work. None by default."""
+        return {}
 
     # ---- hardware -------------------------------------------------------------------------
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from accel_images.devices import DeviceOptions, GpuRequest, under
 from accel_images.hostinfo import DOTTED, Gpu, HostInfo, Runner, host_from, quote, read, listing, summary
-from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase, version_matches
-from accel_images.versions import compare_driver, parse, safe_parse
+from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase, minor_of
+from accel_images.versions import compare_driver, parse
 
 if TYPE_CHECKING:
     from accel_images.compat import KnowledgeBase, TorchRelease
@@ -69,8 +69,9 @@ class Cuda(VendorBase):
     # ---- knowledge base ------------------------------------------------------------------
 
     def os_extra_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+        """The devel flavor sits on nvidia/cuda, which publishes each CUDA for some Ubuntu releases only."""
         families = self.facts(kb).families
-        if not combo.stack or combo.stack not in families:
+        if combo.flavor == "runtime" or not combo.stack or combo.stack not in families:
             return []
         bases = families[combo.stack]["base_os"]
         if combo.os not in bases:
@@ -82,8 +83,7 @@ class Cuda(VendorBase):
         return "cu" + (stack or "").replace(".", "")
 
     def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]:
-        from accel_images.vendors.base import minor_of
-
+        """SASS targets of the cuXY wheel, the last one marked '+PTX' where the wheel carries PTX."""
         return self.facts(kb).archs.get(minor_of(torch), {}).get(stack or "", ())
 
     def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
@@ -91,7 +91,10 @@ class Cuda(VendorBase):
         facts, stack = self.facts(kb), base.stack or ""
         toolkit = facts.toolkit(kb.release(base.torch).minor, stack)
         version = facts.families[stack]["base_version"]
-        return Resolution(torch=base.torch, stack=stack, base_image=f"nvidia/cuda:{version}-{combo.flavor}-{combo.os}",
+        # Runtime: plain Ubuntu, as PyTorch's own runtime image (docker.Makefile BASE_RUNTIME=ubuntu):
+        # the wheels bring cuBLAS, cuDNN and NCCL. Devel: nvidia/cuda devel for nvcc and headers.
+        image = base.base_image if combo.flavor == "runtime" else f"nvidia/cuda:{version}-{combo.flavor}-{combo.os}"
+        return Resolution(torch=base.torch, stack=stack, base_image=image,
                           wheel_index=base.wheel_index, toolkit=toolkit, min_driver=facts.driver_min(toolkit),
                           mvc_driver=facts.mvc_floor(stack), gpu_archs=base.gpu_archs)
 
@@ -107,6 +110,8 @@ class Cuda(VendorBase):
     def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]:
         """nvidia/cuda drops old patch releases: the newer bases for the same OS, newest first."""
         families = self.facts(kb).families
+        if variant.flavor == "runtime":
+            return []
         current = str(families.get(variant.stack or "", {}).get("base_version", "0"))
         versions = [str(row["base_version"]) for row in families.values()
                     if variant.os in row.get("base_os", ()) and parse(str(row["base_version"])) > parse(current)]
@@ -125,14 +130,29 @@ class Cuda(VendorBase):
         return _nvidia_from_smi(run, notes) or _nvidia_from_proc(root, notes)
 
     def fit(self, host: HostInfo, variant: "Variant", kb: "KnowledgeBase") -> Fit:
-        stack = variant.stack or ""
-        rejections, caveats, why = _driver_rules(host, variant)
+        """The same decisions as the image's guard (`decide`), plus what only the host report tells:
+        the newest CUDA the driver reports."""
+        decision = decide(host.driver_version, host.gpu_archs, variant)
+        rejections, caveats = list(decision.refusals), list(decision.warnings)
         if not rejections and host.stack_version:
-            more_rejections, more_caveats = _reported_cuda_rules(host.stack_version, stack)
-            rejections, caveats = rejections + more_rejections, caveats + more_caveats
-        arch_rejections, arch_caveats, exact, arch_why = _arch_rules(host, variant, self.facts(kb))
-        return Fit(variant, tuple(rejections + arch_rejections), tuple(caveats + arch_caveats), exact,
-                   "; ".join(p for p in (why, arch_why) if p))
+            rejections += _reported_cuda_rules(host.stack_version, variant.stack or "")
+        return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why)
+
+    def image_env(self, kb: "KnowledgeBase", variant: "Variant",
+                  variants: "Sequence[Variant]") -> Mapping[str, str]:
+        """What the guard decides with (the same facts `fit` uses), and the sibling images a
+        refusal names: the one with the oldest driver floor, the newest and the oldest GPUs."""
+        siblings = _siblings(variant, variants)
+        env = {
+            "ACCEL_IMAGES_CUDA": variant.toolkit or "",
+            "ACCEL_IMAGES_MIN_DRIVER": variant.min_driver or "",
+            "ACCEL_IMAGES_DRIVER_FLOOR": variant.mvc_driver or "",
+            "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
+            "ACCEL_IMAGES_FOR_OLDER_DRIVER": _pick(siblings, variant, lambda v: parse(v.mvc_driver or "0"), lowest=True),
+            "ACCEL_IMAGES_FOR_NEWER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[1], lowest=False),
+            "ACCEL_IMAGES_FOR_OLDER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[0], lowest=True),
+        }
+        return {key: value for key, value in env.items() if value}
 
     def host_warnings(self, host: HostInfo, fits: list[Fit]) -> list[str]:
         warnings = []
@@ -147,63 +167,104 @@ class Cuda(VendorBase):
 
 
 # ---------------------------------------------------------------------------------------------
-# recommend: driver and architecture rules (compat-facts §1.3, §2.2, §2.4, §8.2)
+# One decision for the guard and recommend: driver and GPU architecture (compat-facts §1.3, §2.2, §8.2)
 # ---------------------------------------------------------------------------------------------
 
-def _driver_rules(host: HostInfo, variant: "Variant") -> tuple[list[str], list[str], str]:
-    """Reject below the minor-version-compatibility floor of the wheel's CUDA major; between that
-    floor and the toolkit's own driver, accept with a caveat (SASS runs, PTX JIT may not)."""
-    driver, stack = host.driver_version, variant.stack or ""
+PTX_MARK = "+PTX"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a CUDA image runs on a host: refusals (it cannot), warnings (it runs, but)."""
+
+    refusals: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    exact_arch: bool = False
+    why: str = ""
+
+
+def split_archs(archs: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+    """('7.5', ..., '12.0+PTX') -> (('7.5', ..., '12.0'), '12.0'): the SASS targets and the PTX one."""
+    sass = tuple(a.removesuffix(PTX_MARK) for a in archs)
+    ptx = next((a.removesuffix(PTX_MARK) for a in archs if a.endswith(PTX_MARK)), None)
+    return sass, ptx
+
+
+def decide(driver: str | None, gpu_archs: Sequence[str], variant: "Variant") -> Decision:
+    """The rules, applied to what is known (a missing driver or architecture checks nothing):
+
+    - driver below the minor-version-compatibility floor of the wheel's CUDA major (525.60.13 for
+      12.x, 580 for 13.x): refused; between the floor and the toolkit's own driver: runs, warned
+      that PTX JIT of newer code (torch.compile, Triton) may fail (NVIDIA's MVC document);
+    - GPU architecture: SASS for the GPU's compute capability or a lower minor of the same major
+      runs (8.6 code on 8.9); above that, only PTX of an architecture not above it can be JIT
+      compiled; older than every target, or newer with no PTX for it: refused. With several GPUs,
+      the image is refused only when it serves none of them.
+    """
+    refusals, warnings, why = _driver_decision(driver, variant)
+    arch = _arch_decision(gpu_archs, variant)
+    return Decision(tuple(refusals + list(arch.refusals)), tuple(warnings + list(arch.warnings)),
+                    arch.exact_arch, "; ".join(p for p in (why, arch.why) if p))
+
+
+def _driver_decision(driver: str | None, variant: "Variant") -> tuple[list[str], list[str], str]:
     if driver is None or variant.mvc_driver is None:
         return [], [], ""
-    floor, major = variant.mvc_driver, stack.split(".")[0]
+    floor, major = variant.mvc_driver, (variant.stack or "").split(".")[0]
     if compare_driver(driver, floor) < 0:
         return [f"host driver {driver} is below the CUDA {major}.x floor {floor} (minor-version compatibility)"], [], ""
     toolkit_driver = variant.min_driver
     if toolkit_driver and compare_driver(driver, toolkit_driver) < 0:
-        caveat = (f"host driver {driver} is below the CUDA {variant.toolkit} toolkit driver {toolkit_driver}: "
-                  f"it runs under minor-version compatibility (floor {floor}), which covers the compiled SASS "
-                  "kernels but may fail for PTX/JIT paths such as torch.compile and Triton")
-        return [], [caveat], f"driver {driver} is above the CUDA {major}.x floor {floor}"
+        warning = (f"host driver {driver} is below the CUDA {variant.toolkit} toolkit driver {toolkit_driver}: "
+                   f"it runs under minor-version compatibility (floor {floor}), which covers the compiled kernels "
+                   "but not PTX JIT of newer code (torch.compile, Triton)")
+        return [], [warning], f"driver {driver} is above the CUDA {major}.x floor {floor}"
     return [], [], f"driver {driver} meets the CUDA {variant.toolkit} toolkit driver {toolkit_driver}"
 
 
-def _reported_cuda_rules(cuda_max: str, stack: str) -> tuple[list[str], list[str]]:
-    """A driver never runs a newer CUDA major; an older minor of the same major is what MVC allows,
-    a caveat because the nvidia/cuda base declares NVIDIA_REQUIRE_CUDA cuda>=<its version>."""
-    try:
-        reported, wanted = parse(cuda_max), parse(stack)
-    except ValueError:
-        return [], []
-    if reported[0] < wanted[0]:
-        return [f"the host driver supports CUDA up to {cuda_max}, older than CUDA {wanted[0]}.x "
-                "(a newer CUDA major needs a newer driver)"], []
-    if reported < wanted:
-        return [], [f"the host driver reports CUDA {cuda_max}; the image's nvidia/cuda base declares "
-                    f"NVIDIA_REQUIRE_CUDA cuda>={stack}, so the NVIDIA runtime may refuse to start it "
-                    "(the base exempts some data-center driver branches)"]
-    return [], []
-
-
-def _arch_rules(host: HostInfo, variant: "Variant", facts: CudaFacts) -> tuple[list[str], list[str], bool, str]:
-    """GPU compute capabilities against the SASS targets compiled into the wheel."""
-    if not host.gpu_archs:
-        return [], [], False, ""
-    compiled = variant.gpu_archs
-    if not compiled:
-        return _arch_floor(host, variant, facts)
-    unsupported = {cc: problem for cc in host.gpu_archs if (problem := _arch_problem(cc, compiled, variant))}
-    served = [cc for cc in host.gpu_archs if cc not in unsupported]
+def _arch_decision(gpu_archs: Sequence[str], variant: "Variant") -> Decision:
+    sass, ptx = split_archs(variant.gpu_archs)
+    if not gpu_archs or not sass:
+        return Decision()
+    verdicts = {cc: _one_gpu(cc, sass, ptx, variant) for cc in gpu_archs}
+    served = [cc for cc, (problem, _) in verdicts.items() if problem is None]
+    problems = [problem for problem, _ in verdicts.values() if problem]
     if not served:
-        return list(unsupported.values()), [], False, ""
-    caveats = [f"{problem}; only the GPUs of compute capability {', '.join(served)} can use it"
-               for problem in unsupported.values()]
-    exact = all(cc in compiled for cc in served)
-    targets = ", ".join(cc if cc in compiled else f"{sass_for(cc, compiled)} (runs on {cc})" for cc in served)
-    return [], caveats, exact, f"compiled for compute capability {targets}"
+        return Decision(refusals=tuple(problems))
+    warnings = [f"{problem}; only the GPUs of compute capability {', '.join(served)} can use it" for problem in problems]
+    warnings += [f"compute capability {cc} runs through PTX JIT of the {ptx} code: the first run of each kernel "
+                 "compiles it" for cc in served if verdicts[cc][1] == "ptx"]
+    exact = all(verdicts[cc][1] == "exact" for cc in served)
+    targets = ", ".join(cc if verdicts[cc][1] == "exact" else f"{_runs_as(cc, sass, ptx)} (runs on {cc})"
+                        for cc in served)
+    return Decision(warnings=tuple(warnings), exact_arch=exact, why=f"compiled for compute capability {targets}")
 
 
-def sass_for(cc: str, compiled: tuple[str, ...]) -> str | None:
+def _one_gpu(cc: str, sass: tuple[str, ...], ptx: str | None, variant: "Variant") -> tuple[str | None, str]:
+    """(problem or None, how it runs: 'exact', 'sass' of a lower minor, 'ptx')."""
+    try:
+        gpu = parse(cc)
+    except ValueError:
+        return None, "sass"
+    if cc in sass:
+        return None, "exact"
+    if sass_for(cc, sass):
+        return None, "sass"
+    if ptx is not None and parse(ptx) <= gpu:
+        return None, "ptx"
+    built = f"{sass[0]}-{sass[-1]}" if len(sass) > 1 else sass[0]
+    if gpu < min(parse(a) for a in sass):
+        return (f"compute capability {cc} is older than every architecture compiled into the "
+                f"{variant.wheel_index} wheel ({built})"), ""
+    return (f"no kernels for compute capability {cc} in the {variant.wheel_index} wheel (built for {built}, "
+            f"{'PTX ' + ptx if ptx else 'no PTX'})"), ""
+
+
+def _runs_as(cc: str, sass: tuple[str, ...], ptx: str | None) -> str:
+    return sass_for(cc, sass) or f"PTX {ptx}"
+
+
+def sass_for(cc: str, compiled: Sequence[str]) -> str | None:
     """The newest compiled target a GPU of compute capability `cc` can run: same major, minor not above."""
     try:
         gpu = parse(cc)
@@ -213,31 +274,44 @@ def sass_for(cc: str, compiled: tuple[str, ...]) -> str | None:
     return max(usable, key=parse) if usable else None
 
 
-def _arch_problem(cc: str, compiled: tuple[str, ...], variant: "Variant") -> str | None:
+def _reported_cuda_rules(cuda_max: str, stack: str) -> list[str]:
+    """A driver never runs a newer CUDA major (forward compatibility needs cuda-compat, data-center
+    GPUs only). An older minor of the same major is what MVC allows, and the images require only
+    `cuda>=<major>.0` (NVIDIA_REQUIRE_CUDA), so it is no reason against them."""
     try:
-        gpu = parse(cc)
-        targets = sorted(parse(a) for a in compiled)
+        reported, wanted = parse(cuda_max), parse(stack)
     except ValueError:
-        return None
-    if sass_for(cc, compiled):
-        return None
-    built = f"{compiled[0]}-{compiled[-1]}" if len(compiled) > 1 else compiled[0]
-    if gpu < targets[0]:
-        return (f"compute capability {cc} is older than every architecture compiled into the "
-                f"{variant.wheel_index} wheel ({built})")
-    return f"no kernels for compute capability {cc} in the {variant.wheel_index} wheel (built for {built})"
+        return []
+    if reported[0] < wanted[0]:
+        return [f"the host driver supports CUDA up to {cuda_max}, older than CUDA {wanted[0]}.x "
+                "(a newer CUDA major needs a newer driver)"]
+    return []
 
 
-def _arch_floor(host: HostInfo, variant: "Variant", facts: CudaFacts) -> tuple[list[str], list[str], bool, str]:
-    """Without the wheel's arch list, the CUDA release's oldest target is the only rule left."""
-    floor = facts.families.get(variant.stack or "", {}).get("min_compute")
-    if floor is None:
-        return [], [], False, ""
-    old = [cc for cc in host.gpu_archs if safe_parse(cc) < parse(str(floor))]
-    if len(old) == len(host.gpu_archs):
-        return [f"compute capability {', '.join(old)} is older than CUDA {variant.stack}'s oldest target {floor}"], \
-            [], False, ""
-    return [], [], False, ""
+def _siblings(variant: "Variant", variants: "Sequence[Variant]") -> list["Variant"]:
+    """Other CUDA images a user of this one would switch to: same flavor, Python and OS,
+    this torch first (then the newest torch), so the hint changes as little as possible."""
+    same = [v for v in variants if v.vendor == variant.vendor and v != variant
+            and (v.flavor, v.python, v.os) == (variant.flavor, variant.python, variant.os)]
+    return sorted(same, key=lambda v: (v.torch_minor != variant.torch_minor, v.sort_key()))
+
+
+def _pick(siblings: list["Variant"], variant: "Variant", key: Any, lowest: bool) -> str:
+    """The first sibling strictly better than `variant` by `key`, or ''."""
+    better = [v for v in siblings if (key(v) < key(variant) if lowest else key(v) > key(variant))]
+    if not better:
+        return ""
+    best = min(key(v) for v in better) if lowest else max(key(v) for v in better)
+    return next(v.tag for v in better if key(v) == best)
+
+
+def _arch_span(variant: "Variant") -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(oldest, newest) compute capability the image serves; PTX reaches every newer major too."""
+    sass, ptx = split_archs(variant.gpu_archs)
+    if not sass:
+        return (0,), (0,)
+    newest = (999,) if ptx else max(parse(a) for a in sass)
+    return min(parse(a) for a in sass), newest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +405,24 @@ def _nvidia_from_proc(root: Path, notes: list[str]) -> HostInfo | None:
 # The in-image guard (accel_images/smoke/guard.sh calls check_vendor)
 # ---------------------------------------------------------------------------------------------
 
-GUARD = r'''check_vendor() {
+GUARD = r'''# arch_runs CC: the image has kernels a GPU of compute capability CC can run: SASS for CC or a
+# lower minor of the same major, or PTX of an architecture not above CC (JIT compiled).
+arch_runs() {
+    for arch in $(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | tr ',' ' '); do
+        target=${arch%+PTX}
+        if [ "$target" = "$1" ]; then return 0; fi
+        if [ "${target%%.*}" = "${1%%.*}" ] && version_lt "$target" "$1"; then return 0; fi
+        if [ "$target" != "$arch" ] && version_lt "$target" "$1"; then return 0; fi
+    done
+    return 1
+}
+
+# or_use TAG: ", or use TAG" when a sibling image is named.
+or_use() {
+    if [ -n "$1" ]; then printf ', or use %s' "$1"; fi
+}
+
+check_vendor() {
     if ! command -v nvidia-smi > /dev/null 2>&1; then
         missing "no NVIDIA GPU visible in the container: run with --gpus all (NVIDIA Container Toolkit)"
         return
@@ -342,17 +433,37 @@ GUARD = r'''check_vendor() {
         return
     fi
     driver=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
-    # compute_cap is unknown to old drivers: no answer means no architecture check.
-    capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
     is_version "$driver" || driver=""
-    is_version "$capability" || capability=""
+    floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
+    cuda="${ACCEL_IMAGES_CUDA:-}"
+    if [ -n "$driver" ] && [ -n "$floor" ] && version_lt "$driver" "$floor"; then
+        refuse "host NVIDIA driver $driver is below $floor, the CUDA ${cuda%%.*}.x floor (minor-version compatibility) of ${ACCEL_IMAGES_TAG:-this image}: update the driver$(or_use "${ACCEL_IMAGES_FOR_OLDER_DRIVER:-}")"
+    fi
     if [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
-        refuse "host NVIDIA driver $driver is older than $ACCEL_IMAGES_MIN_DRIVER, which ${ACCEL_IMAGES_TAG:-this image} needs; update the driver or use an image with an older CUDA"
+        warn "host NVIDIA driver $driver is below the CUDA $cuda toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
     fi
-    oldest=$(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | cut -d, -f1)
-    if [ -n "$capability" ] && [ -n "$oldest" ] && version_lt "$capability" "$oldest"; then
-        refuse "GPU compute capability $capability is not compiled into this image (oldest: $oldest); use an image with an older CUDA (e.g. cuda12.6)"
+    # compute_cap is unknown to old drivers: no answer means no architecture check.
+    capabilities=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' ')
+    [ -n "${ACCEL_IMAGES_GPU_ARCHS:-}" ] || return 0
+    known="" served="" unserved=""
+    for capability in $capabilities; do
+        is_version "$capability" || continue
+        known=1
+        if arch_runs "$capability"; then served="$served $capability"; else unserved="$unserved $capability"; fi
+    done
+    [ -n "$known" ] || return 0
+    if [ -n "$served" ]; then
+        if [ -n "$unserved" ]; then
+            warn "no kernels in ${ACCEL_IMAGES_TAG:-this image} for the GPUs of compute capability${unserved}: only those of${served} can use it"
+        fi
+        return 0
     fi
+    capability=$(printf '%s' "$unserved" | tr -s ' ' | cut -d' ' -f2)
+    oldest=$(printf '%s' "$ACCEL_IMAGES_GPU_ARCHS" | cut -d, -f1)
+    if version_lt "$capability" "$oldest"; then
+        refuse "GPU compute capability $capability is older than every architecture compiled into ${ACCEL_IMAGES_TAG:-this image} ($ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_OLDER_GPU:-}")"
+    fi
+    refuse "no kernels for GPU compute capability $capability in ${ACCEL_IMAGES_TAG:-this image} (compiled for $ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_NEWER_GPU:-}")"
 }
 '''
 

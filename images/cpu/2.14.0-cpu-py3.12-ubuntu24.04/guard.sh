@@ -8,7 +8,7 @@
 # an unusable device is an error. ACCEL_IMAGES_GUARD=off turns the guard off.
 #
 # Facts come from the image's environment, set at build time from the knowledge base:
-# ACCEL_IMAGES_TAG, ACCEL_IMAGES_MIN_DRIVER, ACCEL_IMAGES_GPU_ARCHS.
+# ACCEL_IMAGES_TAG and what the vendor's check reads (its module's image_env).
 # ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev path, so the checks can be
 # exercised against a fake device tree.
 
@@ -27,6 +27,11 @@ missing() {
         exit 78
     fi
     say "warning: $1; running on the CPU (set ACCEL_IMAGES_GUARD=off to silence)"
+}
+
+# A device that works with a reservation: say it once and go on.
+warn() {
+    say "warning: $1"
 }
 
 # An unusable device: stop with the reason.

@@ -8,7 +8,7 @@
 # an unusable device is an error. ACCEL_IMAGES_GUARD=off turns the guard off.
 #
 # Facts come from the image's environment, set at build time from the knowledge base:
-# ACCEL_IMAGES_TAG, ACCEL_IMAGES_MIN_DRIVER, ACCEL_IMAGES_GPU_ARCHS.
+# ACCEL_IMAGES_TAG and what the vendor's check reads (its module's image_env).
 # ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev path, so the checks can be
 # exercised against a fake device tree.
 
@@ -27,6 +27,11 @@ missing() {
         exit 78
     fi
     say "warning: $1; running on the CPU (set ACCEL_IMAGES_GUARD=off to silence)"
+}
+
+# A device that works with a reservation: say it once and go on.
+warn() {
+    say "warning: $1"
 }
 
 # An unusable device: stop with the reason.
@@ -60,6 +65,23 @@ version_lt() {
 
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
+# arch_runs CC: the image has kernels a GPU of compute capability CC can run: SASS for CC or a
+# lower minor of the same major, or PTX of an architecture not above CC (JIT compiled).
+arch_runs() {
+    for arch in $(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | tr ',' ' '); do
+        target=${arch%+PTX}
+        if [ "$target" = "$1" ]; then return 0; fi
+        if [ "${target%%.*}" = "${1%%.*}" ] && version_lt "$target" "$1"; then return 0; fi
+        if [ "$target" != "$arch" ] && version_lt "$target" "$1"; then return 0; fi
+    done
+    return 1
+}
+
+# or_use TAG: ", or use TAG" when a sibling image is named.
+or_use() {
+    if [ -n "$1" ]; then printf ', or use %s' "$1"; fi
+}
+
 check_vendor() {
     if ! command -v nvidia-smi > /dev/null 2>&1; then
         missing "no NVIDIA GPU visible in the container: run with --gpus all (NVIDIA Container Toolkit)"
@@ -71,17 +93,37 @@ check_vendor() {
         return
     fi
     driver=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
-    # compute_cap is unknown to old drivers: no answer means no architecture check.
-    capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')
     is_version "$driver" || driver=""
-    is_version "$capability" || capability=""
+    floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
+    cuda="${ACCEL_IMAGES_CUDA:-}"
+    if [ -n "$driver" ] && [ -n "$floor" ] && version_lt "$driver" "$floor"; then
+        refuse "host NVIDIA driver $driver is below $floor, the CUDA ${cuda%%.*}.x floor (minor-version compatibility) of ${ACCEL_IMAGES_TAG:-this image}: update the driver$(or_use "${ACCEL_IMAGES_FOR_OLDER_DRIVER:-}")"
+    fi
     if [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
-        refuse "host NVIDIA driver $driver is older than $ACCEL_IMAGES_MIN_DRIVER, which ${ACCEL_IMAGES_TAG:-this image} needs; update the driver or use an image with an older CUDA"
+        warn "host NVIDIA driver $driver is below the CUDA $cuda toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
     fi
-    oldest=$(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | cut -d, -f1)
-    if [ -n "$capability" ] && [ -n "$oldest" ] && version_lt "$capability" "$oldest"; then
-        refuse "GPU compute capability $capability is not compiled into this image (oldest: $oldest); use an image with an older CUDA (e.g. cuda12.6)"
+    # compute_cap is unknown to old drivers: no answer means no architecture check.
+    capabilities=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' ')
+    [ -n "${ACCEL_IMAGES_GPU_ARCHS:-}" ] || return 0
+    known="" served="" unserved=""
+    for capability in $capabilities; do
+        is_version "$capability" || continue
+        known=1
+        if arch_runs "$capability"; then served="$served $capability"; else unserved="$unserved $capability"; fi
+    done
+    [ -n "$known" ] || return 0
+    if [ -n "$served" ]; then
+        if [ -n "$unserved" ]; then
+            warn "no kernels in ${ACCEL_IMAGES_TAG:-this image} for the GPUs of compute capability${unserved}: only those of${served} can use it"
+        fi
+        return 0
     fi
+    capability=$(printf '%s' "$unserved" | tr -s ' ' | cut -d' ' -f2)
+    oldest=$(printf '%s' "$ACCEL_IMAGES_GPU_ARCHS" | cut -d, -f1)
+    if version_lt "$capability" "$oldest"; then
+        refuse "GPU compute capability $capability is older than every architecture compiled into ${ACCEL_IMAGES_TAG:-this image} ($ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_OLDER_GPU:-}")"
+    fi
+    refuse "no kernels for GPU compute capability $capability in ${ACCEL_IMAGES_TAG:-this image} (compiled for $ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_NEWER_GPU:-}")"
 }
 
 if ! guard_off; then
