@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -271,11 +272,55 @@ def test_xpu_with_dri_but_no_render_node_warns(host: Host) -> None:
     assert_warned(host.run("xpu"), "render node")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes any device node")
-def test_rocm_kfd_without_permission_is_refused(host: Host) -> None:
-    host.device("dri/renderD128")
-    host.device("kfd").chmod(0)
-    assert_refused(host.run("rocm"), "/dev/kfd is not accessible", "--group-add")
+RENDER_GID, VIDEO_GID = 109, 44  # ROCm-docker's render GID and Ubuntu's video; any numbers would do
+
+
+@pytest.fixture
+def shared_host(tmp_path_factory: pytest.TempPathFactory) -> Host:
+    """A Host another user can read (pytest's tmp_path is private to root), for runs as uid 1000."""
+    root = Path(tempfile.mkdtemp(prefix="guard-", dir="/tmp"))
+    root.chmod(0o755)
+    host = Host(root, "sh")
+    yield host
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def node(host: Host, relative: str, gid: int) -> None:
+    path = host.device(relative)
+    os.chown(path, 0, gid)
+    path.chmod(0o660)  # root:render 0660, as current hosts create them (ROCm/ROCm-docker#116)
+
+
+def as_user(host: Host, vendor: str, groups: str) -> subprocess.CompletedProcess[str]:
+    """The vendor's guard run as uid/gid 1000 with the given supplementary groups."""
+    guard = host.bin.parent / f"guard-{vendor}.sh"
+    guard.write_bytes(guard_script(vendor))
+    guard.chmod(0o755)
+    for directory in (host.bin.parent, host.dev_root, host.dev_root / "dev", host.dev_root / "dev" / "dri"):
+        if directory.is_dir():
+            directory.chmod(0o755)
+    environment = {"PATH": str(host.bin), "ACCEL_IMAGES_DEV_ROOT": str(host.dev_root), "LC_ALL": "C"}
+    command = [shutil.which("setpriv") or "setpriv", "--reuid=1000", "--regid=1000", f"--groups={groups}" if groups else "--clear-groups",
+               host.shell, str(guard), *ECHO_ARGS]
+    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                reason="changing user and file groups needs root and setpriv")
+
+
+@needs_root
+@pytest.mark.parametrize("vendor, nodes", [
+    ("rocm", [("kfd", RENDER_GID), ("dri/renderD128", RENDER_GID), ("dri/card0", VIDEO_GID)]),
+    ("xpu", [("dri/renderD128", RENDER_GID), ("dri/card0", VIDEO_GID)]),
+])
+def test_unopenable_device_nodes_are_refused_with_the_exact_group_add(shared_host: Host, vendor: str,
+                                                                       nodes: list[tuple[str, int]]) -> None:
+    for relative, gid in nodes:
+        node(shared_host, relative, gid)
+    line = assert_refused(as_user(shared_host, vendor, ""), "user 1000 cannot open", f"--group-add {RENDER_GID}")
+    assert f"--group-add {VIDEO_GID}" not in line, "card0 is not a node the compute runtime opens"
+    assert_ran(as_user(shared_host, vendor, str(RENDER_GID)))
 
 
 def test_guard_reads_real_dev_without_the_override(host: Host) -> None:

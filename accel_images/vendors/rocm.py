@@ -315,9 +315,7 @@ GUARD = r'''check_vendor() {
         missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
         return
     fi
-    if [ ! -r "$dev/kfd" ] || [ ! -w "$dev/kfd" ]; then
-        refuse "/dev/kfd is not accessible to user $(id -u): add --group-add with the group that owns it ($(stat -c %g "$dev/kfd" 2>/dev/null))"
-    fi
+    open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
 }
 '''
 

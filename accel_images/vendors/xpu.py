@@ -141,6 +141,7 @@ GUARD = r'''check_vendor() {
         missing "no /dev/dri render node: run with --device /dev/dri"
         return
     fi
+    open_or_group_add "$dev"/dri/renderD*
 }
 '''
 
