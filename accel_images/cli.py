@@ -192,15 +192,17 @@ def compat_command(terms: tuple[str, ...], as_json: bool, experimental_python: b
     query = compat.parse_query(terms)
     verdict = compat.load_kb().check(query, experimental_python=experimental_python)
     if as_json:
-        click.echo(json.dumps({"query": dict(query), "compatible": verdict.ok, "reasons": list(verdict.reasons),
-                               **verdict.details}, indent=2, sort_keys=True))
+        click.echo(json.dumps({"query": dict(query), "compatible": verdict.ok, "unknown": verdict.unknown,
+                               "reasons": list(verdict.reasons), **verdict.details}, indent=2, sort_keys=True))
     else:
         click.echo(describe_verdict(verdict))
-    sys.exit(0 if verdict.ok else 1)
+    sys.exit(verdict.exit_code)
 
 
 def describe_verdict(verdict: compat.Verdict) -> str:
     asked = " ".join(f"{k}=={v}" if v else k for k, v in verdict.query.items())
+    if verdict.unknown:
+        return f"unknown: {asked}: {'; '.join(verdict.reasons)}"
     if not verdict.ok:
         alternatives = verdict.details.get("alternatives", {})
         hint = ""

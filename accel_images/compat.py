@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from accel_images import vendors
-from accel_images.errors import IncompatibleError, InputError
+from accel_images.errors import IncompatibleError, InputError, UnknownToKnowledgeBase
 from accel_images.vendors.base import Combo, Rules, Section, minor_of, version_matches
 from accel_images.versions import parse, sort_versions
 
@@ -65,10 +65,15 @@ class Verdict:
     query: Mapping[str, str]
     reasons: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    unknown: bool = False    # the reasons say what the knowledge base does not know, not what fails
 
     @property
     def ok(self) -> bool:
         return not self.reasons
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else UnknownToKnowledgeBase.exit_code if self.unknown else IncompatibleError.exit_code
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class KnowledgeBase:
     os: Mapping[str, OsInfo]
     sections: Mapping[str, Section]
     sources: Mapping[str, str]
+    as_of: str = ""
 
     # ---- torch -------------------------------------------------------------------------
 
@@ -88,9 +94,15 @@ class KnowledgeBase:
         public = torch.split("+", 1)[0]
         row = self.torch.get(minor_of(public))
         if row is None:
-            known = ", ".join(self.torch_minors())
-            raise IncompatibleError(f"torch {public} is unknown to the knowledge base (known: {known})")
+            known = self.torch_minors()
+            raise UnknownToKnowledgeBase(f"torch {public} is unknown to the knowledge base of {self.as_of}"
+                                         f" (it knows {known[0]}-{known[-1]})",
+                                         hint="`accel-images kb check` lists what it lacks")
         if public != row.minor and public not in row.versions:
+            if parse(public) > parse(row.latest) and row.minor == self.torch_minors()[-1]:
+                raise UnknownToKnowledgeBase(f"torch {public} is unknown to the knowledge base of {self.as_of}"
+                                             f" (newest torch {row.minor} release it knows: {row.latest})",
+                                             hint="`accel-images kb check` lists what it lacks")
             raise IncompatibleError(
                 f"torch {public} was never released (torch {row.minor} releases: {', '.join(row.versions)})")
         return row
@@ -155,7 +167,7 @@ class KnowledgeBase:
         try:
             row = self.release(torch)
         except IncompatibleError as err:
-            return Verdict(query, (err.message,))
+            return Verdict(query, (err.message,), unknown=isinstance(err, UnknownToKnowledgeBase))
         if vendor is None:
             return self._stack_listing(query, row, torch, python, experimental_python)
         reasons = self.why_not(vendor, stack, torch, python, experimental_python=experimental_python)
@@ -257,6 +269,7 @@ def parse_kb(raw: Mapping[str, Any], sections: Mapping[str, Section]) -> Knowled
             for n, o in raw["os"].items()},
         sections=sections,
         sources=raw["sources"],
+        as_of=str(raw.get("as_of", "")),
     )
 
 

@@ -45,6 +45,16 @@ class IncompatibleError(AccelError):
     exit_code = 1
 
 
+class UnknownToKnowledgeBase(IncompatibleError):
+    """A version the knowledge base has no row for: neither compatible nor incompatible, unknown.
+
+    Its own exit code, so a script can tell "impossible" (1) from "not known yet" (5): the fix
+    for the second is a knowledge-base update (`accel-images kb check`), not another version.
+    """
+
+    exit_code = 5
+
+
 class EngineError(AccelError):
     """The Docker engine is unreachable or refused an operation."""
 

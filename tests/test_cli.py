@@ -75,13 +75,26 @@ def test_compat_impossible_is_one_line_with_the_alternative() -> None:
     (["torch==2.14", "gaudi==1.24.1"], "bundles torch 2.11.0"),
     (["torch==2.9", "cuda==12.6", "python==3.9"], "supports Python 3.10-3.14"),
     (["torch==2.14", "cuda==13.2", "python==3.15"], "--experimental-python"),
-    (["torch==3.0"], "unknown to the knowledge base"),
 ])
 def test_compat_other_impossible_answers(terms: list[str], fragment: str) -> None:
     result = run("compat", *terms)
     assert result.exit_code == 1
     (line,) = result.stdout.splitlines()
     assert fragment in line
+
+
+@pytest.mark.parametrize("terms, fragment", [
+    (["torch==3.0"], "torch 3.0 is unknown to the knowledge base of 20"),
+    (["torch==2.99", "cuda==13.0"], "torch 2.99 is unknown to the knowledge base of 20"),
+])
+def test_compat_unknown_is_not_incompatible(terms: list[str], fragment: str) -> None:
+    """Unknown gets its own answer and exit code (5), naming the knowledge base's date."""
+    result = run("compat", *terms)
+    assert result.exit_code == 5
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("unknown: ") and fragment in line
+    answer = json.loads(run("compat", *terms, "--json").stdout)
+    assert (answer["compatible"], answer["unknown"]) == (False, True)
 
 
 def test_compat_experimental_python_flag() -> None:

@@ -274,7 +274,9 @@ def test_cuda_rows_are_well_formed(cuda_raw: dict[str, Any]) -> None:
         for cu, toolkit in cuda_raw.get("toolkits", {}).get(minor, {}).items():
             assert cu in stacks and toolkit.startswith(cu + ".") and toolkit in cuda_raw["drivers"], (minor, cu)
         for cu, archs in cuda_raw.get("archs", {}).get(minor, {}).items():
-            assert cu in stacks and archs == sort_versions(archs), (minor, cu)
+            plain = [a.removesuffix("+PTX") for a in archs]
+            assert cu in stacks and plain == sort_versions(plain), (minor, cu)
+            assert all(a == plain[-1] + "+PTX" for a in archs if a.endswith("+PTX")), "PTX is the newest target"
 
 
 def test_gaudi_rows_are_well_formed(kb: KnowledgeBase, raw: dict[str, Any]) -> None:
@@ -360,7 +362,8 @@ def test_experimental_python_needs_the_flag(kb: KnowledgeBase) -> None:
 def test_os_rules(kb: KnowledgeBase) -> None:
     assert kb.why_not("cuda", "13.2", "2.14", "3.12", "debian12", "runtime")[0].startswith("cuda images are built on")
     assert "nvidia/cuda has no CUDA 12.4 image for ubuntu24.04" in kb.why_not(
-        "cuda", "12.4", "2.6", "3.12", "ubuntu24.04", "runtime")[0]
+        "cuda", "12.4", "2.6", "3.12", "ubuntu24.04", "devel")[0]
+    assert kb.why_not("cuda", "12.4", "2.6", "3.12", "ubuntu24.04", "runtime") == []  # plain Ubuntu base
     assert kb.why_not("cpu", None, "2.14", "3.10", "debian12", "runtime") == [
         "debian12 provides Python 3.11, not 3.10"]
     assert kb.why_not("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "devel")[0].startswith(

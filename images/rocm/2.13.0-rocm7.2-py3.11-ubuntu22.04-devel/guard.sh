@@ -63,6 +63,24 @@ version_lt() {
     [ "$lowest" = "$1" ]
 }
 
+# open_or_group_add NODE...: every node opens for reading and writing as this user, or stop
+# naming the exact --group-add values (the nodes' groups as this container sees them): on current
+# hosts /dev/kfd and /dev/dri/renderD* are root:render 0660 with a distribution-specific GID.
+open_or_group_add() {
+    closed="" gids=""
+    for node in "$@"; do
+        [ -e "$node" ] || continue
+        if ! (exec 3<>"$node") 2>/dev/null; then
+            closed="$closed ${node#"${ACCEL_IMAGES_DEV_ROOT:-}"}"
+            gid=$(stat -c %g "$node" 2>/dev/null)
+            case " $gids " in *" $gid "*) ;; *) gids="$gids $gid" ;; esac
+        fi
+    done
+    [ -z "$closed" ] && return 0
+    flags=$(for gid in $gids; do printf -- ' --group-add %s' "$gid"; done)
+    refuse "user $(id -u) cannot open$closed: run with$flags (the groups owning them on this host)"
+}
+
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
 check_vendor() {
@@ -70,9 +88,7 @@ check_vendor() {
         missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
         return
     fi
-    if [ ! -r "$dev/kfd" ] || [ ! -w "$dev/kfd" ]; then
-        refuse "/dev/kfd is not accessible to user $(id -u): add --group-add with the group that owns it ($(stat -c %g "$dev/kfd" 2>/dev/null))"
-    fi
+    open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
 }
 
 if ! guard_off; then
