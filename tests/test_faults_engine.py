@@ -143,19 +143,20 @@ def wait_for_log_line(state: Path, text: str, process: subprocess.Popen[str], ti
 @pytest.mark.engine
 @pytest.mark.registry
 def test_base_withdrawn_upstream_names_the_tag_and_newer_bases(registry: str, tmp_path: Path) -> None:
-    """nvidia/cuda deletes end-of-life tags; the local registry has no CUDA base at all."""
+    """nvidia/cuda deletes end-of-life tags (the devel flavor sits on it); the local registry has no
+    CUDA base at all."""
     result = cli("build", "--vendor", "cuda", "--stack", "13.0", "--torch", "2.14", "--python", "3.12",
-                 "--os", "ubuntu24.04", "--flavor", "runtime", "--registry-mirror", f"docker.io={registry}",
+                 "--os", "ubuntu24.04", "--flavor", "devel", "--registry-mirror", f"docker.io={registry}",
                  "--no-smoke", "--state-dir", str(tmp_path / "state"),
                  docker_host=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"))
     said = result.stdout + result.stderr
     assert result.returncode == 1, said
     assert "Traceback" not in said
     [failed] = [line for line in result.stderr.splitlines() if line.startswith("FAILED cuda/")]
-    assert "nvidia/cuda:13.0.3-runtime-ubuntu24.04" in failed
+    assert "nvidia/cuda:13.0.3-devel-ubuntu24.04" in failed
     assert "not found" in failed
-    assert "nvidia/cuda:13.2.1-runtime-ubuntu24.04" in failed  # the newer base the knowledge base knows
-    assert "nvidia/cuda:12.6.3-runtime-ubuntu24.04" not in failed  # older ones are no way forward
+    assert "nvidia/cuda:13.2.1-devel-ubuntu24.04" in failed  # the newer base the knowledge base knows
+    assert "nvidia/cuda:12.6.3-devel-ubuntu24.04" not in failed  # older ones are no way forward
 
 
 def test_newer_bases_come_from_the_knowledge_base() -> None:
