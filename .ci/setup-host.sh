@@ -194,6 +194,27 @@ fill_wheelhouse() {
     ready "wheelhouse filled at $WHEELHOUSE"
 }
 
+# A companion built for another torch: the package index's torchvision 0.28.0 is linked against the
+# index's CUDA torch and does not load beside torch 2.13.0+cpu ("operator torchvision::nms does not
+# exist"). The smoke tests prove the workload catches exactly that. Kept apart from the wheelhouse.
+MISMATCHED="${ACCEL_TEST_MISMATCHED:-$CACHE/mismatched-wheels}"
+
+fill_mismatched() {
+    if compgen -G "$MISMATCHED/torchvision-0.28.0-*.whl" >/dev/null; then
+        ready "mismatched companion present at $MISMATCHED"
+        return
+    fi
+    mkdir -p "$MISMATCHED"
+    local log=$CACHE/mismatched.log
+    if ! python3 -m pip download --no-deps --only-binary=:all: --python-version 3.11 \
+        --platform manylinux_2_28_x86_64 --index-url https://pypi.org/simple \
+        -d "$MISMATCHED" torchvision==0.28.0 >"$log" 2>&1 </dev/null; then
+        tail -n 20 "$log" >&2
+        die "pip download into $MISMATCHED failed (log: $log)"
+    fi
+    ready "mismatched companion downloaded to $MISMATCHED"
+}
+
 main() {
     ((EUID == 0)) || die "run as root"
     mkdir -p "$CACHE"
@@ -210,6 +231,7 @@ main() {
     push_image "$SLIM_IMAGE"
     push_image "$PYTHON_IMAGE"
     fill_wheelhouse
+    fill_mismatched
     say "all ready ($((SECONDS - STARTED)) s)"
 }
 

@@ -29,7 +29,7 @@ from accel_images.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest
 from accel_images.render import RenderedContext, Renderer, RenderOptions, mirrored, write_build_context
 from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.launcher import run_smoke
-from accel_images.variant import Expansion, Variant
+from accel_images.variant import LABEL_PREFIX, Expansion, Variant
 
 PULL_POLICIES = ("missing", "always", "never")
 BASE_DIGEST_LABEL = "io.accel-images.base.digest"
@@ -76,6 +76,7 @@ class Outcome:
     smoke: SmokeResult | None = None
     error: str | None = None
     log_path: Path | None = None
+    notes: tuple[str, ...] = ()      # what the render left out (a companion a wheelhouse lacks)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +95,7 @@ class Prepared:
     base_digest: str
     secret_args: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Build args that must reach the build but not the fingerprint, a log or a report."""
+    notes: tuple[str, ...] = ()
 
 
 def image_ref(expansion: Expansion, variant: Variant) -> str:
@@ -159,8 +161,8 @@ class Builder:
         existing = self.engine.inspect_image(ref)
         if existing and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint and not self.settings.force:
             return Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
-                           prepared.base_digest)
-        return self.build_prepared(prepared)
+                           prepared.base_digest, notes=prepared.notes)
+        return replace(self.build_prepared(prepared), notes=prepared.notes)
 
     def prepare(self, variant: Variant) -> Prepared:
         """Render the context, resolve the base per the pull policy and fingerprint the result.
@@ -172,13 +174,15 @@ class Builder:
         context_dir = self.settings.state_dir / "contexts" / variant.vendor / variant.tag
         rendered = self.renderer.context(variant, self.expansion, self.settings.options)
         rendered = withhold_credentials(rendered, self.settings.options.pip_index_url)
+        for note in rendered.notes:
+            self.status(variant, f"note: {note}")
         write_build_context(context_dir, rendered, self.settings.options.pip_find_links)
         base = self._resolve_base(variant)
         base_digest = pinned_base(base, mirrored(variant.base_image, self.settings.options.mirrors))
         args = build_args(variant, self.expansion, self.settings)
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest,
-                        credential_args(self.settings.options.pip_index_url))
+                        credential_args(self.settings.options.pip_index_url), rendered.notes)
 
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.
@@ -326,7 +330,10 @@ def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSet
     """Run the smoke workload in `image` with this host's devices for the variant's vendor."""
     present = devices.accelerator_present(variant.vendor)
     options = devices.device_options(variant.vendor) if present else None
-    return run_smoke(engine, image, variant.expectation(), vendor_options=options,
+    info = engine.inspect_image(image)
+    promised = (info.labels.get(f"{LABEL_PREFIX}.companions", "") if info else "").split(",")
+    expectation = replace(variant.expectation(), companions=tuple(filter(None, promised)))
+    return run_smoke(engine, image, expectation, vendor_options=options,
                      require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s)
 
 
@@ -404,6 +411,7 @@ def outcome_record(outcome: Outcome) -> Mapping[str, object]:
         "status": outcome.status, "image": outcome.image, "image_id": outcome.image_id, "size": outcome.size,
         "build_s": outcome.build_s, "fingerprint": outcome.fingerprint, "base_digest": outcome.base_digest,
         "error": outcome.error, "log": str(outcome.log_path) if outcome.log_path else None,
+        "notes": list(outcome.notes),
         "smoke": None if smoke is None else {
             "ok": smoke.ok, "ran_on": smoke.ran_on, "cpu_fallback": smoke.cpu_fallback,
             "failures": list(smoke.failures),

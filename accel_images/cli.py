@@ -448,7 +448,7 @@ def expectation_from_labels(image: str, labels: dict[str, str]) -> Expectation:
     if not label("vendor") or not label("torch"):
         raise InputError(f"{image} has no {LABEL_PREFIX}.* labels: not an accel-images image")
     return Expectation(vendor=label("vendor"), torch=label("torch"), stack=label("stack") or None,
-                       python=label("python"))
+                       python=label("python"), companions=tuple(filter(None, label("companions").split(","))))
 
 
 # The commands of the later stages live in their own modules (they import this module's options).

@@ -39,6 +39,7 @@ class TorchRelease:
     python_experimental: tuple[str, ...]
     glibc_min: str | None
     source: str
+    companions: Mapping[str, str] = field(default_factory=dict)   # package -> its release line ('0.29')
 
     @property
     def latest(self) -> str:
@@ -245,6 +246,7 @@ def _torch_row(minor: str, raw: Mapping[str, Any]) -> TorchRelease:
         python_experimental=_strs(raw.get("python_experimental", ())),
         glibc_min=raw.get("glibc_min"),
         source=raw["source"],
+        companions={str(k): str(v) for k, v in (raw.get("companions") or {}).items()},
     )
 
 

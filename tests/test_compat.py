@@ -231,7 +231,7 @@ def test_every_vendor_section_names_its_vendor_and_source() -> None:
 
 
 def test_torch_rows_are_well_formed(raw: dict[str, Any]) -> None:
-    allowed = {"released", "versions", "python", "python_experimental", "glibc_min", "source"}
+    allowed = {"released", "versions", "python", "python_experimental", "glibc_min", "companions", "source"}
     dates = []
     for minor, row in raw["torch"].items():
         assert isinstance(minor, str) and VERSION.match(minor), minor

@@ -130,7 +130,7 @@ def test_gaudi_never_installs_torch(renderer: Renderer, kb: KnowledgeBase) -> No
 def test_context_holds_dockerfile_smoke_and_guard(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
     context = renderer.context(variant, bare_expansion(), RenderOptions())
-    assert set(context.files) == {"Dockerfile", "smoke.py", "guard.sh"}
+    assert set(context.files) == {"Dockerfile", "smoke.py", "guard.sh", "profile.sh", "pip.conf"}
     assert context.files["smoke.py"] == SMOKE_SOURCE.read_bytes()
     assert context.files["guard.sh"] == guard_script("cpu")
     assert guard_script("cpu").startswith(GUARD_SOURCE.read_bytes().split(b"# @VENDOR_CHECK@")[0])
@@ -294,14 +294,15 @@ def test_rendering_is_byte_identical_across_runs(kb: KnowledgeBase, published: E
     first = tree_of(Renderer(kb).render_all(published, published.variants))
     second = tree_of(Renderer(kb).render_all(published, published.variants))
     assert first == second
-    assert len(first) == 3 * len(published.variants)
+    pip_confs = sum(1 for v in published.variants if v.wheel_index is not None)  # not Gaudi: it has its own torch
+    assert len(first) == 4 * len(published.variants) + pip_confs
 
 
 def test_write_tree_is_idempotent_and_leaves_unchanged_files_alone(
         renderer: Renderer, published: Expansion, tmp_path: Path) -> None:
     contexts = renderer.render_all(published, published.variants[:4])
     root = tmp_path / "images"
-    assert len(write_tree(root, contexts)) == 12
+    assert len(write_tree(root, contexts)) == len(tree_of(contexts)) == 4 * 5  # 4 CPU contexts, 5 files each
     mtimes = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
     assert write_tree(root, contexts) == []
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()} == mtimes
@@ -349,7 +350,8 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     options = RenderOptions(pip_find_links=wheelhouse)
     context: RenderedContext = renderer.context(variant, bare_expansion(), options)
     dest = write_build_context(tmp_path / "ctx", context, wheelhouse)
-    assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "guard.sh", "smoke.py", "wheels"]
+    assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "guard.sh", "pip.conf", "profile.sh", "smoke.py",
+                                                      "wheels"]
     assert [p.name for p in (dest / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     with pytest.raises(InputError, match="wheelhouse directory not found"):
         write_build_context(tmp_path / "ctx2", context, tmp_path / "absent")

@@ -26,6 +26,7 @@ class Expectation:
     torch: str           # '2.13.0'
     stack: str | None    # '13.0', '7.2', '2026.1', '1.24.1'; None for cpu
     python: str          # '3.11'
+    companions: tuple[str, ...] | None = None   # what the image promises beside torch; None: whatever is installed
 
     def expect_build(self) -> str:
         """The --expect-build argument: 'cpu', 'cuda:13.0', ..."""
@@ -33,8 +34,10 @@ class Expectation:
 
     def workload_args(self) -> list[str]:
         """The --expect-* arguments of the smoke workload."""
-        return ["--expect-torch", self.torch, "--expect-python", self.python,
-                "--expect-build", self.expect_build()]
+        args = ["--expect-torch", self.torch, "--expect-python", self.python, "--expect-build", self.expect_build()]
+        if self.companions:
+            args += ["--expect-companions", ",".join(self.companions)]
+        return args
 
 
 @dataclass(frozen=True)

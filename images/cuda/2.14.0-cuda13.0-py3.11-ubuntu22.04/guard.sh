@@ -144,6 +144,13 @@ check_vendor() {
     refuse "no kernels for GPU compute capability $capability in ${ACCEL_IMAGES_TAG:-this image} (compiled for $ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_NEWER_GPU:-}")"
 }
 
+# A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the
+# image user's home, which is sticky and world-writable like /tmp, so pip's cache, shell history
+# and dot-files have a place. Users with a home of their own (root, the image's user) keep it.
+if [ -n "${ACCEL_IMAGES_HOME:-}" ] && { [ "${HOME:-/}" = "/" ] || [ ! -w "${HOME:-/}" ]; }; then
+    export HOME="$ACCEL_IMAGES_HOME"
+fi
+
 if ! guard_off; then
     check_vendor
 fi

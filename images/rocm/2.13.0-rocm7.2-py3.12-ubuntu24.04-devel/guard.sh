@@ -91,6 +91,13 @@ check_vendor() {
     open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
 }
 
+# A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the
+# image user's home, which is sticky and world-writable like /tmp, so pip's cache, shell history
+# and dot-files have a place. Users with a home of their own (root, the image's user) keep it.
+if [ -n "${ACCEL_IMAGES_HOME:-}" ] && { [ "${HOME:-/}" = "/" ] || [ ! -w "${HOME:-/}" ]; }; then
+    export HOME="$ACCEL_IMAGES_HOME"
+fi
+
 if ! guard_off; then
     check_vendor
 fi

@@ -58,6 +58,13 @@ MLP_MOMENTUM = 0.9
 # ends at 0.22x or lower, so the check has a wide margin against flakiness.
 MLP_REQUIRED_DROP = 0.5
 COPY_ELEMENTS = 1 << 20
+COMPILE_BACKENDS = {"hpu": "hpu_backend"}
+"""torch.compile backends other than Inductor: Gaudi's (docs.habana.ai PyTorch support matrix:
+`backend="hpu_backend"`; Inductor is not supported there)."""
+COMPANIONS = ("torchvision", "torchaudio")
+PROBE_PACKAGE = "accel_images_probe"
+PIP_WARNINGS = ("is not owned or is not writable", "Defaulting to user installation", "home directory")
+"""pip output that means the user's environment is broken even though the install went through."""
 
 
 # ---------------------------------------------------------------- arguments and versions
@@ -78,6 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--expect-python", metavar="X.Y")
     parser.add_argument("--expect-build", metavar="cpu|cuda:13.0|rocm:7.2|xpu:2026.1|gaudi:1.24.1")
     parser.add_argument("--require-accelerator", action="store_true")
+    parser.add_argument("--expect-companions", metavar="torchvision,torchaudio", default=None,
+                        help="companion packages the image promises (default: those installed)")
     args = parser.parse_args(argv)
     if args.expect_torch is not None and release_tuple(args.expect_torch) is None:
         raise ArgumentError(f"--expect-torch {args.expect_torch!r} is not a version like 2.13.0")
@@ -85,6 +94,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         raise ArgumentError(f"--expect-python {args.expect_python!r} is not a version like 3.11")
     if args.expect_build is not None:
         parse_expected_build(args.expect_build)
+    if args.expect_companions:
+        unknown = set(args.expect_companions.split(",")) - set(COMPANIONS)
+        if unknown:
+            raise ArgumentError(f"--expect-companions: unknown package(s) {', '.join(sorted(unknown))}")
     return args
 
 
@@ -223,8 +236,13 @@ def _timed(name: str, body: Callable[[], tuple[bool, str, dict[str, Any]]]) -> d
         ok, detail, numbers = body()
     except Exception as exc:  # noqa: BLE001 - any failure inside a check is that check's result
         elapsed = (time.perf_counter() - start) * 1000
-        return _check(name, False, f"{type(exc).__name__}: {_one_line(str(exc))}", elapsed)
+        return _check(name, False, f"{type(exc).__name__}: {_one_line(_first_line(str(exc)))}", elapsed)
     return _check(name, ok, detail, (time.perf_counter() - start) * 1000, numbers)
+
+
+def _first_line(text: str) -> str:
+    """The first non-empty line: torch's long errors (Inductor's compiler hints) start with the cause."""
+    return next((line for line in text.splitlines() if line.strip()), text)
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -402,6 +420,125 @@ def copy_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
                                      "copy_ms": round(copy_ms, 3)}
 
 
+def numpy_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
+    """tensor.numpy() and torch.from_numpy() both ways: `import torch` only warns without numpy."""
+    import numpy
+
+    torch = device.torch
+    on_device = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(device.type) * 3
+    device.step()
+    array = on_device.to("cpu").numpy()
+    back = torch.from_numpy(array * 2).to(device.type)
+    device.step()
+    ok = bool(numpy.array_equal(back.to("cpu").numpy(), numpy.arange(12, dtype=numpy.float32).reshape(3, 4) * 6))
+    return ok, f"numpy {numpy.__version__}: device -> numpy -> device round trip", {}
+
+
+def compile_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
+    """torch.compile of a small function against eager: Inductor needs a C/C++ compiler and the
+    Python headers at run time (pytorch/pytorch#116696); Gaudi compiles with its own backend."""
+    torch = device.torch
+    backend = COMPILE_BACKENDS.get(device.backend, "inductor")
+
+    def function(x: Any) -> Any:
+        return torch.sin(x) * torch.cos(x) + x * x
+
+    generator = torch.Generator().manual_seed(SEED)
+    x = torch.randn(64, 64, generator=generator).to(device.type)
+    compiled = torch.compile(function, backend=backend)
+    got, want = compiled(x), function(x)
+    device.step()
+    error = float((got - want).abs().max().to("cpu"))
+    ok = math.isfinite(error) and error <= 1e-4
+    return ok, f"torch.compile (backend {backend}) matches eager: max error {error:.1e}", {"max_error": error}
+
+
+def installed_companions() -> list[str]:
+    from importlib import metadata
+
+    found = []
+    for name in COMPANIONS:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        found.append(name)
+    return found
+
+
+def companion_check(device: Device, name: str) -> tuple[bool, str, dict[str, Any]]:
+    """One operator of the companion package on the device: a build from another index than torch's
+    fails here (torchvision's C++ ops do not load: "operator torchvision::nms does not exist")."""
+    torch = device.torch
+    if name == "torchvision":
+        import torchvision
+
+        boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [50.0, 50.0, 60.0, 60.0]])
+        scores = torch.tensor([0.9, 0.8, 0.7])
+        kept = torchvision.ops.nms(boxes.to(device.type), scores.to(device.type), 0.5).to("cpu").tolist()
+        return kept == [0, 2], f"torchvision {torchvision.__version__}: ops.nms kept {kept}", {}
+    import torchaudio
+
+    wave = torch.sin(torch.linspace(0, 100, 4000)).to(device.type)
+    spectrum = torchaudio.transforms.Spectrogram(n_fft=256).to(device.type)(wave)
+    device.step()
+    ok = tuple(spectrum.shape) == (129, 32) and bool(torch.isfinite(spectrum).all())
+    return ok, f"torchaudio {torchaudio.__version__}: Spectrogram {tuple(spectrum.shape)}", {}
+
+
+def pip_check() -> tuple[bool, str, dict[str, Any]]:
+    """What a developer does first: pip install into the image's environment, as this user.
+
+    The wheel is made here (a one-module package), so the check needs no index and no network;
+    pip's own warnings about an unwritable home or cache fail it too.
+    """
+    import subprocess
+    import tempfile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        wheel = f"{scratch}/{PROBE_PACKAGE}-1.0-py3-none-any.whl"
+        dist = f"{PROBE_PACKAGE}-1.0.dist-info"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(f"{PROBE_PACKAGE}.py", "ANSWER = 42\n")
+            archive.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {PROBE_PACKAGE}\nVersion: 1.0\n")
+            archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: accel-images\nRoot-Is-Purelib: true\n"
+                                              "Tag: py3-none-any\n")
+            archive.writestr(f"{dist}/RECORD", "")
+        pip = [sys.executable, "-m", "pip"]
+        installed = subprocess.run([*pip, "install", "--no-index", "--no-deps", wheel],
+                                   capture_output=True, text=True, timeout=120)
+        said = installed.stdout + installed.stderr
+        if installed.returncode != 0:
+            return False, f"pip install failed: {_first_error(said)}", {}
+        probe = subprocess.run([sys.executable, "-c", f"import {PROBE_PACKAGE} as p; print(p.ANSWER)"],
+                               capture_output=True, text=True, timeout=60)
+        subprocess.run([*pip, "uninstall", "-y", PROBE_PACKAGE], capture_output=True, text=True, timeout=120)
+    warned = [line for line in said.splitlines() if any(w in line for w in PIP_WARNINGS)]
+    if warned:
+        return False, f"pip install warned: {_one_line(warned[0])}", {}
+    if probe.stdout.strip() != "42":
+        return False, f"the installed package does not import: {_first_error(probe.stderr)}", {}
+    return True, "pip install of a wheel into the image's environment as this user", {}
+
+
+def _first_error(text: str) -> str:
+    """The line of tool output that says what went wrong: the last error line, else the first."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("ERROR", "error", "Traceback")) or "Error" in line]
+    return _one_line((errors[-1] if errors else lines[0]) if lines else "(no output)", 300)
+
+
+def developer_checks(args: argparse.Namespace, device: Device) -> list[dict[str, Any]]:
+    """What a developer does in the first five minutes, on the device the workload uses."""
+    companions = args.expect_companions.split(",") if args.expect_companions else installed_companions()
+    checks = [_timed("numpy", lambda: numpy_check(device)), _timed("torch_compile", lambda: compile_check(device))]
+    checks += [_timed(f"companion_{name}", lambda name=name: companion_check(device, name))  # type: ignore[misc]
+               for name in companions]
+    checks.append(_timed("pip_install", pip_check))
+    return checks
+
+
 def expectation_checks(args: argparse.Namespace, torch_version: str, python_version: str,
                        build: dict[str, Any]) -> list[dict[str, Any]]:
     """Checks that the build is what the image tag promises."""
@@ -492,6 +629,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["checks"].append(_timed("matmul_bfloat16", lambda: matmul_check(device, "bfloat16")))
     report["checks"].append(_timed("mlp_training", lambda: mlp_check(device)))
     report["checks"].append(_timed("device_to_host", lambda: copy_check(device)))
+    report["checks"].extend(developer_checks(args, device))
     return report
 
 

@@ -1,0 +1,82 @@
+"""The built CPU image as a developer uses it in the first five minutes (issue: a development image
+a developer can live in): as the image's user and as an arbitrary `--user UID:GID`, with the network
+off. Shares the session's real build of the published CPU variant with test_build_integration."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from test_build_integration import IMAGE, published_build  # noqa: F401  (the session's real build)
+
+pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
+
+PROBE = """
+import json, subprocess, sys, tempfile, zipfile
+wheel = tempfile.mkdtemp() + "/hello_dev-1.0-py3-none-any.whl"
+with zipfile.ZipFile(wheel, "w") as z:
+    z.writestr("hello_dev.py", "X = 1\\n")
+    z.writestr("hello_dev-1.0.dist-info/METADATA", "Metadata-Version: 2.1\\nName: hello-dev\\nVersion: 1.0\\n")
+    z.writestr("hello_dev-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+    z.writestr("hello_dev-1.0.dist-info/RECORD", "")
+pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", wheel], capture_output=True, text=True)
+print(json.dumps({"rc": pip.returncode, "out": pip.stdout + pip.stderr}))
+"""
+
+
+def run(docker_client, command: list[str], **options: object) -> str:
+    return docker_client.containers.run(IMAGE, command, remove=True, network_disabled=True, stderr=True,
+                                        **options).decode()
+
+
+@pytest.mark.parametrize("user", [None, "4321:4321", "0:0"])
+def test_pip_install_works_for_the_images_user_and_any_other(published_build: dict, docker_client,
+                                                              user: str | None) -> None:
+    options = {"user": user} if user else {}
+    said = run(docker_client, ["python", "-c", PROBE], **options)
+    last = said.strip().splitlines()[-1]
+    assert '"rc": 0' in last, said
+    assert "not writable" not in said and "WARNING" not in said, said
+
+
+def test_an_arbitrary_user_has_a_home_and_writes_into_a_bind_mounted_workspace(published_build: dict,
+                                                                            docker_client) -> None:
+    workspace = Path(tempfile.mkdtemp(prefix="workspace-", dir="/tmp"))
+    try:
+        os.chown(workspace, 4321, 4321)
+        said = run(docker_client, ["bash", "-lc", 'echo "home=$HOME"; touch "$HOME/.probe" && echo home-ok;'
+                                   ' pip --version >/dev/null && echo pip-ok; echo hi > /workspace/out.txt'],
+                   user="4321:4321", volumes={str(workspace): {"bind": "/workspace", "mode": "rw"}})
+        assert "home=/home/dev" in said and "home-ok" in said and "pip-ok" in said, said
+        assert "warning" not in said.lower(), said
+        written = workspace / "out.txt"
+        assert written.read_text() == "hi\n"
+        assert (written.stat().st_uid, written.stat().st_gid) == (4321, 4321)
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+def test_numpy_and_torch_compile_work_offline(published_build: dict, docker_client) -> None:
+    code = ("import warnings; warnings.filterwarnings('error', message='.*NumPy');"
+            "import torch; x = torch.arange(4.0); assert (x.numpy() * 2 == (x * 2).numpy()).all();"
+            "f = torch.compile(lambda t: torch.sin(t) + t * t); print('compiled', float(f(x).sum()))")
+    said = run(docker_client, ["python", "-c", code])
+    assert "compiled" in said, said
+
+
+def test_pip_is_pointed_at_torchs_own_index_for_companions(published_build: dict, docker_client) -> None:
+    """A later `pip install torchvision` takes the +cpu build: pip's index is torch's, PyPI the extra one."""
+    said = run(docker_client, ["pip", "config", "list"])
+    assert "global.index-url='https://download.pytorch.org/whl/cpu'" in said, said
+    assert "global.extra-index-url='https://pypi.org/simple'" in said, said
+
+
+def test_the_build_says_which_companion_the_wheelhouse_lacked(published_build: dict) -> None:
+    """CI's wheelhouse holds no +cpu torchvision: it is left out, and the build says so."""
+    [record] = published_build["records"]
+    assert any("torchvision 0.28 left out" in note for note in record["notes"]), record["notes"]
+    assert "torchvision 0.28 left out" in published_build["stdout"] + published_build["stderr"]
