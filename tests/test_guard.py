@@ -23,7 +23,7 @@ from accel_images.render import GUARD_SOURCE, guard_script
 ROOT = Path(__file__).resolve().parents[1]
 HOST_DATA = Path(__file__).resolve().parent / "data" / "host"
 GUARD_EXIT = 78  # EX_CONFIG: the host, not the image, is wrong
-TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh")
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh", "dirname")
 SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
 ECHO_ARGS = ["sh", "-c", 'printf "%s|" "$@"; exit 7', "argv0", "a b", "$(id)", "`id`", ""]
 
@@ -410,3 +410,15 @@ def test_the_guard_inside_the_image_refuses_a_missing_required_gpu(docker_client
     assert status == GUARD_EXIT
     assert stdout == b""
     assert stderr.startswith("accel-images: error: ") and "--gpus all" in stderr
+
+
+def test_gaudi_refuses_unwritable_habana_logs_instead_of_aborting(host: Host) -> None:
+    """opendatahub-io/opendatahub-tests#2301: the runtime SIGABRTs on an unwritable $HABANA_LOGS."""
+    host.device("accel/accel0")
+    assert_ran(host.run("gaudi", HABANA_LOGS=str(host.bin.parent / "not-yet" )))  # created by the runtime
+    logs = host.bin.parent / "habana_logs"
+    logs.mkdir()
+    assert_ran(host.run("gaudi", HABANA_LOGS=str(logs)))
+    blocked = host.bin.parent / "not-a-dir"
+    blocked.write_text("")
+    assert_refused(host.run("gaudi", HABANA_LOGS=str(blocked / "logs")), "HABANA_LOGS", "-e HABANA_LOGS=/tmp/habana_logs")

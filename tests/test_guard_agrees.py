@@ -32,7 +32,7 @@ case "$*" in
     *compute_cap*) echo "$FAKE_CC" ;;
 esac
 """
-TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "true")
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "true", "dirname")
 
 
 @pytest.fixture(scope="module")

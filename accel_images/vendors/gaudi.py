@@ -206,6 +206,13 @@ def parse_hl_smi_table(text: str) -> tuple[str | None, list[Gpu]]:
 
 
 GUARD = r'''check_vendor() {
+    # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
+    logs="${HABANA_LOGS:-/var/log/habana_logs}"
+    writable="$logs"
+    [ -e "$writable" ] || writable=$(dirname "$logs")
+    if [ ! -d "$writable" ] || [ ! -w "$writable" ]; then
+        refuse "HABANA_LOGS=$logs is not writable by user $(id -u): the Habana runtime aborts on it; run with -e HABANA_LOGS=/tmp/habana_logs"
+    fi
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
     fi

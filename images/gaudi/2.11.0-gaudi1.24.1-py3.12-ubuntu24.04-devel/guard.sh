@@ -84,6 +84,13 @@ open_or_group_add() {
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
 check_vendor() {
+    # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
+    logs="${HABANA_LOGS:-/var/log/habana_logs}"
+    writable="$logs"
+    [ -e "$writable" ] || writable=$(dirname "$logs")
+    if [ ! -d "$writable" ] || [ ! -w "$writable" ]; then
+        refuse "HABANA_LOGS=$logs is not writable by user $(id -u): the Habana runtime aborts on it; run with -e HABANA_LOGS=/tmp/habana_logs"
+    fi
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
     fi

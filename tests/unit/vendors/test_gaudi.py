@@ -1,0 +1,48 @@
+"""Intel Gaudi images: exact Dockerfile text, each assertion citing the reference it follows."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+GAUDI_2404 = ("gaudi", "1.24.1", "2.11", "3.12", "ubuntu24.04", "devel")
+GAUDI_2404_PINNED = ("gaudi", "1.24.0", "2.10", "3.12", "ubuntu24.04", "devel")
+
+
+def test_base_is_intels_pytorch_installer_and_torch_is_never_reinstalled(dockerfile: Callable[..., str]) -> None:
+    # docs.habana.ai Pull_Prebuilt_Containers: vault.habana.ai/gaudi-docker/<ver>/<os>/habanalabs/pytorch-installer-<torch>
+    text = dockerfile(*GAUDI_2404_PINNED)
+    assert ("\nFROM vault.habana.ai/gaudi-docker/1.24.0/ubuntu24.04/habanalabs/"
+            "pytorch-installer-2.10.0:1.24.0-1007\n") in text
+    assert "pip install" not in text  # compat-facts §8.20: never reinstall torch from PyPI
+
+
+def test_habana_logs_are_writable_by_every_user(dockerfile: Callable[..., str]) -> None:
+    # opendatahub-io/opendatahub-tests#2301: SIGABRT when /var/log/habana_logs is not writable
+    assert "    && mkdir -p /var/log/habana_logs && chmod 1777 /var/log/habana_logs \\\n" in dockerfile(*GAUDI_2404)
+
+
+def test_every_shell_sources_habanalabs_profile(dockerfile: Callable[..., str]) -> None:
+    # HabanaAI/Setup_and_Install dockerfiles/pytorch/Dockerfile.ubuntu: source /etc/profile.d/habanalabs.sh (root only)
+    assert ("echo '[ -f /etc/profile.d/habanalabs.sh ] && . /etc/profile.d/habanalabs.sh' >> /etc/bash.bashrc"
+            in dockerfile(*GAUDI_2404))
+
+
+def test_the_user_gets_an_sshd_on_mpi_operators_port(dockerfile: Callable[..., str]) -> None:
+    # HabanaAI/Setup_and_Install dockerfiles/base/Dockerfile.ubuntu24.04: `/etc/init.d/ssh start "-p 3022"`
+    text = dockerfile(*GAUDI_2404)
+    assert "RUN printf 'Port 3022\\nHostKey %s/.ssh/id_rsa\\nPidFile %s/.sshd.pid\\nStrictModes no\\nUsePAM no\\n'" in text
+    assert "/usr/sbin/sshd -f ~/.sshd_config" in text
+
+
+def test_runtime_variables(dockerfile: Callable[..., str]) -> None:
+    # docs.habana.ai Pull_Prebuilt_Containers: -e HABANA_VISIBLE_DEVICES=all -e OMPI_MCA_btl_vader_single_copy_mechanism=none;
+    # eager + torch.compile is the default mode (PT_HPU_LAZY_MODE=0, docs.habana.ai Runtime_Flags)
+    text = dockerfile(*GAUDI_2404)
+    for line in ('HABANA_VISIBLE_DEVICES="all"', 'OMPI_MCA_btl_vader_single_copy_mechanism="none"', 'PT_HPU_LAZY_MODE="0"'):
+        assert f"    {line}" in text, line
+
+
+def test_a_moving_base_tag_is_said_so_in_the_knowledge_base(kb) -> None:
+    # no 1.24.1 build id is published; :latest stays, and `--pin` locks the digest
+    assert kb.facts("gaudi")["1.24.1"].image_tag == "latest"
+    assert kb.facts("gaudi")["1.24.0"].image_tag == "1.24.0-1007"
