@@ -20,7 +20,7 @@ import yaml
 
 from accel_images import vendors
 from accel_images.errors import IncompatibleError, InputError, UnknownToKnowledgeBase
-from accel_images.vendors.base import Combo, Rules, Section, minor_of, version_matches
+from accel_images.vendors.base import Combo, Rules, Section, Unverified, minor_of, version_matches
 from accel_images.versions import parse, sort_versions
 
 DATA_FILE = Path(__file__).with_name("data") / "kb.yaml"
@@ -84,6 +84,7 @@ class KnowledgeBase:
     sections: Mapping[str, Section]
     sources: Mapping[str, str]
     as_of: str = ""
+    apt_repositories: Mapping[str, Any] = field(default_factory=dict)
 
     # ---- torch -------------------------------------------------------------------------
 
@@ -173,7 +174,8 @@ class KnowledgeBase:
             return self._stack_listing(query, row, torch, python, experimental_python)
         reasons = self.why_not(vendor, stack, torch, python, experimental_python=experimental_python)
         if reasons:
-            return Verdict(query, tuple(reasons), {"alternatives": self._alternatives(vendor, row, torch)})
+            return Verdict(query, tuple(reasons), {"alternatives": self._alternatives(vendor, row, torch)},
+                           unknown=any(isinstance(reason, Unverified) for reason in reasons))
         details = {"torch": self.resolve_torch(torch), "python": list(row.python), "source": row.source,
                    **vendors.get(vendor).details(self, stack, row)}
         return Verdict(query, (), details)
@@ -259,6 +261,8 @@ def parse_section(vendor: vendors.Vendor, raw: Mapping[str, Any]) -> Section:
                     rules.get("flavor_note")),
         builds={str(minor): _strs(stacks) for minor, stacks in (raw.get("builds") or {}).items()},
         notes={str(minor): str(note) for minor, note in (raw.get("notes") or {}).items()},
+        unverified={str(minor): ("*",) if stacks == "*" else _strs(stacks)
+                    for minor, stacks in (raw.get("unverified") or {}).items()},
         source=str(raw.get("source", "")),
         facts=vendor.load_facts(raw),
     )
@@ -272,6 +276,7 @@ def parse_kb(raw: Mapping[str, Any], sections: Mapping[str, Section]) -> Knowled
         sections=sections,
         sources=raw["sources"],
         as_of=str(raw.get("as_of", "")),
+        apt_repositories=dict(raw.get("apt_repositories") or {}),
     )
 
 

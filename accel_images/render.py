@@ -24,7 +24,7 @@ from typing import Iterable, Mapping
 
 import jinja2
 
-from accel_images import companions, vendors
+from accel_images import apt, companions, vendors
 from accel_images.compat import KnowledgeBase
 from accel_images.errors import InputError
 from accel_images.resources import default_templates
@@ -70,6 +70,7 @@ class RenderOptions:
     mirrors: tuple[Mirror, ...] = ()
     pip_index_url: str | None = None
     pip_find_links: Path | None = None
+    apt_mirrors: tuple[apt.AptMirror, ...] = ()
 
     def __post_init__(self) -> None:
         url = self.pip_index_url
@@ -79,7 +80,7 @@ class RenderOptions:
 
     @property
     def is_default(self) -> bool:
-        return not self.mirrors and not self.pip_index_url and not self.pip_find_links
+        return not self.mirrors and not self.pip_index_url and not self.pip_find_links and not self.apt_mirrors
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,13 @@ class Renderer:
         return companions.plan(release.companions, variant.wheel_index, variant.python, options.pip_find_links)
 
     def dockerfile(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> str:
+        return self._render(variant, expansion, options)[0]
+
+    def _render(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> tuple[str, dict[str, bytes]]:
+        """The Dockerfile and the extra files (apt keys and sources) its template asked for."""
         name = self.template_name(variant)
+        repositories = {key: apt.Repository.from_kb(key, raw) for key, raw in self.kb.apt_repositories.items()}
+        apt_repos = apt.Collector(repositories, variant.os, options.apt_mirrors)
         plan = self.companions(variant, options)
         labels = {**oci_labels(variant, expansion.image), **variant.labels(),
                   f"{LABEL_PREFIX}.companions": ",".join(plan.names)}
@@ -172,6 +179,7 @@ class Renderer:
             "facts": self.kb.facts(variant.vendor),
             "vendor_env": vendors.get(variant.vendor).image_env(self.kb, variant, expansion.variants),
             "os_info": self.kb.os.get(variant.os),
+            "apt_repos": apt_repos,
         }
         try:
             text = self.env.get_template(name).render(context)
@@ -184,11 +192,11 @@ class Renderer:
                              file=file, line=line, field=variant.key) from None
         except jinja2.TemplateNotFound as err:
             raise InputError(f"template not found: {err.name}", file=str(self.templates_dir)) from None
-        return _tidy(text)
+        return _tidy(text), apt_repos.files
 
     def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
-        files = {"Dockerfile": self.dockerfile(variant, expansion, options).encode(),
-                 **self.static_files(variant.vendor)}
+        text, extra = self._render(variant, expansion, options)
+        files = {"Dockerfile": text.encode(), **self.static_files(variant.vendor), **extra}
         conf = companions.pip_conf(variant.wheel_index, options.pip_index_url)
         if conf is not None:
             files[companions.PIP_CONF] = conf
@@ -305,7 +313,7 @@ def write_tree(root: Path, contexts: list[RenderedContext]) -> list[str]:
 def _rendered_by_us(root: Path, rel: str) -> bool:
     """`<vendor>/<tag>/<file>` whose directory holds a Dockerfile this project generated."""
     parts = Path(rel).parts
-    if len(parts) != 3 or parts[0] not in vendors.names():
+    if len(parts) < 3 or parts[0] not in vendors.names():
         return False
     dockerfile = root / parts[0] / parts[1] / "Dockerfile"
     try:
@@ -339,7 +347,7 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
     so a no-op rebuild neither copies a 200 MB wheelhouse nor disturbs the cached digests.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    keep = set(context.files)
+    keep = {name.split("/", 1)[0] for name in context.files}  # apt/... files keep their directory
     for name, data in context.files.items():
         target = dest / name
         if not (target.is_file() and not target.is_symlink() and target.read_bytes() == data):

@@ -166,17 +166,17 @@ def test_list_json_of_the_published_matrix() -> None:
 def test_list_table() -> None:
     result = run("list", "--matrix", SMALL)
     assert result.exit_code == 0
-    assert "2.14.0-cuda13.2-py3.12-ubuntu24.04-devel" in result.stdout
+    assert "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel" in result.stdout
     assert "nvidia/cuda:13.2.1-devel-ubuntu24.04" in result.stdout
     assert "13 variants, 3 combinations pruned (--explain shows why)" in result.stdout
 
 
 @pytest.mark.parametrize("args, tags", [
-    (["--vendor", "rocm"], ["2.14.0-rocm7.14-py3.12-ubuntu24.04", "2.13.0-rocm7.2-py3.12-ubuntu24.04"]),
+    (["--vendor", "rocm"], ["2.14.1-rocm7.14-py3.12-ubuntu24.04", "2.13.0-rocm7.2-py3.12-ubuntu24.04"]),
     (["--vendor", "cpu", "--torch", "2.13"], ["2.13.0-cpu-py3.11-debian12"]),
     (["--python", "3.10"], ["2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel"]),
-    (["--vendor", "cuda", "--stack", "12.6", "--flavor", "devel"], ["2.14.0-cuda12.6-py3.12-ubuntu24.04-devel"]),
-    (["--os", "debian12", "--torch", "2.14.0"], ["2.14.0-cpu-py3.11-debian12", "2.14.0-cpu-py3.11-debian12-devel"]),
+    (["--vendor", "cuda", "--stack", "12.6", "--flavor", "devel"], ["2.14.1-cuda12.6-py3.12-ubuntu24.04-devel"]),
+    (["--os", "debian12", "--torch", "2.14.0"], ["2.14.1-cpu-py3.11-debian12", "2.14.1-cpu-py3.11-debian12-devel"]),
 ])
 def test_list_filters(args: list[str], tags: list[str]) -> None:
     result = run("list", "--matrix", SMALL, "--json", *args)
@@ -266,9 +266,9 @@ def test_render_check_lists_modified_extra_and_deleted_files(tmp_path: Path) -> 
     out = tmp_path / "images"
     assert run("render", "--matrix", SMALL, "--out", str(out)).exit_code == 0
     assert run("render", "--matrix", SMALL, "--out", str(out), "--check").exit_code == 0
-    modified = out / "cuda" / "2.14.0-cuda13.2-py3.12-ubuntu24.04" / "Dockerfile"
-    modified.write_text(modified.read_text().replace("torch==2.14.0", "torch==2.13.0"))
-    extra = out / "cpu" / "2.14.0-cpu-py3.11-debian12" / "leftover.txt"
+    modified = out / "cuda" / "2.14.1-cuda13.2-py3.12-ubuntu24.04" / "Dockerfile"
+    modified.write_text(modified.read_text().replace("torch==2.14.1", "torch==2.13.0"))
+    extra = out / "cpu" / "2.14.1-cpu-py3.11-debian12" / "leftover.txt"
     extra.write_text("x\n")
     deleted = out / "gaudi" / "2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel" / "smoke.py"
     deleted.unlink()

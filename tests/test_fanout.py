@@ -92,7 +92,7 @@ def test_ci_matrix_command_filters():
     result = invoke(cli_fanout.ci_matrix_command, "--vendor", "rocm", "--torch", "2.14")
     assert result.exit_code == 0, result.output
     assert [e["tag"] for e in json.loads(result.output)["include"]] == [
-        "2.14.0-rocm7.14-py3.12-ubuntu24.04", "2.14.0-rocm7.14-py3.12-ubuntu24.04-devel"]
+        "2.14.1-rocm7.14-py3.12-ubuntu24.04", "2.14.1-rocm7.14-py3.12-ubuntu24.04-devel"]
 
 
 def test_ci_matrix_command_explains_an_empty_selection():
@@ -120,10 +120,10 @@ def test_bake_targets_and_groups(expansion):
 def test_bake_target_contents(expansion):
     variant = select(expansion.variants, {"vendor": "cuda", "stack": "13.2", "torch": "2.14", "flavor": "runtime"})[0]
     target = fanout.bake([variant], expansion, "ghcr.io/acme")["target"]["2_14_0-cuda13_2-py3_12-ubuntu24_04"]
-    assert target["context"] == "images/cuda/2.14.0-cuda13.2-py3.12-ubuntu24.04"
+    assert target["context"] == "images/cuda/2.14.1-cuda13.2-py3.12-ubuntu24.04"
     assert target["dockerfile"] == "Dockerfile"
     assert (ROOT / target["context"] / target["dockerfile"]).is_file()
-    assert target["tags"][0] == "ghcr.io/acme/accel-images/pytorch:2.14.0-cuda13.2-py3.12-ubuntu24.04"
+    assert target["tags"][0] == "ghcr.io/acme/accel-images/pytorch:2.14.1-cuda13.2-py3.12-ubuntu24.04"
     assert set(target["tags"][1:]) == {f"ghcr.io/acme/accel-images/pytorch:{alias}"
                                        for alias in ("2.14-cuda", "2.14-cuda13.2", "latest-cuda")}
     assert target["labels"] == variant.labels()

@@ -115,11 +115,11 @@ def test_every_architecture_gets_the_same_decision_from_guard_and_recommend(
 
 
 @pytest.mark.parametrize("tag, driver, refused", [
-    ("2.14.0-cuda12.6-py3.12-ubuntu24.04", "535.104.05", False),  # the README's 8 x H100 example: MVC
-    ("2.14.0-cuda12.6-py3.12-ubuntu24.04", "525.60.13", False),   # exactly the 12.x floor
-    ("2.14.0-cuda12.6-py3.12-ubuntu24.04", "520.61.05", True),
-    ("2.14.0-cuda13.2-py3.12-ubuntu24.04", "580.65.06", False),   # an R580 LTS driver under MVC
-    ("2.14.0-cuda13.2-py3.12-ubuntu24.04", "575.57.08", True),
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "535.104.05", False),  # the README's 8 x H100 example: MVC
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "525.60.13", False),   # exactly the 12.x floor
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "520.61.05", True),
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "580.65.06", False),   # an R580 LTS driver under MVC
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "575.57.08", True),
 ])
 def test_named_cases(world: tuple[Path, list[Variant]], tag: str, driver: str, refused: bool) -> None:
     root, variants = world
@@ -129,13 +129,13 @@ def test_named_cases(world: tuple[Path, list[Variant]], tag: str, driver: str, r
 
 
 @pytest.mark.parametrize("tag, cc, refused", [
-    ("2.14.0-cuda12.6-py3.12-ubuntu24.04", "10.0", True),   # Blackwell: cu126 stops at sm_90, no PTX
-    ("2.14.0-cuda12.6-py3.12-ubuntu24.04", "12.0", True),
-    ("2.14.0-cuda12.6-py3.12-ubuntu24.04", "8.9", False),   # 8.6 SASS runs on 8.9
-    ("2.14.0-cuda13.2-py3.12-ubuntu24.04", "12.0", False),
-    ("2.14.0-cuda13.2-py3.12-ubuntu24.04", "13.0", False),  # 12.0 PTX, JIT compiled
-    ("2.14.0-cuda13.2-py3.12-ubuntu24.04", "11.0", True),   # no 11.x SASS, PTX 12.0 is newer
-    ("2.14.0-cuda13.2-py3.12-ubuntu24.04", "7.0", True),    # CUDA 13 dropped Volta
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "10.0", True),   # Blackwell: cu126 stops at sm_90, no PTX
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "12.0", True),
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "8.9", False),   # 8.6 SASS runs on 8.9
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "12.0", False),
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "13.0", False),  # 12.0 PTX, JIT compiled
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "11.0", True),   # no 11.x SASS, PTX 12.0 is newer
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "7.0", True),    # CUDA 13 dropped Volta
 ])
 def test_named_architectures(world: tuple[Path, list[Variant]], tag: str, cc: str, refused: bool) -> None:
     root, variants = world

@@ -59,7 +59,7 @@ vendors:
       flavor: [runtime]
 """
 DEBIAN = "2.13.0-cpu-py3.11-debian12"
-UBUNTU = "2.14.0-cpu-py3.12-ubuntu24.04"
+UBUNTU = "2.14.1-cpu-py3.12-ubuntu24.04"
 GREEN = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
 NO_WAIT = RetryPolicy(sleep=lambda seconds: None)
 

@@ -85,17 +85,17 @@ def test_h100_on_driver_535_gets_cuda_12_6_and_why_not_13(tmp_path, expansion, k
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-h100-535.txt")})
     assert (host.driver_version, host.stack_version) == ("535.129.03", "12.2")
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant is not None and rec.variant.tag == "2.14.0-cuda12.6-py3.12-ubuntu24.04"
-    assert ("2.14.0-cuda13.2-py3.12-ubuntu24.04: host driver 535.129.03 is below the CUDA 13.x floor 580"
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04"
+    assert ("2.14.1-cuda13.2-py3.12-ubuntu24.04: host driver 535.129.03 is below the CUDA 13.x floor 580"
             " (minor-version compatibility)") in rec.reasons
-    assert any(r.startswith("2.14.0-cuda13.0-py3.12-ubuntu24.04: host driver 535.129.03 is below") for r in rec.reasons)
+    assert any(r.startswith("2.14.1-cuda13.0-py3.12-ubuntu24.04: host driver 535.129.03 is below") for r in rec.reasons)
     # 535 is above the 12.x floor but below the 12.6.3 toolkit driver: it runs, with the MVC caveat
     assert any("toolkit driver 560.35.05" in w and "torch.compile" in w for w in rec.warnings)
     # the images require only cuda>=12.0 of the driver (NVIDIA_REQUIRE_CUDA), so 12.2 is no caveat
     assert not any("NVIDIA_REQUIRE_CUDA" in w for w in rec.warnings)
     assert any("compute capability is unknown" in w for w in rec.warnings)  # the table has none
     assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
-                              "accel-images/pytorch:2.14.0-cuda12.6-py3.12-ubuntu24.04")
+                              "accel-images/pytorch:2.14.1-cuda12.6-py3.12-ubuntu24.04")
 
 
 def test_h100_compute_capability_is_compiled_into_cuda_12_6(tmp_path, expansion, kb):
@@ -103,7 +103,7 @@ def test_h100_compute_capability_is_compiled_into_cuda_12_6(tmp_path, expansion,
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-h100-535.txt"),
                                 NVIDIA_QUERY: "535.129.03, 9.0, NVIDIA H100 80GB HBM3\n"})
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-cuda12.6-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04"
     assert "compiled for compute capability 9.0" in rec.reasons[0]
     assert not any("compute capability is unknown" in w for w in rec.warnings)
 
@@ -114,19 +114,19 @@ def test_a100_on_580_gets_cuda_13_0_not_13_2(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv"),
                                 NVIDIA_TABLE: recorded("nvidia-smi-a100-580.txt")})
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-cuda13.0-py3.12-ubuntu24.04"
-    assert rec.reasons[0].startswith("2.14.0-cuda13.0-py3.12-ubuntu24.04: driver 580.126.09 meets the CUDA 13.0.2")
-    passed_over = next(r for r in rec.reasons if r.startswith("2.14.0-cuda13.2-py3.12-ubuntu24.04"))
+    assert rec.variant.tag == "2.14.1-cuda13.0-py3.12-ubuntu24.04"
+    assert rec.reasons[0].startswith("2.14.1-cuda13.0-py3.12-ubuntu24.04: driver 580.126.09 meets the CUDA 13.0.2")
+    passed_over = next(r for r in rec.reasons if r.startswith("2.14.1-cuda13.2-py3.12-ubuntu24.04"))
     assert "passed over" in passed_over and "595.58.03" in passed_over
     assert rec.warnings == ()
-    assert rec.docker_run.endswith(" accel-images/pytorch:2.14.0-cuda13.0-py3.12-ubuntu24.04")
+    assert rec.docker_run.endswith(" accel-images/pytorch:2.14.1-cuda13.0-py3.12-ubuntu24.04")
 
 
 def test_cuda_13_2_alone_on_580_is_accepted_with_the_mvc_warning(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv"),
                                 NVIDIA_TABLE: recorded("nvidia-smi-a100-580.txt")})
     rec = choose(host, expansion, kb, tmp_path, filters={"stack": "13.2"})
-    assert rec.variant.tag == "2.14.0-cuda13.2-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04"
     assert any("below the CUDA 13.2.1 toolkit driver 595.58.03" in w for w in rec.warnings)
 
 
@@ -134,11 +134,11 @@ def test_b200_on_r610_gets_the_newest_cuda_13_2(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-b200-r610.txt")})
     assert (host.driver_version, host.stack_version) == ("610.43.02", "13.3")
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-cuda13.2-py3.12-ubuntu24.04"
-    assert rec.reasons == ("2.14.0-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.1 "
+    assert rec.variant.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04"
+    assert rec.reasons == ("2.14.1-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.1 "
                            "toolkit driver 595.58.03",)
     assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
-                              "accel-images/pytorch:2.14.0-cuda13.2-py3.12-ubuntu24.04")
+                              "accel-images/pytorch:2.14.1-cuda13.2-py3.12-ubuntu24.04")
 
 
 def test_blackwell_has_no_kernels_in_cuda_12_6(tmp_path, expansion, kb):
@@ -155,7 +155,7 @@ def test_volta_is_older_than_every_cuda_13_arch(expansion, kb):
                     gpu_names=("Tesla V100-SXM2-16GB",), gpu_archs=("7.0",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image)
     assert rec.variant.stack == "12.6"  # Volta is in cu126's list
-    cu130 = next(r for r in rec.reasons if r.startswith("2.14.0-cuda13.0-py3.12-ubuntu24.04"))
+    cu130 = next(r for r in rec.reasons if r.startswith("2.14.1-cuda13.0-py3.12-ubuntu24.04"))
     assert "compute capability 7.0 is older than every architecture compiled into the cu130 wheel" in cu130
 
 
@@ -164,7 +164,7 @@ def test_mixed_gpus_run_binary_compatible_kernels(tmp_path, expansion, kb):
     7.0 and 8.6 code, which the 8.9 GPU runs (same major, lower minor)."""
     host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-mixed.csv")})
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-cuda12.6-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04"
     assert "compiled for compute capability 7.0, 8.6 (runs on 8.9)" in rec.reasons[0]
     assert rec.warnings == ()
 
@@ -189,7 +189,7 @@ def test_an_older_reported_cuda_major_is_rejected_without_a_driver_version(expan
 def test_devel_preference(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-b200-r610.txt")})
     rec = choose(host, expansion, kb, tmp_path, prefer_flavor="devel")
-    assert rec.variant.tag == "2.14.0-cuda13.2-py3.12-ubuntu24.04-devel"
+    assert rec.variant.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,14 +201,14 @@ def test_mi300x_gets_rocm_7_14_with_torch_2_14(tmp_path, expansion, kb):
                                 AMD_SMI_VERSION: recorded("amd-smi-version-6.4.1.txt")}, {"/dev/kfd": ""})
     assert (host.vendor, host.gpu_archs, host.stack_version) == ("rocm", ("gfx942",), "6.4.1")
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-rocm7.14-py3.12-ubuntu24.04"
-    assert rec.reasons[0] == "2.14.0-rocm7.14-py3.12-ubuntu24.04: gfx942 compiled into the rocm7.14 wheel"
+    assert rec.variant.tag == "2.14.1-rocm7.14-py3.12-ubuntu24.04"
+    assert rec.reasons[0] == "2.14.1-rocm7.14-py3.12-ubuntu24.04: gfx942 compiled into the rocm7.14 wheel"
     assert any("container ROCm 7.14 is far from the host's ROCm 6.4.1" in w for w in rec.warnings)
     flags = rec.docker_run.split()
     assert rec.docker_run.startswith("docker run --rm -it --device /dev/kfd --device /dev/dri ")
     assert "--security-opt seccomp=unconfined" in rec.docker_run
     assert flags.count("--ipc") == 1 and flags[flags.index("--ipc") + 1] == "host"
-    assert flags[-1] == "accel-images/pytorch:2.14.0-rocm7.14-py3.12-ubuntu24.04"
+    assert flags[-1] == "accel-images/pytorch:2.14.1-rocm7.14-py3.12-ubuntu24.04"
 
 
 def test_rocm_close_to_the_host_has_no_distance_warning(expansion, kb):
@@ -237,9 +237,9 @@ def test_gfx1010_is_rejected_without_an_override_hint(expansion, kb):
 def test_arc_gpu_gets_the_newest_xpu_image(tmp_path, expansion, kb):
     host = host_from(tmp_path, {SYCL_LS: recorded("sycl-ls-arc-a770.txt")}, {"/dev/dri/renderD128": ""})
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-xpu2026.1-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
     assert rec.docker_run == ("docker run --rm -it --device /dev/dri --ipc host "
-                              "accel-images/pytorch:2.14.0-xpu2026.1-py3.12-ubuntu24.04")
+                              "accel-images/pytorch:2.14.1-xpu2026.1-py3.12-ubuntu24.04")
 
 
 GAUDI_RUN = ("docker run --rm -it --runtime habana -e HABANA_VISIBLE_DEVICES=all "
@@ -296,8 +296,8 @@ def test_no_accelerator_gets_the_newest_cpu_image(tmp_path, expansion, kb):
     host = host_from(tmp_path, {})
     assert host.vendor == "cpu"
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-cpu-py3.12-ubuntu24.04"
-    assert rec.docker_run == "docker run --rm -it --ipc host accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.14.1-cpu-py3.12-ubuntu24.04"
+    assert rec.docker_run == "docker run --rm -it --ipc host accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"
 
 
 def test_other_vendors_images_are_rejected_and_cpu_ranks_last(expansion, kb):
@@ -351,7 +351,7 @@ def test_recommend_command_prints_the_docker_run_line(tmp_path):
                  "--registry", "ghcr.io/acme")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == ("docker run --rm -it --gpus all --ipc host "
-                                     "ghcr.io/acme/accel-images/pytorch:2.14.0-cuda13.0-py3.12-ubuntu24.04")
+                                     "ghcr.io/acme/accel-images/pytorch:2.14.1-cuda13.0-py3.12-ubuntu24.04")
     assert "host: cuda, driver 580.126.09, CUDA up to 13.0" in result.stderr
 
 
@@ -360,8 +360,8 @@ def test_recommend_command_json(tmp_path):
                  "--flavor", "devel", "--python", "3.12")
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
-    assert record["image"] == "accel-images/pytorch:2.14.0-cuda13.0-py3.12-ubuntu24.04-devel"
-    assert record["variant"]["tag"] == "2.14.0-cuda13.0-py3.12-ubuntu24.04-devel"
+    assert record["image"] == "accel-images/pytorch:2.14.1-cuda13.0-py3.12-ubuntu24.04-devel"
+    assert record["variant"]["tag"] == "2.14.1-cuda13.0-py3.12-ubuntu24.04-devel"
     assert record["host"]["gpu_archs"] == ["8.0"]
     assert record["docker_run"].endswith(record["image"])
 
@@ -411,7 +411,7 @@ def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monk
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
                  "--registry", "registry.example:5000/team")
     assert result.exit_code == 0, result.output
-    ref = "registry.example:5000/team/accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"
+    ref = "registry.example:5000/team/accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"
     assert FakeEngine.pulled == [ref]
     assert result.stdout.strip() == f"docker run --rm -it --ipc host {ref}"
 
@@ -429,7 +429,7 @@ def test_pull_command_pulls_nothing_when_nothing_fits(tmp_path, monkeypatch):
 def test_pull_from_a_real_registry(tmp_path, docker_client, registry):
     """A stand-in image pushed under the name recommend picks for a CPU host, then pulled back."""
     prefix = f"{registry}/test-{uuid.uuid4().hex[:12]}"
-    ref = f"{prefix}/accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"
+    ref = f"{prefix}/accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(b"FROM scratch\nLABEL io.accel-images.test=pull\n"),
                                           rm=True)
     try:

@@ -26,7 +26,7 @@ IMAGE = "accel-images/pytorch"
 
 SAMPLE_VARIANTS = {
     "2.13.0-cpu-py3.11-debian12": ("cpu", None, "2.13", "3.11", "debian12", "runtime"),
-    "2.14.0-cuda13.2-py3.12-ubuntu24.04-devel": ("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel"),
+    "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel": ("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel"),
     "2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel": ("gaudi", "1.24.1", "2.11", "3.10", "ubuntu22.04", "devel"),
 }
 
@@ -114,7 +114,7 @@ def test_every_dockerfile_keeps_the_house_rules(renderer: Renderer, published: E
 
 
 def test_gpu_labels_carry_driver_and_architectures(renderer: Renderer, kb: KnowledgeBase) -> None:
-    labels = labels_of(render(renderer, make_variant(kb, *SAMPLE_VARIANTS["2.14.0-cuda13.2-py3.12-ubuntu24.04-devel"])))
+    labels = labels_of(render(renderer, make_variant(kb, *SAMPLE_VARIANTS["2.14.1-cuda13.2-py3.12-ubuntu24.04-devel"])))
     assert labels["io.accel-images.min-driver"] == "595.58.03"
     assert labels["io.accel-images.mvc-driver"] == "580"
     assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0+PTX"
@@ -217,7 +217,7 @@ def test_odd_index_urls_are_input_errors(url: str) -> None:
 def test_pip_index_override_reaches_the_dockerfile(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, "xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime")
     text = render(renderer, variant, RenderOptions(pip_index_url="https://mirror.example.cn/pytorch/{index}"))
-    assert '--index-url https://mirror.example.cn/pytorch/xpu "torch==2.14.0"' in text
+    assert '--index-url https://mirror.example.cn/pytorch/xpu "torch==2.14.1"' in text
     assert "download.pytorch.org" not in text
 
 
@@ -273,7 +273,7 @@ def test_syntax_error_names_file_and_line(kb: KnowledgeBase, templates_copy: Pat
     broken = templates_copy / relative
     lines = broken.read_text().splitlines() + ["{% if %}"]
     broken.write_text("\n".join(lines) + "\n")
-    variant = make_variant(kb, *SAMPLE_VARIANTS["2.14.0-cuda13.2-py3.12-ubuntu24.04-devel"])
+    variant = make_variant(kb, *SAMPLE_VARIANTS["2.14.1-cuda13.2-py3.12-ubuntu24.04-devel"])
     with pytest.raises(InputError) as caught:
         Renderer(kb, templates_dir=templates_copy).dockerfile(variant, bare_expansion(), RenderOptions())
     assert caught.value.file == str(broken)

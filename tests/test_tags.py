@@ -34,13 +34,13 @@ def small(kb: KnowledgeBase) -> Expansion:
 
 
 @pytest.mark.parametrize("combo, tag", [
-    (("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "runtime"), "2.14.0-cuda13.2-py3.12-ubuntu24.04"),
-    (("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel"), "2.14.0-cuda13.2-py3.12-ubuntu24.04-devel"),
+    (("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "runtime"), "2.14.1-cuda13.2-py3.12-ubuntu24.04"),
+    (("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel"), "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel"),
     (("cuda", "12.4", "2.5", "3.11", "ubuntu22.04", "runtime"), "2.5.1-cuda12.4-py3.11-ubuntu22.04"),
     (("cpu", None, "2.13", "3.11", "debian12", "runtime"), "2.13.0-cpu-py3.11-debian12"),
-    (("rocm", "7.14", "2.14", "3.12", "ubuntu24.04", "devel"), "2.14.0-rocm7.14-py3.12-ubuntu24.04-devel"),
+    (("rocm", "7.14", "2.14", "3.12", "ubuntu24.04", "devel"), "2.14.1-rocm7.14-py3.12-ubuntu24.04-devel"),
     (("rocm", "6.2", "2.6", "3.12", "ubuntu24.04", "runtime"), "2.6.0-rocm6.2.4-py3.12-ubuntu24.04"),
-    (("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime"), "2.14.0-xpu2026.1-py3.12-ubuntu24.04"),
+    (("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime"), "2.14.1-xpu2026.1-py3.12-ubuntu24.04"),
     (("gaudi", "1.24.1", "2.11", "3.10", "ubuntu22.04", "devel"), "2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel"),
 ])
 def test_full_tag(kb: KnowledgeBase, combo: tuple, tag: str) -> None:
@@ -70,20 +70,20 @@ def test_alias_groups_of_one_variant(kb: KnowledgeBase) -> None:
 
 
 @pytest.mark.parametrize("alias, tag", [
-    ("2.14-cuda", "2.14.0-cuda13.2-py3.12-ubuntu24.04"),
-    ("2.14-cuda-devel", "2.14.0-cuda13.2-py3.12-ubuntu24.04-devel"),
-    ("2.14-cuda12.6", "2.14.0-cuda12.6-py3.12-ubuntu24.04"),
+    ("2.14-cuda", "2.14.1-cuda13.2-py3.12-ubuntu24.04"),
+    ("2.14-cuda-devel", "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel"),
+    ("2.14-cuda12.6", "2.14.1-cuda12.6-py3.12-ubuntu24.04"),
     ("2.13-cuda", "2.13.0-cuda13.2-py3.12-ubuntu24.04"),
-    ("latest-cuda", "2.14.0-cuda13.2-py3.12-ubuntu24.04"),
-    ("latest-rocm", "2.14.0-rocm7.14-py3.12-ubuntu24.04"),
-    ("latest-rocm-devel", "2.14.0-rocm7.14-py3.12-ubuntu24.04-devel"),
+    ("latest-cuda", "2.14.1-cuda13.2-py3.12-ubuntu24.04"),
+    ("latest-rocm", "2.14.1-rocm7.14-py3.12-ubuntu24.04"),
+    ("latest-rocm-devel", "2.14.1-rocm7.14-py3.12-ubuntu24.04-devel"),
     ("2.13-rocm", "2.13.0-rocm7.2-py3.12-ubuntu24.04"),
     ("2.13-rocm7.2-devel", "2.13.0-rocm7.2-py3.12-ubuntu24.04-devel"),
-    ("latest-xpu", "2.14.0-xpu2026.1-py3.12-ubuntu24.04"),
+    ("latest-xpu", "2.14.1-xpu2026.1-py3.12-ubuntu24.04"),
     ("latest-gaudi-devel", "2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel"),
     ("2.10-gaudi-devel", "2.10.0-gaudi1.24.0-py3.10-ubuntu22.04-devel"),
-    ("latest-cpu", "2.14.0-cpu-py3.12-ubuntu24.04"),
-    ("latest-cpu-devel", "2.14.0-cpu-py3.12-ubuntu24.04-devel"),
+    ("latest-cpu", "2.14.1-cpu-py3.12-ubuntu24.04"),
+    ("latest-cpu-devel", "2.14.1-cpu-py3.12-ubuntu24.04-devel"),
     ("2.13-cpu", "2.13.0-cpu-py3.12-ubuntu24.04"),
 ])
 def test_aliases_of_the_published_matrix(published: Expansion, alias: str, tag: str) -> None:
@@ -112,10 +112,10 @@ def test_every_alias_winner_is_the_newest_of_its_group(published: Expansion) -> 
 
 def test_aliases_of_and_all_tags(published: Expansion) -> None:
     variants = published.variants
-    newest = next(v for v in variants if v.tag == "2.14.0-rocm7.14-py3.12-ubuntu24.04")
+    newest = next(v for v in variants if v.tag == "2.14.1-rocm7.14-py3.12-ubuntu24.04")
     assert tags.aliases_of(newest, variants) == ("2.14-rocm", "2.14-rocm7.14", "latest-rocm")
     assert tags.all_tags(newest, variants, DAY) == (
-        "2.14.0-rocm7.14-py3.12-ubuntu24.04", "2.14.0-rocm7.14-py3.12-ubuntu24.04-20261007",
+        "2.14.1-rocm7.14-py3.12-ubuntu24.04", "2.14.1-rocm7.14-py3.12-ubuntu24.04-20261007",
         "2.14-rocm", "2.14-rocm7.14", "latest-rocm")
     older = next(v for v in variants if v.tag == "2.13.0-rocm7.2-py3.11-ubuntu22.04")
     assert tags.aliases_of(older, variants) == ()

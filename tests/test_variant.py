@@ -17,18 +17,18 @@ MATRICES = Path(__file__).resolve().parent / "matrices"
 VENDORS = set(vendors.BUILTIN)
 
 SMALL_TAGS = [
-    "2.14.0-cpu-py3.11-ubuntu24.04",
-    "2.14.0-cpu-py3.11-ubuntu24.04-devel",
-    "2.14.0-cpu-py3.11-debian12",
-    "2.14.0-cpu-py3.11-debian12-devel",
+    "2.14.1-cpu-py3.11-ubuntu24.04",
+    "2.14.1-cpu-py3.11-ubuntu24.04-devel",
+    "2.14.1-cpu-py3.11-debian12",
+    "2.14.1-cpu-py3.11-debian12-devel",
     "2.13.0-cpu-py3.11-debian12",
-    "2.14.0-cuda13.2-py3.12-ubuntu24.04",
-    "2.14.0-cuda13.2-py3.12-ubuntu24.04-devel",
-    "2.14.0-cuda12.6-py3.12-ubuntu24.04",
-    "2.14.0-cuda12.6-py3.12-ubuntu24.04-devel",
-    "2.14.0-rocm7.14-py3.12-ubuntu24.04",
+    "2.14.1-cuda13.2-py3.12-ubuntu24.04",
+    "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel",
+    "2.14.1-cuda12.6-py3.12-ubuntu24.04",
+    "2.14.1-cuda12.6-py3.12-ubuntu24.04-devel",
+    "2.14.1-rocm7.14-py3.12-ubuntu24.04",
     "2.13.0-rocm7.2-py3.12-ubuntu24.04",
-    "2.14.0-xpu2026.1-py3.12-ubuntu24.04",
+    "2.14.1-xpu2026.1-py3.12-ubuntu24.04",
     "2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel",
 ]
 
@@ -98,8 +98,8 @@ def test_published_matrix_prunes_rocm_7_14_for_torch_2_13(published: Expansion) 
 
 
 def test_duplicate_combinations_expand_once_keeping_the_first_group(small: Expansion) -> None:
-    assert one(small.variants, "2.14.0-cpu-py3.11-debian12").line == 8
-    assert one(small.variants, "2.14.0-cpu-py3.11-debian12-devel").line == 13
+    assert one(small.variants, "2.14.1-cpu-py3.11-debian12").line == 8
+    assert one(small.variants, "2.14.1-cpu-py3.11-debian12-devel").line == 13
 
 
 def test_explicit_impossible_group_is_rejected(kb: KnowledgeBase) -> None:
@@ -192,7 +192,7 @@ def test_labels(kb: KnowledgeBase) -> None:
     assert labels["io.accel-images.stack"] == "13.0"
     assert labels["io.accel-images.min-driver"] == "580.95.05"
     assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0+PTX"
-    assert labels["io.accel-images.tag"] == "2.14.0-cuda13.0-py3.12-ubuntu24.04"
+    assert labels["io.accel-images.tag"] == "2.14.1-cuda13.0-py3.12-ubuntu24.04"
     assert all(key.startswith("io.accel-images.") for key in labels)
 
 
@@ -258,4 +258,4 @@ def test_filter_with_a_full_torch_version_finds_pruned_minor(small: Expansion) -
 
 def test_filters_that_match_return_variants(small: Expansion) -> None:
     chosen = select_or_explain(small, {"vendor": "rocm", "torch": "2.14"})
-    assert [v.tag for v in chosen] == ["2.14.0-rocm7.14-py3.12-ubuntu24.04"]
+    assert [v.tag for v in chosen] == ["2.14.1-rocm7.14-py3.12-ubuntu24.04"]

@@ -47,6 +47,7 @@ class Section:
     builds: Mapping[str, tuple[str, ...]]   # torch minor -> stack versions with a wheel
     notes: Mapping[str, str]                # torch minor -> why it has no build
     source: str
+    unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> stacks, or ('*',)
     facts: Any = None                       # the vendor's own tables, parsed by its load_facts
 
 
@@ -127,6 +128,10 @@ class Vendor(Protocol):
     def describe_host(self, host: "HostInfo") -> list[str]: ...
 
 
+class Unverified(str):
+    """A reason that says what the knowledge base does not know (yet), not what cannot work."""
+
+
 def version_matches(requested: str, available: str) -> bool:
     """'6.2' asks for any 6.2 release, so it matches '6.2.4'; '6.2.4' matches only itself."""
     return available == requested or available.startswith(requested + ".")
@@ -203,6 +208,10 @@ class VendorBase:
         builds = self.stacks(kb, row.minor)
         if any(version_matches(combo.stack, build) for build in builds):
             return []
+        open_question = self.section(kb).unverified.get(row.minor, ())
+        if "*" in open_question or any(version_matches(combo.stack, s) for s in open_question):
+            return [Unverified(f"whether torch {row.minor} has a {name} {combo.stack} build is unverified in the"
+                               f" knowledge base of {kb.as_of}" + (f" (confirmed: {', '.join(builds)})" if builds else ""))]
         if not builds:
             note = self.section(kb).notes.get(row.minor)
             return [f"torch {row.minor} has no {name} build" + (f" ({note})" if note else "")]

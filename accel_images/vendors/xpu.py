@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from accel_images.devices import DeviceOptions, host_group_ids, nodes, pci_vendor_is, under
 from accel_images.hostinfo import Gpu, HostInfo, Runner, host_from, listing, quote, read, summary
-from accel_images.vendors.base import Fit, VendorBase
+from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase
 
 if TYPE_CHECKING:
     from accel_images.compat import KnowledgeBase, TorchRelease
@@ -32,14 +32,35 @@ _INTEGRATED_SLOT = ":00:02.0"  # where Intel integrated graphics sits: bus 0, de
 @dataclass(frozen=True)
 class XpuFacts:
     runtime_packages: tuple[str, ...]
-    runtime_ppa: str
+    runtime_repository: str
+    devel_images: Mapping[str, Mapping[str, str]]
 
 
 class Xpu(VendorBase):
     """The Intel GPU vendor: see the module docstring for its references."""
 
     def load_facts(self, raw: Mapping[str, Any]) -> XpuFacts:
-        return XpuFacts(tuple(str(p) for p in raw["runtime_packages"]), str(raw["runtime_ppa"]))
+        return XpuFacts(tuple(str(p) for p in raw["runtime_packages"]), str(raw["runtime_repository"]),
+                        {str(k): dict(v) for k, v in raw.get("devel_images", {}).items()})
+
+    def facts(self, kb: "KnowledgeBase") -> XpuFacts:
+        facts: XpuFacts = self.section(kb).facts
+        return facts
+
+    def flavor_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+        reasons = super().flavor_reasons(kb, combo)
+        if reasons or combo.flavor != "devel" or not combo.stack or not combo.os:
+            return reasons
+        if combo.os not in self.facts(kb).devel_images.get(combo.stack, {}):
+            return [f"no intel/deep-learning-essentials image for oneAPI {combo.stack} on {combo.os}"]
+        return []
+
+    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
+        base = super().resolve(kb, combo)
+        if combo.flavor != "devel":
+            return base
+        image = self.facts(kb).devel_images[base.stack or ""][combo.os or ""]
+        return Resolution(**{**base.__dict__, "base_image": image})
 
     def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]:
         return {"oneapi": list(self.stacks(kb, row.minor)), "wheel_index": self.wheel_index(kb, stack)}

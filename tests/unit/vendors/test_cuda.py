@@ -34,7 +34,7 @@ def test_container_toolkit_variables(dockerfile: Callable[..., str]) -> None:
 
 def test_torch_comes_from_the_cuda_wheel_index(dockerfile: Callable[..., str]) -> None:
     # https://pytorch.org/get-started/previous-versions/: pip install torch --index-url .../whl/cu126
-    assert '--index-url https://download.pytorch.org/whl/cu126 "torch==2.14.0"' in dockerfile(*RUNTIME_126)
+    assert '--index-url https://download.pytorch.org/whl/cu126 "torch==2.14.1"' in dockerfile(*RUNTIME_126)
 
 
 def test_guard_facts_are_the_knowledge_bases(dockerfile: Callable[..., str]) -> None:
@@ -43,7 +43,7 @@ def test_guard_facts_are_the_knowledge_bases(dockerfile: Callable[..., str]) -> 
     text = dockerfile(*RUNTIME_126)
     for line in ('ACCEL_IMAGES_CUDA="12.6.3"', 'ACCEL_IMAGES_DRIVER_FLOOR="525.60.13"',
                  'ACCEL_IMAGES_MIN_DRIVER="560.35.05"', 'ACCEL_IMAGES_GPU_ARCHS="5.0,6.0,7.0,7.5,8.0,8.6,9.0"',
-                 'ACCEL_IMAGES_FOR_NEWER_GPU="2.14.0-cuda13.2-py3.12-ubuntu24.04"'):
+                 'ACCEL_IMAGES_FOR_NEWER_GPU="2.14.1-cuda13.2-py3.12-ubuntu24.04"'):
         assert f"    {line}" in text, line
     assert 'ACCEL_IMAGES_GPU_ARCHS="7.5,8.0,8.6,9.0,10.0,12.0+PTX"' in dockerfile(*DEVEL_132)
 

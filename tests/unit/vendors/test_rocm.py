@@ -12,7 +12,7 @@ def test_runtime_on_plain_ubuntu_devel_on_rocm_dev(dockerfile: Callable[..., str
     # the rocmX.Y wheels bundle the ROCm user space (PyTorch "previous versions": --index-url .../whl/rocmX.Y)
     runtime = dockerfile(*RUNTIME)
     assert "\nFROM ubuntu:24.04\n" in runtime
-    assert '--index-url https://download.pytorch.org/whl/rocm7.14 "torch==2.14.0"' in runtime
+    assert '--index-url https://download.pytorch.org/whl/rocm7.14 "torch==2.14.1"' in runtime
     # rocm/dev-ubuntu-24.04:<x>-complete carries hipcc and the headers (ROCm/ROCm-docker dev/)
     assert "\nFROM rocm/dev-ubuntu-24.04:7.2.4-complete\n" in dockerfile(*DEVEL)
     assert "ENV ROCM_PATH=/opt/rocm\n" in dockerfile(*DEVEL)

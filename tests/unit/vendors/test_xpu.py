@@ -1,0 +1,36 @@
+"""Intel XPU images: exact Dockerfile text, each assertion citing the reference it follows."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+RUNTIME = ("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime")
+DEVEL = ("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "devel")
+
+
+def test_runtime_adds_the_gpu_user_mode_driver_from_intels_ppa_without_add_apt_repository(
+        dockerfile: Callable[..., str]) -> None:
+    # intel/oneapi-containers deep-learning-essentials/Dockerfile.ubuntu-24.04: ppa:kobuk-team/intel-graphics,
+    # `intel-opencl-icd libze-intel-gpu1 libze1`
+    text = dockerfile(*RUNTIME)
+    assert ("COPY apt/kobuk-team-intel-graphics.asc /etc/apt/keyrings/kobuk-team-intel-graphics.asc\n"
+            "COPY apt/kobuk-team-intel-graphics.sources /etc/apt/sources.list.d/kobuk-team-intel-graphics.sources\n"
+            "RUN apt-get update \\\n"
+            "    && apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd \\\n") in text
+    # https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html: pip install torch --index-url .../whl/xpu
+    assert '--index-url https://download.pytorch.org/whl/xpu "torch==2.14.1"' in text
+
+
+def test_devel_sits_on_deep_learning_essentials(dockerfile: Callable[..., str]) -> None:
+    # intel/deep-learning-essentials:<oneAPI>-devel-ubuntu24.04 (tags seen in use, O)
+    text = dockerfile(*DEVEL)
+    assert "\nFROM intel/deep-learning-essentials:2026.1.0-devel-ubuntu24.04\n" in text
+    assert "kobuk-team" not in text  # the DLE image already holds the GPU runtime
+    assert "setvars.sh" not in text  # compat-facts §8.17: do not load a second oneAPI runtime
+
+
+def test_run_options_follow_intels_container_guide(tmp_path) -> None:
+    # Intel oneAPI container guide: docker run --device=/dev/dri
+    from accel_images.devices import device_options
+
+    assert device_options("xpu", tmp_path).cli_flags()[:2] == ["--device", "/dev/dri"]
