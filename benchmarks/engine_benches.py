@@ -523,7 +523,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     if not _image_exists(CPU_IMAGE):
         result.skipped = f"{CPU_IMAGE} is not built (run `make image-offline` or the image_size benchmark)"
         return result
-    from accel_images.cli import expectation_from_labels
+    from accel_images.cli.build import expectation_from_labels
     from accel_images.engine import Engine
     from accel_images.smoke.launcher import container_options, run_smoke
     repeats = 1 if quick else 5

@@ -26,9 +26,9 @@ from click.testing import CliRunner
 
 from accel_images import compat, tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Outcome, Prepared
-from accel_images.cli import load_expansion
-from accel_images import cli_nightly
-from accel_images.cli_nightly import nightly_command
+from accel_images.cli import nightly as cli_nightly
+from accel_images.cli.nightly import nightly_command
+from accel_images.cli.options import load_expansion
 from accel_images.engine import BuiltImage, Engine, ImageInfo
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL

@@ -29,8 +29,8 @@ from click.testing import CliRunner
 
 from accel_images import compat
 from accel_images.build import BuildSettings, Prepared
-from accel_images.cli import load_expansion
-from accel_images.cli_nightly import nightly_command
+from accel_images.cli.nightly import nightly_command
+from accel_images.cli.options import load_expansion
 from accel_images.engine import Engine
 from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.nightly import NightlyOptions, NightlyOutcome, aged_only, run_nightly

@@ -18,8 +18,9 @@ import docker.errors
 import pytest
 from click.testing import CliRunner
 
-from accel_images import cli  # the command group first: cli_fanout is registered into it
-from accel_images import cli_fanout, compat
+from accel_images import compat, engine
+from accel_images.cli import fanout as cli_fanout
+from accel_images.cli import options
 from accel_images.host import HostInfo, detect_host
 from accel_images.recommend import Recommendation, docker_run_line, image_ref, judge, recommend
 from accel_images.variant import select
@@ -59,7 +60,7 @@ def host_from(tmp_path: Path, answers: dict[tuple[str, ...], str], files: dict[s
 
 @pytest.fixture(scope="module")
 def expansion():
-    return cli.load_expansion(str(ROOT / "matrix.yaml"))
+    return options.load_expansion(str(ROOT / "matrix.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -406,7 +407,7 @@ class FakeEngine:
 
 
 def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_fanout, "Engine", FakeEngine)
+    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
     FakeEngine.pulled = []
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
                  "--registry", "registry.example:5000/team")
@@ -417,7 +418,7 @@ def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monk
 
 
 def test_pull_command_pulls_nothing_when_nothing_fits(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_fanout, "Engine", FakeEngine)
+    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
     FakeEngine.pulled = []
     gaudi = HostInfo(vendor="gaudi", stack_version="1.15.0", gpu_names=("HL-225",), device_count=1)
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, gaudi)))

@@ -17,8 +17,8 @@ from rich.table import Table
 
 from accel_images import buildlog, compat
 from accel_images.build import BuildSettings, Outcome, hide_credentials, image_ref
-from accel_images.cli import (chosen_variants, expected_failures, filter_options, matrix_option, mirror_options, out,
-                         render_options, templates_option)
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, matrix_option,
+                                      mirror_options, out, render_options, templates_option)
 from accel_images.engine import Engine
 from accel_images.lock import held
 from accel_images.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
@@ -72,7 +72,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     with held(state / LOCK_FILE, lock_wait_s):
         nights, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants, settings,
                                        nightly, templates_dir, reports)
-    out.print(nightly_table(nights))
+    out().print(nightly_table(nights))
     failed = [night for night in nights if not night.ok]
     for night in failed:
         click.echo(f"FAILED {night.outcome.variant.key}: {night.outcome.error}", err=True)

@@ -1,7 +1,8 @@
 """`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout.
 
-This module imports accel_images.cli for the shared options, so accel_images.cli imports it at its end, after
-those are defined, and registers COMMANDS into its group.
+`recommend` judges a host against the matrix and needs neither Docker nor the builder, so the engine
+(for `pull`) and accel_images.fanout (for `ci-matrix` and `bake`: it takes its build arguments from
+the builder, which imports the docker SDK) are imported by the commands that use them.
 """
 
 from __future__ import annotations
@@ -14,13 +15,10 @@ from typing import Any
 
 import click
 
-from accel_images import compat
-from accel_images.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
-                         variant_record)
-from accel_images import vendors
-from accel_images.engine import Engine
+from accel_images import compat, vendors
+from accel_images.cli.options import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
+                                      variant_record)
 from accel_images.errors import IncompatibleError, InputError
-from accel_images.fanout import bake, ci_matrix
 from accel_images.host import HostInfo, detect_host
 from accel_images.recommend import Recommendation, describe_host, recommend
 
@@ -125,6 +123,7 @@ def recommend_command(matrix_path: str | None, registry: str | None, flavor: str
 def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_json: bool,
                  host_json: Path | None, **kwargs: Any) -> None:
     """Like recommend, then pull the image and print the `docker run` line for it."""
+    from accel_images.engine import Engine
     host, rec = choose(matrix_path, registry, flavor, host_json, kwargs)
     ref = report(host, rec, as_json)
     engine = Engine.connect()
@@ -142,6 +141,7 @@ def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_
 @expected_failures
 def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
     """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."""
+    from accel_images.fanout import ci_matrix
     expansion, variants = chosen_variants(matrix_path, kwargs)
     click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
 
@@ -155,6 +155,7 @@ def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
 @expected_failures
 def bake_command(matrix_path: str | None, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
     """Write a docker-bake.json with one target per variant, for `docker buildx bake`."""
+    from accel_images.fanout import bake
     expansion, variants = chosen_variants(matrix_path, kwargs)
     text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"
     if out_file is None:
@@ -166,6 +167,3 @@ def bake_command(matrix_path: str | None, registry: str | None, out_file: Path |
         raise InputError(f"cannot write {out_file}: {err.strerror}", field="--out") from None
     click.echo(f"wrote {out_file} ({len(variants)} targets)", err=True)
 
-
-COMMANDS = (recommend_command, pull_command, ci_matrix_command, bake_command)
-"""What accel_images.cli registers with `main.add_command` (at the end of cli.py: this module imports it)."""
