@@ -77,7 +77,7 @@ def with_earlier_results(results: list[harness.BenchResult], path: Path) -> list
     fresh = {result.name: result for result in results}
     kept = {data["name"]: harness.result_from_json(data) for data in earlier.get("results", [])}
     for name, result in kept.items():
-        if name not in fresh:
+        if name not in fresh and not (result.notes and result.notes[0].startswith("Carried over")):
             result.notes.insert(0, f"Carried over from the run of {earlier.get('started', '?')[:16]} UTC (not re-run"
                                    f" this time).")
     merged = {**kept, **fresh}

@@ -78,7 +78,9 @@ def _declares(directory: str, name: str) -> bool:
     try:
         with open(os.path.join(directory or ".", name, "entry_points.txt"), encoding="utf-8") as handle:
             return ENTRY_POINT_GROUP in handle.read()
-    except (OSError, UnicodeDecodeError):
+    except UnicodeDecodeError:
+        return True  # not ours to judge: importlib.metadata reads it as it always did
+    except OSError:
         return False
 
 
