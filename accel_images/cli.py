@@ -19,10 +19,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from accel_images import buildlog, compat, devices, pin, tags
-from accel_images.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, hide_credentials, human_size, image_ref,
-                           outcome_record, withhold_credentials)
+from accel_images import compat, devices, pin, tags
+from accel_images.build import Builder
+from accel_images.credentials import hide_credentials
 from accel_images.engine import Engine
+from accel_images.formatting import human_size
+from accel_images.outcome import Outcome, outcome_record
 from accel_images.progress import progress_for
 from accel_images.report import write_reports
 from accel_images.smoke.judge import Expectation
@@ -31,6 +33,8 @@ from accel_images.errors import AccelError, InputError
 from accel_images.matrix import load_matrix
 from accel_images.resources import IMAGES_DIR, default_matrix
 from accel_images.render import Mirror, Renderer, RenderOptions, stale_paths, write_tree
+from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
+from accel_images.state import StateDir
 from accel_images.variant import LABEL_PREFIX, Expansion, Variant, expand, select_or_explain
 
 FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor")
@@ -310,8 +314,7 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_
                          "use --out DIR for a filtered, mirrored or pinned render", field="--out")
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     renderer = Renderer(compat.load_kb(), templates_dir) if templates_dir else Renderer(compat.load_kb())
-    contexts = [withhold_credentials(c, options.pip_index_url)
-                for c in renderer.render_all(expansion, variants, options)]
+    contexts = renderer.render_all(expansion, variants, options)
     if check:
         stale = stale_paths(out_dir, contexts)
         if stale:
@@ -366,7 +369,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_u
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
-    settings = BuildSettings(options=options, state_dir=buildlog.state_dir(state_dir), force=force or no_cache,
+    settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     engine = Engine.connect()
@@ -411,11 +414,11 @@ def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
     return [done.get(v) or Outcome(v, "interrupted", image_ref(expansion, v), error="interrupted") for v in variants]
 
 
-def write_build_report(state_dir: Path, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
+def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
     """reports/build/: report.json (its `variants` are the outcome records), Markdown, HTML grid, JUnit."""
     records = [outcome_record(o) for o in outcomes]
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
-    paths = write_reports(records, state_dir / "reports" / "build", meta)
+    paths = write_reports(records, state_dir.build_reports, meta)
     return paths["html"]
 
 
