@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
-from packaging.version import InvalidVersion, Version
 
 from accel_images import vendors
+from accel_images.versions import key as version_key, newest_first
 
 SCHEMA = 1
 STATUSES = ("built", "skipped", "failed")
@@ -184,13 +184,6 @@ def _text(value: Any) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def version_key(version: str) -> Version:
-    try:
-        return Version(version)
-    except InvalidVersion:
-        return Version("0")
 
 
 def vendor_rank(vendor: str) -> tuple[int, str]:
@@ -370,16 +363,12 @@ class Grid:
 def grid(views: Sequence[VariantView]) -> Grid:
     torches = tuple(sorted({v.torch for v in views}, key=version_key, reverse=True))
     row_keys = sorted({(v.vendor, v.stack) for v in views},
-                      key=lambda vs: (vendor_rank(vs[0]), _negated(version_key(vs[1]))))
+                      key=lambda vs: (vendor_rank(vs[0]), newest_first(vs[1])))
     rows = tuple(GridRow(vendor, stack, tuple(
         GridCell(torch, tuple(v for v in views if (v.vendor, v.stack, v.torch) == (vendor, stack, torch)))
         for torch in torches), first_of_vendor=n == 0 or row_keys[n - 1][0] != vendor)
         for n, (vendor, stack) in enumerate(row_keys))
     return Grid(torches, rows)
-
-
-def _negated(version: Version) -> tuple:
-    return tuple(-part for part in version.release)
 
 
 @functools.lru_cache(maxsize=1)
