@@ -1,6 +1,6 @@
 """Run reports: JSON for machines, Markdown and a static HTML grid for people, JUnit XML for CI.
 
-Every report is rendered from the same list of per-variant records (`accel_images.build.outcome_record`,
+Every report is rendered from the same list of per-variant records (`accel_images.outcome.outcome_record`,
 plus `pushed_tags` and `digest` from a nightly run) and the same run metadata, by pure functions;
 `write_reports` only renders all four and then moves each into place atomically, so a reader never
 sees half a file and an interrupted run never leaves one report disagreeing with another. Error
