@@ -31,6 +31,7 @@ from accel_images.state import StateDir
 from accel_images.variant import Expansion, Variant
 from accel_images.report import write_reports
 
+
 @click.command("nightly")
 @click.option("--registry", "registry_text", required=True, metavar="[http[s]://]HOST[:PORT][/NAMESPACE]",
               help="Where images are published; credentials come from `docker login`.")

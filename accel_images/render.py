@@ -50,10 +50,12 @@ A build arg declared with ARG is recorded, with its value, in the history entry 
 key of every later RUN of its stage (classic builder), so cached intermediate images would keep
 the secret. The predefined proxy args are the exception Docker documents: usable by every RUN
 without a declaration, left out of `docker history` and out of the cache key unless a Dockerfile
-declares them. The FTP one is the proxy no pip, apt or curl step of these images uses (pip
-fetches over https, the apt sources are http(s)), so borrowing it changes no download. The
-rendered Dockerfile never declares it and never holds the value; the build context holds no
-file with it, so no layer of any stage can contain it.
+declares them. Tools read the FTP one for ftp:// URLs only, which no step of these images
+fetches (pip and apt use http(s)), so borrowing it changes no download. The rendered Dockerfile
+never declares it and never holds the value, and the build context holds no file with it, so
+no layer of any stage can contain it. What remains: like any build arg, the value is in the
+environment of each RUN while it runs (a step that wrote its environment to a file would leak
+it; tests/test_security.py scans every layer for that).
 """
 
 
