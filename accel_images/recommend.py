@@ -26,7 +26,7 @@ from accel_images.compat import KnowledgeBase
 from accel_images.hostinfo import HostInfo
 from accel_images.variant import OS_ORDER, Variant
 from accel_images.vendors.base import Fit
-from accel_images.versions import safe_parse
+from accel_images.versions import newest_first
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -112,9 +112,8 @@ def judge(host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
 
 def _rank(fit: Fit, host: HostInfo, prefer_flavor: str) -> tuple:
     v = fit.variant
-    newest = lambda version: tuple(-p for p in safe_parse(version or "0"))  # noqa: E731
-    return (v.vendor != host.vendor, v.flavor != prefer_flavor, newest(v.torch), bool(fit.caveats),
-            not fit.exact_arch, newest(v.stack), newest(v.python),
+    return (v.vendor != host.vendor, v.flavor != prefer_flavor, newest_first(v.torch), bool(fit.caveats),
+            not fit.exact_arch, newest_first(v.stack), newest_first(v.python),
             -OS_ORDER.index(v.os) if v.os in OS_ORDER else 0, v.tag)
 
 

@@ -16,7 +16,7 @@ from accel_images.compat import KnowledgeBase, minor_of
 from accel_images.errors import IncompatibleError, InputError
 from accel_images.matrix import Group, Matrix, User
 from accel_images.vendors.base import Combo
-from accel_images.versions import parse
+from accel_images.versions import newest_first
 
 if TYPE_CHECKING:
     from accel_images.smoke.judge import Expectation
@@ -78,8 +78,8 @@ class Variant:
 
     def sort_key(self) -> tuple:
         """Newest first within a vendor: torch, stack, python, os, runtime before devel."""
-        return (vendors.rank(self.vendor), tuple(-p for p in parse(self.torch)),
-                tuple(-p for p in parse(self.stack or "0")), tuple(-p for p in parse(self.python)),
+        return (vendors.rank(self.vendor), newest_first(self.torch), newest_first(self.stack),
+                newest_first(self.python),
                 -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime")
 
 

@@ -16,9 +16,13 @@ from typing import Any
 import click
 from rich.table import Table
 
-from accel_images import buildlog, compat, devices
-from accel_images.build import (PULL_POLICIES, Builder, BuildSettings, Outcome, hide_credentials, human_size, image_ref,
-                                outcome_record)
+from accel_images import compat, devices
+from accel_images.build import Builder
+from accel_images.credentials import hide_credentials
+from accel_images.formatting import human_size
+from accel_images.outcome import Outcome, outcome_record
+from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
+from accel_images.state import StateDir
 from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, lock_options,
                                       matrix_option, mirror_options, out, pinned_variants, render_options,
                                       templates_option)
@@ -69,7 +73,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_u
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
-    settings = BuildSettings(options=options, state_dir=buildlog.state_dir(state_dir), force=force or no_cache,
+    settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     engine = Engine.connect()
@@ -114,11 +118,11 @@ def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
     return [done.get(v) or Outcome(v, "interrupted", image_ref(expansion, v), error="interrupted") for v in variants]
 
 
-def write_build_report(state_dir: Path, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
+def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
     """reports/build/: report.json (its `variants` are the outcome records), Markdown, HTML grid, JUnit."""
     records = [outcome_record(o) for o in outcomes]
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
-    paths = write_reports(records, state_dir / "reports" / "build", meta)
+    paths = write_reports(records, state_dir.build_reports, meta)
     return paths["html"]
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from accel_images import compat
-from accel_images.build import withhold_credentials
 from accel_images.cli.options import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, lock_options,
                                       matrix_option, mirror_options, pinned_variants, render_options,
                                       templates_option)
@@ -41,8 +40,7 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_
                          "use --out DIR for a filtered, mirrored or pinned render", field="--out")
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     renderer = Renderer(compat.load_kb(), templates_dir) if templates_dir else Renderer(compat.load_kb())
-    contexts = [withhold_credentials(c, options.pip_index_url)
-                for c in renderer.render_all(expansion, variants, options)]
+    contexts = renderer.render_all(expansion, variants, options)
     if check:
         stale = stale_paths(out_dir, contexts)
         if stale:
