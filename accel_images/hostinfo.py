@@ -192,17 +192,24 @@ def leading_version(text: str | None, parts: int = 3) -> str | None:
     return match.group(1) if match else None
 
 
-def remembering(run: Runner) -> Runner:
+class Remembering:
     """The same runner, running each command once: a probe reads one output in several places
-    (amd-smi's table gives GPUs and versions) without asking the tool twice."""
-    seen: dict[tuple[str, ...], CommandOutput | None] = {}
+    (amd-smi's table gives GPUs and versions) without asking the tool twice, and can look back at
+    everything a tool said (`outputs`) for its failure messages."""
 
-    def cached(argv: list[str]) -> CommandOutput | None:
+    def __init__(self, run: Runner) -> None:
+        self.run = run
+        self.seen: dict[tuple[str, ...], CommandOutput | None] = {}
+
+    def __call__(self, argv: list[str]) -> CommandOutput | None:
         key = tuple(argv)
-        if key not in seen:
-            seen[key] = run(argv)
-        return seen[key]
-    return cached
+        if key not in self.seen:
+            self.seen[key] = self.run(argv)
+        return self.seen[key]
+
+    def outputs(self, tool: str) -> list[CommandOutput]:
+        """What `tool` printed, over every command form asked so far, in the order asked."""
+        return [out for argv, out in self.seen.items() if argv[0] == tool and out is not None]
 
 
 def first_answer(run: Runner, forms: list[list[str]]) -> tuple[str, CommandOutput | None]:
