@@ -243,9 +243,11 @@ def test_gfx_feature_suffix_is_stripped_and_generic_isa_ignored(tmp_path):
 def test_xpu_from_recorded_sycl_ls(tmp_path):
     host = detect_host(FakeTools(INTEL_TOOLS), machine(tmp_path, INTEL_FILES))
     assert host.vendor == "xpu"
-    assert host.gpu_names == ("Intel(R) Arc(TM) A770 Graphics", "Intel(R) UHD Graphics 730")
+    assert host.gpu_names == ("Intel(R) Arc(TM) A770 Graphics",)  # the OpenCL lines do not count
     assert host.gpu_archs == host.gpu_names
-    assert host.device_count == 2  # the OpenCL lines name the same two devices again
+    assert host.device_count == 1  # the integrated UHD Graphics 730 on Level Zero is no accelerator
+    assert host.driver_version == "1.3.29735+27"
+    assert "Intel(R) UHD Graphics 730 is integrated graphics; not counted" in evidence_text(host)
 
 
 def test_xpu_from_older_sycl_ls_format(tmp_path):
