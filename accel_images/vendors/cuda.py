@@ -484,11 +484,17 @@ def _read_query_no_cc(reading: _SmiReading, text: str, notes: list[str]) -> None
 
 def _read_full(reading: _SmiReading, text: str, notes: list[str]) -> None:
     report = parse_nvidia_full(text)
-    archs = ", ".join(dict.fromkeys(b["Product Architecture"] for b in report.gpus if "Product Architecture" in b))
     if report.gpus:
+        archs = _each(report, "Product Architecture")
         notes.append(f"cuda: nvidia-smi -q: {report.attached or len(report.gpus)} attached GPU(s)"
-                     + (f", architecture {archs}" if archs else ", no Product Architecture field"))
+                     + (f", architecture {archs}" if archs else ", no Product Architecture field (unknown)")
+                     + (f", PCI device id {ids}" if (ids := _each(report, "Device Id")) else ""))
     reading.merge(report.driver, report.cuda, _full_report_gpus(report))
+
+
+def _each(report: NvidiaReport, key: str) -> str:
+    """The distinct values of one field over the GPU blocks, for the evidence."""
+    return ", ".join(dict.fromkeys(block[key] for block in report.gpus if block.get(key)))
 
 
 def _read_table(reading: _SmiReading, text: str, notes: list[str]) -> None:

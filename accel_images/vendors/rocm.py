@@ -395,6 +395,8 @@ def _detect(run: Remembering, root: Path, device: str, notes: list[str]) -> Host
         notes.append("rocm: rocminfo reports a WSL environment (the GPU driver is the Windows one)")
     gpus = _amd_gpus(rocminfo, run, root, device, notes)
     smi = _amd_smi_fields(answer(run(_AMD_SMI_VERSION)))
+    if smi.get("AMDSMI Tool"):
+        notes.append(f"rocm: AMDSMI Tool {smi['AMDSMI Tool']}, library {smi.get('AMDSMI Library version') or 'unknown'}")
     versions = {"driver_version": _amd_driver(smi, rocminfo, run, root, notes),
                 "stack_version": _rocm_version(run, root, smi, notes)}
     found = rocminfo_failure(said(rocminfo))
@@ -423,10 +425,9 @@ def _amd_gpus(rocminfo: str | None, run: Runner, root: Path, device: str, notes:
         notes.append(f"rocm: {command} lists {summary(gpus)}")
         return gpus
     table = run(_AMD_SMI_TABLE)
-    if table is not None and (gpus := parse_amd_smi_table(table).gpus):
-        rows = parse_amd_smi_table(table).rows
-        where = ", ".join(bdf + (f" {mode}" if mode and mode != "N/A" else "") for bdf, _, mode in rows)
-        notes.append(f"rocm: amd-smi lists {summary(gpus)} at {where}; no gfx target in its table")
+    if table is not None and (gpus := (parsed := parse_amd_smi_table(table)).gpus):
+        where = ", ".join(bdf + (f" {mode}" if mode and mode != "N/A" else "") for bdf, _, mode in parsed.rows)
+        notes.append(f"rocm: amd-smi {parsed.tool or ''} lists {summary(gpus)} at {where}; no gfx target in its table")
         return gpus
     if (gpus := _kfd_gpus(root)):
         notes.append(f"rocm: KFD topology lists {len(gpus)} GPU node(s)")

@@ -151,11 +151,14 @@ def _parse_xpu_smi_table(text: str) -> list[IntelDevice]:
             rows.append({"device_id": row.group("id")})
         if rows:
             rows[-1].setdefault(row.group("key"), row.group("value"))
-    as_json = [{"device_id": r["device_id"], "device_name": r.get("Device Name"), "vendor_name": r.get("Vendor Name"),
-                "device_type": r.get("Device Type", "GPU"), "pci_bdf_address": r.get("PCI BDF Address"),
-                "device_function_type": r.get("Function Type"), "driver_version": r.get("Driver Version"),
-                "drm_device": r.get("DRM Device")} for r in rows]
+    as_json = [{json_key: row[key] for key, json_key in _TABLE_KEYS.items() if row.get(key)} for row in rows]
     return [device for device in map(_json_device, as_json) if device]
+
+
+_TABLE_KEYS = {"device_id": "device_id", "Device Name": "device_name", "Vendor Name": "vendor_name",
+               "Device Type": "device_type", "PCI BDF Address": "pci_bdf_address",
+               "Function Type": "device_function_type", "Driver Version": "driver_version", "DRM Device": "drm_device"}
+"""`xpu-smi discovery` table fields -> the keys of its JSON form."""
 
 
 def parse_xpu_smi(text: str) -> list[IntelDevice]:
