@@ -205,7 +205,8 @@ _AMDGPU_NOT_FOUND = re.compile(r"amdgpu not found in modules")
 _SMI_NOT_INITIALIZED = re.compile(r"driver not initiali[sz]ed")
 # Plain `amd-smi`: a header box, closed by its first "|----+----|" rule. AMD-SMI 26 puts it on one line,
 #   "| AMD-SMI 26.2.0+021c61fc      amdgpu version: 6.16.6   ROCm version: 7.1.1    |",
-# AMD-SMI 27 one field a line: "| AMD-SMI            27.0.0 |", "| amdgpu Version:    6.19.4 |", "| ROCm Version: 7.14.0 |".
+# AMD-SMI 27 one field a line: "| AMD-SMI            27.0.0 |", "| amdgpu Version:    6.19.4 |",
+# "| ROCm Version:      7.14.0 |".
 _SMI_RULE = re.compile(r"\|[-=]+\+[-=+|]*")
 _SMI_TOOL = re.compile(r"AMD-SMI\s+(\S+)")
 _SMI_AMDGPU = re.compile(r"amdgpu version:\s*(\S+)", re.IGNORECASE)
@@ -396,7 +397,8 @@ def _detect(run: Remembering, root: Path, device: str, notes: list[str]) -> Host
     gpus = _amd_gpus(rocminfo, run, root, device, notes)
     smi = _amd_smi_fields(answer(run(_AMD_SMI_VERSION)))
     if smi.get("AMDSMI Tool"):
-        notes.append(f"rocm: AMDSMI Tool {smi['AMDSMI Tool']}, library {smi.get('AMDSMI Library version') or 'unknown'}")
+        library = smi.get("AMDSMI Library version") or "unknown"
+        notes.append(f"rocm: AMDSMI Tool {smi['AMDSMI Tool']}, library {library}")
     versions = {"driver_version": _amd_driver(smi, rocminfo, run, root, notes),
                 "stack_version": _rocm_version(run, root, smi, notes)}
     found = rocminfo_failure(said(rocminfo))
