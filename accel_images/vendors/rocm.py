@@ -395,19 +395,22 @@ def _detect(run: Remembering, root: Path, device: str, notes: list[str]) -> Host
     if _ROCMINFO_WSL.search(rocminfo or ""):
         notes.append("rocm: rocminfo reports a WSL environment (the GPU driver is the Windows one)")
     gpus = _amd_gpus(rocminfo, run, root, device, notes)
-    smi = _amd_smi_fields(answer(run(_AMD_SMI_VERSION)))
+    smi_version = run(_AMD_SMI_VERSION)
+    found = rocminfo_failure(said(rocminfo))
+    smi_failures = [reason for out in run.outputs("amd-smi") if (reason := amd_smi_failure(said(out)))]
+    reasons = [reason for reason in ((found or ("", False))[0], *smi_failures[:1]) if reason]
+    if not gpus and not reasons:
+        return None
+    smi = _amd_smi_fields(answer(smi_version) or (smi_version if smi_failures else None))
     if smi.get("AMDSMI Tool"):
         library = smi.get("AMDSMI Library version") or "unknown"
         notes.append(f"rocm: AMDSMI Tool {smi['AMDSMI Tool']}, library {library}")
     versions = {"driver_version": _amd_driver(smi, rocminfo, run, root, notes),
                 "stack_version": _rocm_version(run, root, smi, notes)}
-    found = rocminfo_failure(said(rocminfo))
-    smi_failures = [reason for out in run.outputs("amd-smi") if (reason := amd_smi_failure(said(out)))]
     if found and found[1]:
         return _broken(found[0], gpus, versions, notes)
-    reasons = [reason for reason in ((found or ("", False))[0], *smi_failures[:1]) if reason]
     if not gpus:
-        return _broken(reasons[0], [], versions, notes) if reasons else None
+        return _broken(reasons[0], [], versions, notes)
     notes += [f"rocm: {reason} (GPUs are listed all the same)" for reason in reasons]
     return host_from("rocm", gpus, **versions)
 
