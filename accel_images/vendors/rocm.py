@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from accel_images.devices import DeviceOptions, host_group_ids, under
 from accel_images.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
@@ -402,9 +402,9 @@ def _detect(run: Remembering, root: Path, device: str, notes: list[str]) -> Host
     if not gpus and not reasons:
         return None
     smi = _amd_smi_fields(answer(smi_version) or (smi_version if smi_failures else None))
-    if smi.get("AMDSMI Tool"):
-        library = smi.get("AMDSMI Library version") or "unknown"
-        notes.append(f"rocm: AMDSMI Tool {smi['AMDSMI Tool']}, library {library}")
+    if smi.get("amdsmi tool"):
+        library = smi.get("amdsmi library version") or "unknown"
+        notes.append(f"rocm: AMDSMI Tool {smi['amdsmi tool']}, library {library}")
     versions = {"driver_version": _amd_driver(smi, rocminfo, run, root, notes),
                 "stack_version": _rocm_version(run, root, smi, notes)}
     if found and found[1]:
@@ -446,12 +446,13 @@ def _amd_gpus(rocminfo: str | None, run: Runner, root: Path, device: str, notes:
 
 def _amd_smi_fields(text: str | None) -> dict[str, str]:
     """``amd-smi version``: 'AMDSMI Tool: 25.4.2+aca1101 | ... | ROCm version: 6.4.1 | amdgpu version: 6.10.5',
-    read line by line: log lines may come first ('ERROR:root:...')."""
+    read line by line (log lines may come first: 'ERROR:root:...'), keys in lower case (the tool's
+    capitalisation varies between releases: 'amdgpu version', 'amdgpu Version')."""
     fields: dict[str, str] = {}
     for line in (text or "").splitlines():
         for part in line.split("|"):
             key, _, value = part.partition(":")
-            fields.setdefault(key.strip(), value.strip())
+            fields.setdefault(key.strip().lower(), value.strip())
     return fields
 
 
@@ -462,7 +463,7 @@ def _table(run: Runner) -> AmdSmiTable:
 def _rocm_version(run: Runner, root: Path, smi: dict[str, str], notes: list[str]) -> str | None:
     """amd-smi first (its version command, then its table's header), then hipconfig, then the legacy
     file: TheRock installs may lack the file."""
-    if (version := leading_version(smi.get("ROCm version"))):
+    if (version := leading_version(smi.get("rocm version"))):
         notes.append(f"rocm: amd-smi reports ROCm {version}")
         return version
     if (version := _version(_table(run).rocm)):
@@ -482,7 +483,7 @@ def _amd_driver(smi: dict[str, str], rocminfo: str | None, run: Runner, root: Pa
     """The amdgpu kernel driver: amd-smi, the rocminfo banner, the DKMS module's version file, then
     amd-smi's table header and its static DRIVER section. The in-kernel driver has no version of
     its own (amd-smi then prints a kernel banner, cut to 'Linuxver' in its table)."""
-    sources: list[tuple[str, Any]] = [
+    sources: list[tuple[str, Callable[[], str | None]]] = [
         ("amd-smi version", lambda: smi.get("amdgpu version", "")),
         ("rocminfo", lambda: banner.group(1) if (banner := _ROCK_MODULE.search(rocminfo or "")) else ""),
         ("/sys/module/amdgpu/version", lambda: (read(under(root, "/sys/module/amdgpu/version")) or "").strip()),
