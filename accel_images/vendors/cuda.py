@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from accel_images.devices import DeviceOptions, GpuRequest, under
 from accel_images.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
@@ -506,7 +506,8 @@ def _with_cuda(cuda: str | None, parsed: tuple[str | None, list[Gpu]]) -> tuple[
     return parsed[0], cuda, parsed[1]
 
 
-_SMI_FORMS: tuple[tuple[list[str], Any, Any], ...] = (
+_SMI_FORMS: tuple[tuple[list[str], Callable[[_SmiReading], bool],
+                        Callable[[_SmiReading, str, list[str]], None]], ...] = (
     (_NVIDIA_QUERY, lambda r: True, _read_query),
     (_NVIDIA_QUERY_NO_CC, lambda r: not r.answered, _read_query_no_cc),  # compute_cap is new in 510-era drivers
     (_NVIDIA_FULL, lambda r: not r.gpus, _read_full),                    # when the CSV query fails
