@@ -18,9 +18,9 @@ import click
 from accel_images import compat, vendors
 from accel_images.cli.options import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
                                       variant_record)
-from accel_images.errors import IncompatibleError, InputError
+from accel_images.errors import AcceleratorUnusable, IncompatibleError, InputError
 from accel_images.host import HostInfo, detect_host
-from accel_images.recommend import Recommendation, describe_host, recommend
+from accel_images.recommend import Recommendation, default_vendor, describe_host, recommend, unusable_warning
 
 FLAVORS = ("runtime", "devel")
 CHOICE_FILTERS = ("vendor", "stack", "torch", "python", "os")
@@ -61,14 +61,33 @@ def load_host(host_json: Path | None) -> HostInfo:
         raise InputError(f"{host_json}: unknown vendor {data['vendor']!r}", field="--host-json",
                          hint=f"one of {', '.join(vendors.names())}")
     values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    for key, value in values.items():
+        if not _host_value_ok(key, value):
+            raise InputError(f"{host_json}: {key} is {value!r}, not {_HOST_FIELD_KINDS[key][1]}", field="--host-json")
     return HostInfo(**values)
+
+
+_HOST_FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "vendor": (lambda v: isinstance(v, str), "a vendor name"),
+    "device_count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count"),
+    **{key: (lambda v: v is None or isinstance(v, str), "a string or null")
+       for key in ("driver_version", "stack_version", "unusable")},
+    **{key: (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings")
+       for key in ("gpu_names", "gpu_archs", "evidence")},
+}
+"""How each HostInfo field is spelled in JSON (a field missing here is taken as it comes)."""
+
+
+def _host_value_ok(key: str, value: Any) -> bool:
+    check = _HOST_FIELD_KINDS.get(key)
+    return check is None or check[0](value)
 
 
 def choose(matrix_path: str | None, registry: str | None, flavor: str, host_json: Path | None,
            kwargs: dict[str, Any]) -> tuple[HostInfo, Recommendation]:
     host = load_host(host_json)
     filters = {key: kwargs.get(key) for key in FILTER_KEYS}
-    filters["vendor"] = filters["vendor"] or host.vendor
+    filters["vendor"] = filters["vendor"] or default_vendor(host)
     expansion, variants = chosen_variants(matrix_path, filters)
     recommendation = recommend(host, variants, compat.load_kb(), image=expansion.image,
                                registry=registry, prefer_flavor=flavor)
@@ -105,6 +124,15 @@ def report(host: HostInfo, rec: Recommendation, as_json: bool) -> str:
     return rec.image
 
 
+def refuse_fallback(host: HostInfo, rec: Recommendation, asked_vendor: str | None) -> None:
+    """After the CPU image was printed (and pulled) in place of a broken accelerator's: exit 6, so a
+    script notices; unless the user asked for that vendor's images (`--vendor cpu`)."""
+    chosen = rec.variant.vendor if rec.variant else None
+    if host.unusable and chosen not in (None, host.vendor, asked_vendor):
+        raise AcceleratorUnusable(f"{unusable_warning(host)}; the {chosen} image was chosen instead",
+                                  hint=f"fix the {vendors.title(host.vendor)} driver, or pass --vendor {chosen}")
+
+
 @click.command("recommend")
 @choice_options
 @expected_failures
@@ -115,6 +143,7 @@ def recommend_command(matrix_path: str | None, registry: str | None, flavor: str
     report(host, rec, as_json)
     if not as_json:
         click.echo(rec.docker_run)
+    refuse_fallback(host, rec, kwargs.get("vendor"))
 
 
 @click.command("pull")
@@ -133,6 +162,7 @@ def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_
         engine.close()
     if not as_json:
         click.echo(rec.docker_run)
+    refuse_fallback(host, rec, kwargs.get("vendor"))
 
 
 @click.command("ci-matrix")

@@ -126,6 +126,11 @@ def by_detection_order() -> list[Vendor]:
     return sorted(registry().values(), key=lambda vendor: vendor.detect_rank)
 
 
+def fallback() -> str:
+    """The vendor without an accelerator (CPU): what a host with none, or with a broken one, runs."""
+    return next(vendor.name for vendor in by_detection_order() if not vendor.accelerator)
+
+
 def title(name: str) -> str:
     """How reports name a vendor ('NVIDIA CUDA'); a name this installation does not know, as is."""
     vendor = registry().get(name)
