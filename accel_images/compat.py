@@ -280,9 +280,14 @@ def parse_kb(raw: Mapping[str, Any], sections: Mapping[str, Section]) -> Knowled
     )
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it: the same data, read several times faster
+(every `list` and `compat` reads the whole knowledge base)."""
+
+
 def read_yaml(path: Path) -> Any:
     with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
 
 
 def load_kb(path: Path = DATA_FILE) -> KnowledgeBase:

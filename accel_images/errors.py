@@ -55,6 +55,14 @@ class UnknownToKnowledgeBase(IncompatibleError):
     exit_code = 5
 
 
+class AcceleratorUnusable(AccelError):
+    """The host's accelerator is present but unusable (a broken or unloaded driver): `recommend` and
+    `pull` printed the CPU image in its stead. Its own exit code, so a script or a GPU CI job notices
+    the fallback; `--vendor cpu` asks for the CPU image outright and exits 0."""
+
+    exit_code = 6
+
+
 class EngineError(AccelError):
     """The Docker engine is unreachable or refused an operation."""
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from accel_images import tags, vendors
-from accel_images.build import BuildSettings, build_args
+from accel_images.settings import BuildSettings, build_args
 from accel_images.errors import InputError
 from accel_images.recommend import image_ref
 from accel_images.variant import Expansion, Variant

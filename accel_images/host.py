@@ -5,6 +5,10 @@ Every vendor's probe (accel_images/vendors/<name>.py) runs, in the vendors' dete
 evidence also names what lost. A probe that finds nothing says why in a line of evidence; none
 raises. The shared tools (running a command under a timeout, reading driver files) are in
 accel_images/hostinfo.py.
+
+A probe may find its vendor's driver present but broken (HostInfo.unusable: nvidia-smi's "Driver/library
+version mismatch"); a working accelerator of any vendor wins over a broken one, and a broken one
+over none, so the report says "accelerator present but unusable" rather than "no accelerator".
 """
 
 from __future__ import annotations
@@ -24,10 +28,17 @@ def detect_host(run: Runner = run_command, root: Path = Path("/")) -> HostInfo:
     notes: list[str] = []
     order = vendors.by_detection_order()
     found = [host for vendor in order if (host := vendor.probe(run, root, notes)) is not None]
-    fallback = next(vendor.name for vendor in order if not vendor.accelerator)
     if not found:
+        fallback = vendors.fallback()
         return HostInfo(vendor=fallback, evidence=(*notes, f"chose {fallback}: no accelerator found"))
-    chosen, others = found[0], [host.vendor for host in found[1:]]
+    chosen = sorted(found, key=lambda host: host.unusable is not None)[0]  # stable: detection order within each
+    return replace(chosen, evidence=(*notes, _verdict(chosen, found, order)))
+
+
+def _verdict(chosen: HostInfo, found: list[HostInfo], order: list[vendors.Vendor]) -> str:
+    """'chose cuda over rocm (order: ...)'; a broken accelerator says so."""
+    if chosen.unusable:
+        return f"chose {chosen.vendor}: accelerator present but unusable: {chosen.unusable}"
+    others = [host.vendor + (" (unusable)" if host.unusable else "") for host in found if host is not chosen]
     ranked = ", ".join(vendor.name for vendor in order if vendor.accelerator)
-    verdict = f"chose {chosen.vendor}" + (f" over {', '.join(others)} (order: {ranked})" if others else "")
-    return replace(chosen, evidence=(*notes, verdict))
+    return f"chose {chosen.vendor}" + (f" over {', '.join(others)} (order: {ranked})" if others else "")

@@ -6,6 +6,14 @@ missing, hung, crashing or babbling tool means "this vendor was not found", with
 evidence saying why, never an exception. Every file path hangs off ``root`` so that a test can
 fake a whole machine in a temporary directory, and every command goes through ``run`` so that a
 test can answer with recorded output.
+
+A tool that exits non-zero is not silent: nvidia-smi prints "Failed to initialize NVML: Driver/library
+version mismatch" on stdout and exits 18, rocminfo prints why it cannot open /dev/kfd. So the runner
+hands back what such a tool printed as a `ToolOutput` whose `exit_code` is not 0, and each probe
+decides whether that text names a broken driver (the host is then "accelerator present but
+unusable") or is no answer at all (`answer()` gives None, as before). A fake runner stays a table of
+plain strings: a plain str is a tool that exited 0, and the probes recognise a failure by what it
+says, whatever the exit status.
 """
 
 from __future__ import annotations
@@ -14,14 +22,58 @@ import os
 import re
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TypeAlias
 
+
+
+class ToolOutput(str):
+    """What a tool printed on stdout, decoded, with its exit status and its stderr beside it.
+
+    A str, so parsers read it like any text; a plain str (what a fake runner returns) counts as
+    exit status 0 with nothing on stderr.
+    """
+
+    exit_code: int
+    stderr: str
+
+    def __new__(cls, stdout: str, exit_code: int = 0, stderr: str = "") -> "ToolOutput":
+        output = super().__new__(cls, stdout)
+        output.exit_code, output.stderr = exit_code, stderr
+        return output
+
+
 CommandOutput: TypeAlias = str
-"""What a tool printed on stdout, decoded; only ever for a tool that exited with status 0."""
+"""A tool's stdout (a `ToolOutput` from `run_command`, a plain str from a fake)."""
 
 Runner: TypeAlias = Callable[[list[str]], "CommandOutput | None"]
+"""Runs argv: its output (see `ToolOutput`), or None when the tool is missing, killed by a signal or
+hung past its timeout. A non-zero exit status comes back as a ToolOutput with `exit_code` set:
+probes written for the older contract (None for any failure) get that contract from `answer()`."""
+
+
+def exit_code(output: CommandOutput | None) -> int | None:
+    """The tool's exit status; None when it never answered."""
+    return None if output is None else getattr(output, "exit_code", 0)
+
+
+def answer(output: CommandOutput | None) -> str | None:
+    """The output of a tool that succeeded (exit status 0); None for a missing, hung or failing one."""
+    return output if exit_code(output) == 0 else None
+
+
+def said(output: CommandOutput | None) -> str:
+    """Everything the tool printed, stdout then stderr: where its own failure messages are."""
+    if output is None:
+        return ""
+    stderr = getattr(output, "stderr", "")
+    return f"{output}\n{stderr}" if stderr else str(output)
+
+
+def failed(text: str, code: int = 1) -> ToolOutput:
+    """What a tool that exited with status `code` printed; for fake runners that record a failure."""
+    return ToolOutput(text, exit_code=code)
 
 TOOL_TIMEOUT_S = 10.0
 """Long enough for nvidia-smi on an 8-GPU node waking from idle, short enough that a wedged driver
@@ -45,6 +97,9 @@ class HostInfo:
     gpu_archs: tuple[str, ...] = ()
     device_count: int = 0
     evidence: tuple[str, ...] = ()
+    unusable: str | None = None
+    """Set when the vendor's driver is present but broken: the reason ("NVIDIA driver/library version
+    mismatch ..."). The host then has `vendor` set to that vendor, and no image of it can run."""
 
 
 @dataclass(frozen=True)
@@ -61,30 +116,38 @@ def host_from(vendor: str, gpus: list[Gpu], **fields: str | None) -> HostInfo:
                     gpu_archs=distinct([g.arch for g in gpus]), device_count=len(gpus), **fields)  # type: ignore[arg-type]
 
 
+def unusable_host(vendor: str, reason: str, gpus: list[Gpu] | None = None, **fields: str | None) -> HostInfo:
+    """A host whose `vendor` driver is present but broken, with the devices that were still listed."""
+    return replace(host_from(vendor, gpus or [], **fields), unusable=reason)
+
+
 def summary(gpus: list[Gpu]) -> str:
     names = distinct([g.name for g in gpus])
     return f"{len(gpus)} device(s)" + (f" ({', '.join(names)})" if names else "")
 
 
-def run_command(argv: list[str], timeout_s: float = TOOL_TIMEOUT_S) -> CommandOutput | None:
-    """Run a tool; its stdout, or None when it is missing, exits non-zero or outlives the timeout.
+def run_command(argv: list[str], timeout_s: float = TOOL_TIMEOUT_S) -> ToolOutput | None:
+    """Run a tool; what it printed with its exit status, or None when it is missing, was killed by a
+    signal (a crash) or outlives the timeout.
 
     The tool gets a process group of its own so that a hung nvidia-smi, and whatever it spawned, is
-    killed as a whole. Stderr is dropped: tools print warnings there that are not answers.
+    killed as a whole. Stderr is kept apart from stdout: tools print warnings there that are not
+    answers, but also their reasons for failing (amd-smi logs "amdgpu not found in modules" there).
     """
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
+                                   stderr=subprocess.PIPE, start_new_session=True)
     except (OSError, ValueError):
         return None
     try:
-        stdout, _ = process.communicate(timeout=timeout_s)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process)
         return None
-    if process.returncode != 0:
+    if process.returncode < 0:
         return None
-    return stdout.decode("utf-8", errors="replace")
+    decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
+    return ToolOutput(decode(stdout), exit_code=process.returncode, stderr=decode(stderr))
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -94,8 +157,9 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     except OSError:
         pass  # already gone
     process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def read(path: Path) -> str | None:
@@ -126,3 +190,48 @@ def leading_version(text: str | None, parts: int = 3) -> str | None:
     """The dotted version a text starts with, at most `parts` numbers: '6.4.1-120' -> '6.4.1'."""
     match = re.match(r"\s*(\d+(?:\.\d+){1,%d})" % (parts - 1), text or "")
     return match.group(1) if match else None
+
+
+class Remembering:
+    """The same runner, running each command once: a probe reads one output in several places
+    (amd-smi's table gives GPUs and versions) without asking the tool twice, and can look back at
+    everything a tool said (`outputs`) for its failure messages."""
+
+    def __init__(self, run: Runner) -> None:
+        self.run = run
+        self.seen: dict[tuple[str, ...], CommandOutput | None] = {}
+
+    def __call__(self, argv: list[str]) -> CommandOutput | None:
+        key = tuple(argv)
+        if key not in self.seen:
+            self.seen[key] = self.run(argv)
+        return self.seen[key]
+
+    def outputs(self, tool: str) -> list[CommandOutput]:
+        """What `tool` printed, over every command form asked so far, in the order asked."""
+        return [out for argv, out in self.seen.items() if argv[0] == tool and out is not None]
+
+
+def first_answer(run: Runner, forms: list[list[str]]) -> tuple[str, CommandOutput | None]:
+    """The first of several command forms of one tool that the tool answers (newest form first),
+    and its command line; a form the tool ran and failed ends the search, since the others fail too."""
+    output: CommandOutput | None = None
+    for argv in forms:
+        output = run(argv)
+        if output is not None:
+            return " ".join(argv), output
+    return " ".join(forms[-1]), output
+
+
+def wsl(root: Path) -> bool:
+    """WSL2: the GPU is reached through the DirectX paravirtual driver, /dev/dxg (AMD's WSL notes,
+    tests/data/host/wsl-dev-dxg-doc.txt), not through the native device nodes or the PCI bus."""
+    return (root / "dev" / "dxg").exists()
+
+
+def pci_vendor_absent(root: Path, vendor_id: str) -> bool:
+    """True only when sysfs lists PCI devices and none has vendor `vendor_id` ('0x10de'): a driver
+    tool that fails there fails because there is no device for it, not because a driver broke.
+    Unknown (no sysfs, or WSL2) is False."""
+    vendors = [(read(path) or "").strip().lower() for path in listing(root / "sys/bus/pci/devices", "*/vendor")]
+    return bool(vendors) and vendor_id.lower() not in vendors and not wsl(root)

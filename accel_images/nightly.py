@@ -19,15 +19,17 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from accel_images import tags
-from accel_images.build import (BASE_DIGEST_LABEL, CREATED_LABEL, Builder, BuildSettings, Outcome, Prepared,
-                           image_ref, outcome_record, run_each, smoke_image)
+from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
 from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine
 from accel_images.errors import AccelError
 from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
+from accel_images.outcome import Outcome, outcome_record
 from accel_images.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
+from accel_images.settings import BuildSettings, image_ref
 from accel_images.variant import Expansion, Variant
+from accel_images.workers import run_each
 
 DEFAULT_MAX_AGE_DAYS = 7.0
 Status = Callable[[Variant, str], None]
@@ -123,7 +125,7 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
                    smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
                    Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir),
                    on_done or (lambda outcome: None))
-    cache = settings.state_dir / "cache" / "digests.json"
+    cache = settings.state_dir.digest_cache
     load_digest_cache(cache)
     try:
         return run_each(night.one, variants, settings.jobs)

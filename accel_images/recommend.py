@@ -12,6 +12,11 @@ A clean fit beats a newer stack of the same torch that only fits with a caveat: 
 torch, so nothing is lost, while the caveat (PTX/JIT paths, a runtime that may refuse to start the
 container) is a real risk for a development image whose users run torch.compile. Images of a vendor
 without an accelerator (CPU) run anywhere; on an accelerator host they rank after that vendor's own.
+
+A host whose accelerator is present but unusable (HostInfo.unusable: a driver/library mismatch, a
+driver that is not loaded) runs none of that vendor's images: they are rejected with the reason, the
+CPU image is what `default_vendor` offers instead, and the first warning says "accelerator present but
+unusable: <reason>", so the user fixes the driver rather than debugging a GPU image.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from accel_images.compat import KnowledgeBase
 from accel_images.hostinfo import HostInfo
 from accel_images.variant import OS_ORDER, Variant
 from accel_images.vendors.base import Fit
-from accel_images.versions import safe_parse
+from accel_images.versions import newest_first
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -53,7 +58,7 @@ def recommend(host: HostInfo, variants: Sequence[Variant], kb: KnowledgeBase, *,
     """
     fits = [judge(host, variant, kb) for variant in variants]
     usable = sorted((f for f in fits if f.fits), key=lambda f: _rank(f, host, prefer_flavor))
-    warnings = list(host_warnings(host, fits))
+    warnings = [unusable_warning(host)] if host.unusable else list(host_warnings(host, fits))
     if not usable:
         reasons = tuple(f"{f.variant.tag}: {'; '.join(f.rejections)}"
                         for f in sorted(fits, key=lambda f: f.variant.sort_key()))
@@ -63,12 +68,24 @@ def recommend(host: HostInfo, variants: Sequence[Variant], kb: KnowledgeBase, *,
     if chosen.variant.flavor != prefer_flavor:
         warnings.append(f"no {prefer_flavor} image fits; {chosen.variant.flavor} chosen "
                         f"({chosen.variant.vendor} images come as: {_flavors(variants, chosen.variant.vendor)})")
-    if chosen.variant.vendor != host.vendor:
+    if chosen.variant.vendor != host.vendor and not host.unusable:
         warnings.append(f"no {host.vendor} image fits; the {chosen.variant.vendor} image uses no accelerator")
+    elif chosen.variant.vendor != host.vendor:
+        warnings.append(f"the {chosen.variant.vendor} image is recommended instead: it uses no accelerator")
     ref = image_ref(image, chosen.variant.tag, registry)
     reasons = (f"{chosen.variant.tag}: {chosen.why}", *_passed_over(chosen, fits))
     return Recommendation(chosen.variant, ref, reasons, tuple(warnings),
                           docker_run_line(chosen.variant.vendor, ref, dev_root))
+
+
+def default_vendor(host: HostInfo) -> str:
+    """Whose images to choose from when the user names no vendor: the host's, unless its accelerator
+    is unusable; then the vendor without one (CPU), which runs all the same."""
+    return vendors.fallback() if host.unusable else host.vendor
+
+
+def unusable_warning(host: HostInfo) -> str:
+    return f"accelerator present but unusable: {host.unusable}"
 
 
 def image_ref(image: str, tag: str, registry: str | None = None) -> str:
@@ -103,6 +120,8 @@ def judge(host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
     if vendor.accelerator and variant.vendor != host.vendor:
         have = f"a {host.vendor} accelerator" if vendors.get(host.vendor).accelerator else "no accelerator"
         return Fit(variant, rejections=(f"needs a {variant.vendor} accelerator; this host has {have}",))
+    if vendor.accelerator and host.unusable:
+        return Fit(variant, rejections=(f"needs a working {vendor.title} accelerator; {unusable_warning(host)}",))
     return vendor.fit(host, variant, kb)
 
 
@@ -112,9 +131,8 @@ def judge(host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
 
 def _rank(fit: Fit, host: HostInfo, prefer_flavor: str) -> tuple:
     v = fit.variant
-    newest = lambda version: tuple(-p for p in safe_parse(version or "0"))  # noqa: E731
-    return (v.vendor != host.vendor, v.flavor != prefer_flavor, newest(v.torch), bool(fit.caveats),
-            not fit.exact_arch, newest(v.stack), newest(v.python),
+    return (v.vendor != host.vendor, v.flavor != prefer_flavor, newest_first(v.torch), bool(fit.caveats),
+            not fit.exact_arch, newest_first(v.stack), newest_first(v.python),
             -OS_ORDER.index(v.os) if v.os in OS_ORDER else 0, v.tag)
 
 
@@ -148,6 +166,8 @@ def describe_host(host: HostInfo) -> str:
     vendor = vendors.get(host.vendor)
     if not vendor.accelerator:
         return f"{host.vendor} (no accelerator found)"
+    if host.unusable:
+        return f"{host.vendor}, {unusable_warning(host)}"
     parts: list[str] = [host.vendor]
     if host.driver_version:
         parts.append(f"driver {host.driver_version}")

@@ -1,6 +1,6 @@
 """Run reports: JSON for machines, Markdown and a static HTML grid for people, JUnit XML for CI.
 
-Every report is rendered from the same list of per-variant records (`accel_images.build.outcome_record`,
+Every report is rendered from the same list of per-variant records (`accel_images.outcome.outcome_record`,
 plus `pushed_tags` and `digest` from a nightly run) and the same run metadata, by pure functions;
 `write_reports` only renders all four and then moves each into place atomically, so a reader never
 sees half a file and an interrupted run never leaves one report disagreeing with another. Error
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
-from packaging.version import InvalidVersion, Version
 
 from accel_images import vendors
+from accel_images.versions import key as version_key, newest_first
 
 SCHEMA = 1
 STATUSES = ("built", "skipped", "failed")
@@ -39,6 +39,9 @@ CODE_LABELS = ("Command", "Git revision")
 PARTIAL_NOTE = ("The run was interrupted: only the variants that finished are reported; "
                 "the others were neither built nor checked.")
 ERROR_EXCERPT_CHARS = 220
+TEMPLATES_DIR = Path(__file__).parent / "report_templates"
+PAGE_TEMPLATE = "report.html.j2"
+"""The HTML page: inline CSS, no script, no external resource."""
 
 _ANSI_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 _NOT_IN_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -181,13 +184,6 @@ def _text(value: Any) -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def version_key(version: str) -> Version:
-    try:
-        return Version(version)
-    except InvalidVersion:
-        return Version("0")
 
 
 def vendor_rank(vendor: str) -> tuple[int, str]:
@@ -367,7 +363,7 @@ class Grid:
 def grid(views: Sequence[VariantView]) -> Grid:
     torches = tuple(sorted({v.torch for v in views}, key=version_key, reverse=True))
     row_keys = sorted({(v.vendor, v.stack) for v in views},
-                      key=lambda vs: (vendor_rank(vs[0]), _negated(version_key(vs[1]))))
+                      key=lambda vs: (vendor_rank(vs[0]), newest_first(vs[1])))
     rows = tuple(GridRow(vendor, stack, tuple(
         GridCell(torch, tuple(v for v in views if (v.vendor, v.stack, v.torch) == (vendor, stack, torch)))
         for torch in torches), first_of_vendor=n == 0 or row_keys[n - 1][0] != vendor)
@@ -375,16 +371,15 @@ def grid(views: Sequence[VariantView]) -> Grid:
     return Grid(torches, rows)
 
 
-def _negated(version: Version) -> tuple:
-    return tuple(-part for part in version.release)
-
-
 @functools.lru_cache(maxsize=1)
 def _page_template() -> jinja2.Template:
-    """The page template, compiled once; autoescaped, so no record text can become markup."""
-    environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
-                                     trim_blocks=True, lstrip_blocks=True)
-    return environment.from_string(HTML_TEMPLATE)
+    """The page template, compiled once; autoescaped, so no record text can become markup.
+
+    It ships inside the package (found next to this module, so an installed wheel has it too).
+    """
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True,
+                                     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return environment.get_template(PAGE_TEMPLATE)
 
 
 def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
@@ -397,173 +392,6 @@ def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         anchors={v.key: f"failure-{n}" for n, v in enumerate(failed, 1)}, files=REPORT_FILES, schema=SCHEMA,
         code_labels=CODE_LABELS,
     )
-
-
-HTML_TEMPLATE = """\
-<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{ title }}</title>
-<style>
-:root { --ok: #1a7f37; --ok-bg: #e6f6ea; --skip: #59636e; --skip-bg: #eff1f3; --bad: #c8252c;
-        --bad-bg: #fdecec; --warn: #8a5a00; --warn-bg: #fff4cc; --line: #d0d7de; --ink: #1f2328;
-        --muted: #59636e; }
-* { box-sizing: border-box; }
-body { margin: 0; padding: 24px 32px 48px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
-       "DejaVu Sans", sans-serif; color: var(--ink); background: #f6f8fa; }
-h1 { font-size: 22px; margin: 0 0 12px; }
-h2 { font-size: 17px; margin: 32px 0 12px; }
-code, pre, .mono { font-family: ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", monospace; font-size: 12px; }
-.partial { margin: 0 0 16px; padding: 12px 16px; border: 2px solid #d4a72c; border-radius: 6px;
-           background: var(--warn-bg); color: #5c3d00; font-size: 15px; }
-.headline { margin: 0 0 12px; display: flex; gap: 8px; flex-wrap: wrap; }
-.pill { padding: 3px 12px; border-radius: 999px; font-weight: 600; border: 1px solid transparent; }
-.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; font-size: 13px; }
-.meta dt { color: var(--muted); }
-.meta dd { margin: 0; overflow-wrap: anywhere; }
-table.grid { border-collapse: separate; border-spacing: 0; width: 100%; background: #fff;
-             border: 1px solid var(--line); border-radius: 8px; overflow: hidden; table-layout: fixed; }
-.grid th, .grid td { border-bottom: 1px solid var(--line); border-right: 1px solid var(--line);
-                     padding: 8px; vertical-align: top; text-align: left; }
-.grid thead th { background: #eef1f4; font-size: 13px; }
-.grid tr > :last-child { border-right: 0; }
-.grid tbody tr:last-child > * { border-bottom: 0; }
-.grid th.corner { width: 150px; color: var(--muted); font-weight: 500; }
-.grid tbody th { background: #fafbfc; }
-.grid tr.vendor-start > * { border-top: 2px solid #8c959f; }
-.vendor { display: block; font-weight: 600; }
-.stack { display: block; color: var(--muted); font-weight: 400; font-size: 13px; }
-td.empty { background: repeating-linear-gradient(135deg, #fff, #fff 6px, #f6f8fa 6px, #f6f8fa 12px); }
-.none { color: #aab2bb; }
-.card { border: 1px solid var(--line); border-left: 5px solid var(--skip); border-radius: 6px; padding: 6px 8px;
-        margin: 0 0 6px; font-size: 12.5px; background: #fff; }
-.card:last-child { margin-bottom: 0; }
-.card-head { display: flex; justify-content: space-between; gap: 8px; align-items: baseline; }
-.what { font-weight: 600; }
-.badge { padding: 0 7px; border-radius: 999px; font-size: 11px; font-weight: 700; text-transform: uppercase;
-         letter-spacing: .03em; white-space: nowrap; }
-.s-built { border-left-color: var(--ok); }
-.s-failed { border-left-color: var(--bad); background: #fffafa; }
-.pill.s-built, .badge.s-built { background: var(--ok-bg); color: var(--ok); border-color: #aedcb9; }
-.pill.s-skipped, .badge.s-skipped { background: var(--skip-bg); color: var(--skip); border-color: #d0d7de; }
-.pill.s-failed, .badge.s-failed { background: var(--bad-bg); color: var(--bad); border-color: #f5b9b9; }
-.facts, .smoke { color: var(--muted); }
-.smoke.ok b { color: var(--ok); }
-.smoke.bad b { color: var(--bad); }
-.flag { padding: 0 6px; border-radius: 4px; background: var(--warn-bg); color: var(--warn);
-        border: 1px solid #e8cf7a; font-size: 11px; font-weight: 700; white-space: nowrap; }
-.timings { color: var(--ink); display: flex; flex-wrap: wrap; column-gap: 10px; }
-.timings span { white-space: nowrap; }
-.error { margin-top: 4px; color: var(--bad); overflow-wrap: anywhere; }
-.error a { color: inherit; font-weight: 600; }
-details { margin-top: 4px; }
-summary { cursor: pointer; color: var(--muted); }
-details ul { margin: 4px 0 0; padding-left: 18px; }
-.legend { margin: 8px 0 0; color: var(--muted); font-size: 12.5px; }
-.legend .badge { margin: 0 2px 0 8px; }
-.failure { background: #fff; border: 1px solid var(--line); border-left: 5px solid var(--bad);
-           border-radius: 6px; padding: 10px 14px; margin: 0 0 12px; }
-.failure h3 { margin: 0 0 6px; }
-.failure h3 code { font-size: 14px; }
-.failure pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; border: 1px solid var(--line);
-               border-radius: 6px; padding: 8px 10px; margin: 6px 0; max-height: 320px; overflow: auto; }
-.failure ul { margin: 6px 0 0; padding-left: 20px; }
-footer { margin-top: 32px; color: var(--muted); font-size: 12.5px; }
-</style>
-</head>
-<body>
-<header>
-<h1>{{ title }}</h1>
-{% if partial %}
-<p class="partial" role="alert"><strong>Partial report.</strong> {{ partial_note }}</p>
-{% endif %}
-<p class="headline">
-{% for status, count in summary.counts.items() %}
-<span class="pill s-{{ status }}">{{ count }} {{ status }}</span>
-{% endfor %}
-<span class="pill">{{ summary.total }} variants</span>
-</p>
-{% if meta_rows %}
-<dl class="meta">
-{% for label, value in meta_rows %}
-<dt>{{ label }}</dt><dd class="{{ 'mono' if label in code_labels else '' }}">{{ value }}</dd>
-{% endfor %}
-</dl>
-{% endif %}
-</header>
-<main>
-<h2>Variants by vendor and torch version</h2>
-{% if grid.rows %}
-<table class="grid">
-<thead><tr><th class="corner">vendor / stack</th>
-{% for torch in grid.torches %}<th scope="col">torch {{ torch }}</th>{% endfor %}
-</tr></thead>
-<tbody>
-{% for row in grid.rows %}
-<tr{% if row.first_of_vendor and not loop.first %} class="vendor-start"{% endif %}>
-<th scope="row"><span class="vendor">{{ row.vendor_name }}</span>{% if row.stack_label %}<span class="stack">{{ row.stack_label }}</span>{% endif %}</th>
-{% for cell in row.cells %}
-<td class="cell{{ '' if cell.items else ' empty' }}" data-vendor="{{ row.vendor }}" data-stack="{{ row.stack }}" data-torch="{{ cell.torch }}">
-{% for item in cell.items %}
-<div class="card s-{{ item.status }}" data-variant="{{ item.key }}" title="{{ item.image or item.tag }}">
-<div class="card-head"><span class="what">{{ item.label }}</span><span class="badge s-{{ item.status }}">{{ item.status }}</span></div>
-<div class="facts">{{ item.facts }}</div>
-<div class="smoke {{ 'ok' if item.smoke_ok else ('bad' if item.smoke_ok is false else '') }}">smoke <b>{{ item.smoke_verdict }}</b>{% if item.cpu_fallback %} <span class="flag">CPU mode</span>{% endif %}</div>
-{% if item.timings %}
-<div class="timings">{% for timing in item.timings %}<span>{{ timing.text() }}</span>{% endfor %}</div>
-{% endif %}
-{% if item.pushed_tags is not none %}
-{% if item.pushed_tags %}
-<details><summary>pushed {{ item.pushed_tags | length }} tag{{ '' if item.pushed_tags | length == 1 else 's' }}{% if item.digest %} · {{ item.digest[:19] }}…{% endif %}</summary>
-<ul>{% for tag in item.pushed_tags %}<li><code>{{ tag }}</code></li>{% endfor %}</ul></details>
-{% else %}
-<div class="facts">not pushed</div>
-{% endif %}
-{% endif %}
-{% if item.status == 'failed' %}
-<div class="error">{{ item.error_excerpt() or 'failed without a message' }} <a href="#{{ anchors[item.key] }}">details</a></div>
-{% endif %}
-</div>
-{% else %}
-<span class="none">—</span>
-{% endfor %}
-</td>
-{% endfor %}
-</tr>
-{% endfor %}
-</tbody>
-</table>
-<p class="legend">Each cell lists python · os · flavor.
-<span class="badge s-built">built</span> built (and smoke-tested unless marked otherwise)
-<span class="badge s-skipped">skipped</span> unchanged since its last build
-<span class="badge s-failed">failed</span> build or smoke test failed
-<span class="flag">CPU mode</span> smoke ran without the accelerator</p>
-{% else %}
-<p>No variants were reported.</p>
-{% endif %}
-
-<h2>Failures</h2>
-{% for item in failed %}
-<section class="failure" id="{{ anchors[item.key] }}">
-<h3><code>{{ item.key }}</code></h3>
-{% if item.smoke_ok is not none %}<div>smoke {{ item.smoke }}</div>{% endif %}
-<pre>{{ item.error or '(no error message recorded)' }}</pre>
-<div>Log: {% if item.log %}<code>{{ item.log }}</code>{% else %}none{% endif %}</div>
-{% if item.unsaid_smoke_failures %}
-<ul>{% for failure in item.unsaid_smoke_failures %}<li>{{ failure }}</li>{% endfor %}</ul>
-{% endif %}
-</section>
-{% else %}
-<p>None.</p>
-{% endfor %}
-</main>
-<footer>Report schema {{ schema }} · also as <a href="{{ files.json }}">{{ files.json }}</a>,
-<a href="{{ files.markdown }}">{{ files.markdown }}</a> and <a href="{{ files.junit }}">{{ files.junit }}</a></footer>
-</body>
-</html>
-"""
 
 
 # ---- JUnit XML --------------------------------------------------------------------------------

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from accel_images import tags, vendors
 from accel_images.compat import KnowledgeBase, minor_of
 from accel_images.errors import IncompatibleError, InputError
 from accel_images.matrix import Group, Matrix, User
-from accel_images.smoke.judge import Expectation
 from accel_images.vendors.base import Combo
-from accel_images.versions import parse
+from accel_images.versions import newest_first
+
+if TYPE_CHECKING:
+    from accel_images.smoke.judge import Expectation
 
 OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
 LABEL_PREFIX = "io.accel-images"
@@ -55,6 +57,7 @@ class Variant:
 
     def expectation(self) -> Expectation:
         """What the smoke workload must find inside the image."""
+        from accel_images.smoke.judge import Expectation  # the judge loads the workload: listing needs neither
         return Expectation(vendor=self.vendor, torch=self.torch, stack=self.stack, python=self.python)
 
     def labels(self) -> dict[str, str]:
@@ -75,8 +78,8 @@ class Variant:
 
     def sort_key(self) -> tuple:
         """Newest first within a vendor: torch, stack, python, os, runtime before devel."""
-        return (vendors.rank(self.vendor), tuple(-p for p in parse(self.torch)),
-                tuple(-p for p in parse(self.stack or "0")), tuple(-p for p in parse(self.python)),
+        return (vendors.rank(self.vendor), newest_first(self.torch), newest_first(self.stack),
+                newest_first(self.python),
                 -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime")
 
 

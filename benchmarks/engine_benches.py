@@ -152,8 +152,8 @@ def cpu_matrix_yaml(variants: int) -> str:
     on the same OS and Python, so every variant has the same base and the same wheelhouse.
     """
     from accel_images import compat
-    from packaging.version import Version
-    releases = sorted(compat.load_kb().torch, key=Version, reverse=True)[:max(1, variants // 2)]
+    from accel_images.versions import sort_versions
+    releases = sort_versions(compat.load_kb().torch, newest_first=True)[:max(1, variants // 2)]
     torch = ", ".join(f'"{release}"' for release in releases)
     return ("schema: 1\nimage: accel-images-bench/light\nuser: {name: dev, uid: 1000, gid: 1000}\nvendors:\n"
             f"  cpu:\n    - torch: [{torch}]\n      python: [\"3.11\"]\n      os: [debian12]\n"
@@ -523,7 +523,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     if not _image_exists(CPU_IMAGE):
         result.skipped = f"{CPU_IMAGE} is not built (run `make image-offline` or the image_size benchmark)"
         return result
-    from accel_images.cli import expectation_from_labels
+    from accel_images.cli.build import expectation_from_labels
     from accel_images.engine import Engine
     from accel_images.smoke.launcher import container_options, run_smoke
     repeats = 1 if quick else 5

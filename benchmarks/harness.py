@@ -243,5 +243,15 @@ def as_json(results: Sequence[BenchResult], *, quick: bool, host: dict[str, str]
             "results": [asdict(r) for r in results]}
 
 
+def result_from_json(data: dict) -> BenchResult:
+    """A BenchResult as_json wrote (results.json), to carry it into a report that did not re-run it."""
+    def series(value: dict | None) -> Series | None:
+        return None if value is None else Series(value["label"], tuple(value["values"]), value["unit"])
+    rows = [Row(**{**row, "measured": series(row["measured"]), "baseline": series(row["baseline"])})
+            for row in data["rows"]]
+    return BenchResult(data["name"], rows, list(data["commands"]), list(data["notes"]), data["skipped"],
+                       data["error"])
+
+
 def now() -> datetime:
     return datetime.now(timezone.utc)

@@ -17,10 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness  # noqa: E402
 from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable  # noqa: E402
 from benchmarks.pure_benches import PURE_BENCHES  # noqa: E402
+from benchmarks.startup_benches import STARTUP_BENCHES  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("noop", "incremental", "scale", "parallel", "image_size", "smoke_latency")
-ALL = {**PURE_BENCHES, **ENGINE_BENCHES}
+ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency")
+ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -30,7 +31,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"Run only this benchmark (repeatable): {', '.join(ORDER)}.")
     parser.add_argument("--out", type=Path, default=None,
                         help="Where RESULTS.md and results.json go (default: benchmarks/, or benchmarks/out/ "
-                             "with --quick).")
+                             "with --quick). With --only, the other benchmarks' results already there are kept.")
     return parser.parse_args(argv)
 
 
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     started, host = harness.now(), harness.machine()
     engine_problem = engine_reachable() if any(n in ENGINE_BENCHES for n in names) else None
     results = [run_one(name, args.quick, engine_problem) for name in names]
+    if args.only and not args.quick:
+        results = with_earlier_results(results, out_dir / "results.json")
     host = {**host, "load average at end": harness.load_average()}
     command = "benchmarks/run.py" + (" --quick" if args.quick else "") + "".join(f" --only {n}" for n in args.only or [])
     (out_dir / "RESULTS.md").write_text(harness.markdown(results, quick=args.quick, command=command,
@@ -61,6 +64,24 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     print(f"\nwrote {out_dir / 'RESULTS.md'}", file=sys.stderr)
     return 1 if any(r.error for r in results) else 0
+
+
+def with_earlier_results(results: list[harness.BenchResult], path: Path) -> list[harness.BenchResult]:
+    """The results of this run, and in their place in ORDER those of an earlier full run that this one skipped."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return results
+    if earlier.get("quick"):
+        return results
+    fresh = {result.name: result for result in results}
+    kept = {data["name"]: harness.result_from_json(data) for data in earlier.get("results", [])}
+    for name, result in kept.items():
+        if name not in fresh and not (result.notes and result.notes[0].startswith("Carried over")):
+            result.notes.insert(0, f"Carried over from the run of {earlier.get('started', '?')[:16]} UTC (not re-run"
+                                   f" this time).")
+    merged = {**kept, **fresh}
+    return [merged[name] for name in ORDER if name in merged]
 
 
 def print_table(results: list[harness.BenchResult]) -> None:

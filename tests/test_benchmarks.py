@@ -59,6 +59,32 @@ def test_quick_scale_run_reports_every_size_with_stages_and_memory(tmp_path: Pat
     assert "QUICK mode" in text and "## Machine" in text and "| bench | what | N | median" in text
 
 
+def test_quick_startup_run_times_each_command_against_the_flat_cli(tmp_path: Path) -> None:
+    [startup] = run_quick(tmp_path, "startup")["results"]
+    check_rows(startup)
+    whats = [row["what"] for row in startup["rows"]]
+    for command in ("--help", "list", "compat torch==2.14 cuda==13.0"):
+        assert sum(f"`accel-images {command}` start-up" in what for what in whats) == 2  # cached and not
+    for row in startup["rows"]:
+        assert row["baseline"]["label"].endswith("(flat cli.py)") and row["ratio"] > 0
+        cached = "bytecode cached" in row["what"]
+        assert (row["target"], row["met"] in (True, False)) == (("<= 0.12 s", True) if cached else ("report only", False))
+
+
+def test_a_partial_full_run_keeps_the_other_benchmarks_results(tmp_path: Path) -> None:
+    from benchmarks import run
+    earlier = BenchResult("scale", rows=[Row("scale", "x", Series("a", (1.0,)))], commands=["c"])
+    (tmp_path / "results.json").write_text(json.dumps(
+        {"quick": False, "started": "2026-12-01T10:00:00+00:00", "results": [
+            {"name": "scale", "rows": [{**row.__dict__, "measured": row.measured.__dict__, "baseline": None}
+                                       for row in earlier.rows],
+             "commands": ["c"], "notes": [], "skipped": None, "error": None}]}))
+    fresh = BenchResult("startup", rows=[Row("startup", "y", Series("b", (2.0,)))])
+    merged = run.with_earlier_results([fresh], tmp_path / "results.json")
+    assert [r.name for r in merged] == ["startup", "scale"]
+    assert merged[1].rows == earlier.rows and merged[1].notes[0].startswith("Carried over from the run of 2026-12-01")
+
+
 def test_quick_mode_never_touches_the_checked_in_results(tmp_path: Path) -> None:
     results = ROOT / "benchmarks" / "RESULTS.md"
     before = results.read_bytes() if results.exists() else None

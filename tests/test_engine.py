@@ -10,7 +10,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +31,6 @@ LEAK_FILTER = f"{TEST_LABEL}={RUN_ID}"
 
 
 # -- build logs -----------------------------------------------------------------------
-
-def test_log_path_layout(tmp_path: Path) -> None:
-    moment = datetime(2025, 3, 4, 5, 6, 7, 890_000, tzinfo=timezone.utc)
-    path = buildlog.log_path("cuda", "2.5.1-cuda12.4:x/y", root=tmp_path, now=moment)
-    assert path == tmp_path / "logs" / "cuda" / "2.5.1-cuda12.4_x_y-20250304T050607.890Z.log"
-
-
-def test_default_state_dir_is_under_the_working_directory(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert buildlog.state_dir() == tmp_path / ".accel-images"
-    assert buildlog.state_dir("/elsewhere") == Path("/elsewhere")
-
 
 def test_tail(tmp_path: Path) -> None:
     log = tmp_path / "x.log"

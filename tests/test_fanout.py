@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images import cli  # the command group first: cli_fanout is registered into it
-from accel_images import cli_fanout, fanout
+from accel_images import fanout
+from accel_images.cli import fanout as cli_fanout
+from accel_images.cli import options
 from accel_images.errors import InputError
 from accel_images.variant import select
 
@@ -22,7 +23,7 @@ MATRIX = str(ROOT / "matrix.yaml")
 
 @pytest.fixture(scope="module")
 def expansion():
-    return cli.load_expansion(MATRIX)
+    return options.load_expansion(MATRIX)
 
 
 def invoke(command, *args: str):

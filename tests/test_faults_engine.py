@@ -160,7 +160,7 @@ def test_base_withdrawn_upstream_names_the_tag_and_newer_bases(registry: str, tm
 
 
 def test_newer_bases_come_from_the_knowledge_base() -> None:
-    from accel_images.build import newer_bases
+    from accel_images.bases import newer_bases
     from accel_images.compat import load_kb
     from accel_images.variant import make_variant
 

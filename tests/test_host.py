@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import stat
 import sys
 import tempfile
@@ -14,6 +16,8 @@ from hypothesis import strategies as st
 
 from accel_images.errors import InputError
 from accel_images.host import HostInfo, compare_driver, detect_host, run_command
+from accel_images.hostinfo import answer, exit_code, failed, said
+from accel_images.vendors.gaudi import generation
 
 DATA = Path(__file__).parent / "data" / "host"
 
@@ -28,8 +32,14 @@ XPU_SMI = ("xpu-smi", "discovery", "-j")
 SYCL_LS = ("sycl-ls",)
 HL_SMI = ("hl-smi",)
 HL_SMI_QUERY = ("hl-smi", "-Q", "name,driver_version", "-f", "csv,noheader")
-ALL_COMMANDS = (NVIDIA_QUERY, NVIDIA_QUERY_NO_CC, NVIDIA_TABLE, ROCMINFO, AMD_SMI_VERSION, AMD_SMI_STATIC,
-                HIPCONFIG, XPU_SMI, SYCL_LS, HL_SMI, HL_SMI_QUERY)
+NVIDIA_FULL = ("nvidia-smi", "-q")
+AMD_SMI_TABLE = ("amd-smi",)
+AMD_SMI_STATIC_SECTIONS = ("amd-smi", "static", "--asic", "--driver")
+AMD_SMI_STATIC_ALL = ("amd-smi", "static")
+XPU_SMI_TABLE = ("xpu-smi", "discovery")
+ALL_COMMANDS = (NVIDIA_QUERY, NVIDIA_QUERY_NO_CC, NVIDIA_TABLE, NVIDIA_FULL, ROCMINFO, AMD_SMI_VERSION,
+                AMD_SMI_STATIC, AMD_SMI_STATIC_SECTIONS, AMD_SMI_TABLE, HIPCONFIG, XPU_SMI, XPU_SMI_TABLE, SYCL_LS,
+                HL_SMI, HL_SMI_QUERY)
 
 
 def recorded(name: str) -> str:
@@ -150,6 +160,113 @@ def test_nvidia_driver_loaded_without_gpus_is_not_cuda(tmp_path):
     assert "lists no GPU" in evidence_text(host)
 
 
+# ---- recorded in the 2026-12 batch: Jetson, broken drivers, nvidia-smi -q ---------------------
+
+@pytest.mark.parametrize("recording, driver, cuda", [
+    ("nvidia-smi-orin-jp6-540.txt", "540.4.0", "12.6"),
+    ("nvidia-smi-orin-cuda-na.txt", "540.4.0", None),     # "CUDA Version: N/A" is no version
+    ("nvidia-smi-orin-driver-na.txt", None, "12.2"),      # "NVIDIA-SMI 540.3.0" is the tool's, not the driver's
+])
+def test_jetson_orin_table_with_na_persistence_is_a_gpu(tmp_path, recording, driver, cuda):
+    host = detect_host(FakeTools({NVIDIA_TABLE: recorded(recording)}), tmp_path)
+    assert (host.vendor, host.driver_version, host.stack_version) == ("cuda", driver, cuda)
+    assert (host.gpu_names, host.device_count, host.gpu_archs, host.unusable) == (("Orin (nvgpu)",), 1, (), None)
+
+
+def test_rows_of_the_process_table_are_not_gpus(tmp_path):
+    """Jetson's process rows end in N/A like its GPU row; the table after "Processes:" is not read.
+    The process rows are constructed in nvidia-smi's layout (the recordings have theirs dropped)."""
+    processes = ("+---------------------------------------------------------------------------------------+\n"
+                 "| Processes:                                                                            |\n"
+                 "|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |\n"
+                 "|=======================================================================================|\n"
+                 "|    0   N/A  N/A      2345      G   /usr/lib/xorg/Xorg                          N/A  |\n")
+    host = detect_host(FakeTools({NVIDIA_TABLE: recorded("nvidia-smi-orin-jp6-540.txt") + processes}), tmp_path)
+    assert host.device_count == 1
+
+
+@pytest.mark.parametrize("recording, nvml", [
+    ("nvidia-smi-nvml-mismatch-550.txt", "550.144"),
+    ("nvidia-smi-nvml-mismatch-570.txt", "570.124"),
+    ("nvidia-smi-nvml-mismatch-old.txt", None),
+])
+def test_driver_library_mismatch_is_an_unusable_cuda_host(tmp_path, recording, nvml):
+    # nvidia-smi prints it on stdout and exits 18; every command form answers the same.
+    failure = failed(recorded(recording), 18)
+    tools = FakeTools({NVIDIA_QUERY: failure, NVIDIA_QUERY_NO_CC: failure, NVIDIA_FULL: failure, NVIDIA_TABLE: failure})
+    root = machine(tmp_path, {"/proc/driver/nvidia/version": recorded("proc-driver-nvidia-version.txt"),
+                              "/proc/driver/nvidia/gpus/0000:04:00.0/information": H100_INFORMATION})
+    host = detect_host(tools, root)
+    assert (host.vendor, host.driver_version, host.device_count, host.gpu_names) == ("cuda", None, 0, ())
+    assert host.unusable.startswith("NVIDIA driver/library version mismatch")
+    assert ("user-space NVML " + nvml in host.unusable) if nvml else "NVML" not in host.unusable
+    assert "loaded kernel module 580.173.02" in host.unusable  # from /proc/driver/nvidia/version
+    assert host.evidence[-1] == f"chose cuda: accelerator present but unusable: {host.unusable}"
+    assert [c for c in tools.calls if c[0] == "nvidia-smi"] == [NVIDIA_QUERY]  # the first failure answers
+    # ... and /proc/driver/nvidia, which lists the GPU, is not taken for a working driver
+
+
+@pytest.mark.parametrize("recording, reason", [
+    ("nvidia-smi-no-driver.txt", "NVIDIA driver not loaded / not reachable"),
+    ("nvidia-smi-nvml-unknown-error-container.txt", "NVML Unknown Error"),
+    ("nvidia-smi-nvml-mismatch-550.txt", "NVIDIA driver/library version mismatch (user-space NVML 550.144)"),
+])
+@pytest.mark.parametrize("command", [NVIDIA_QUERY, NVIDIA_TABLE, NVIDIA_FULL])
+def test_nvidia_smi_failures_are_read_as_plain_text_from_any_form(tmp_path, recording, reason, command):
+    host = detect_host(FakeTools({command: recorded(recording)}), tmp_path)
+    assert (host.vendor, host.device_count, host.driver_version, host.stack_version) == ("cuda", 0, None, None)
+    assert host.unusable.startswith(reason)
+
+
+def test_nvidia_smi_failing_without_an_nvidia_device_is_no_accelerator(tmp_path):
+    """Driver packages on a machine without the GPU: sysfs lists PCI devices, none of vendor 0x10de."""
+    root = machine(tmp_path, {"/sys/bus/pci/devices/0000:00:00.0/vendor": "0x8086\n",
+                              "/sys/bus/pci/devices/0000:00:1f.0/vendor": "0x8086\n"})
+    host = detect_host(FakeTools({NVIDIA_QUERY: failed(recorded("nvidia-smi-no-driver.txt"), 9)}), root)
+    assert (host.vendor, host.unusable) == ("cpu", None)
+    assert "no NVIDIA device is on the PCI bus" in evidence_text(host)
+    with_gpu = machine(tmp_path, {"/sys/bus/pci/devices/0000:3b:00.0/vendor": "0x10de\n"})
+    assert detect_host(FakeTools({NVIDIA_QUERY: recorded("nvidia-smi-no-driver.txt")}), with_gpu).unusable
+
+
+def test_an_unknown_nvidia_smi_failure_is_no_answer(tmp_path):
+    host = detect_host(FakeTools({NVIDIA_QUERY: failed("Some message\n", 3)}), tmp_path)
+    assert (host.vendor, host.unusable) == ("cpu", None)
+    assert "exited 3: 'Some message'" in evidence_text(host)
+
+
+def test_nvidia_smi_q_stands_in_for_a_failing_csv_query(tmp_path):
+    tools = FakeTools({NVIDIA_FULL: recorded("nvidia-smi-q-h100-565.txt")})
+    host = detect_host(tools, tmp_path)
+    assert (host.vendor, host.driver_version, host.stack_version) == ("cuda", "565.57.01", "12.7")
+    assert host.device_count == 8                     # "Attached GPUs : 8"; one GPU block kept in the recording
+    assert host.gpu_names == ("NVIDIA H100 80GB HBM3",)
+    assert host.gpu_archs == ("9.0",)                 # Product Architecture: Hopper, all of which is 9.0
+    assert "architecture Hopper" in evidence_text(host) and "PCI device id 0x233010DE" in evidence_text(host)
+    assert tools.calls[:3] == [NVIDIA_QUERY, NVIDIA_QUERY_NO_CC, NVIDIA_FULL]
+    assert NVIDIA_TABLE not in tools.calls            # -q also gave the CUDA version
+
+
+def test_nvidia_smi_q_of_an_old_driver_has_no_architecture(tmp_path):
+    host = detect_host(FakeTools({NVIDIA_FULL: recorded("nvidia-smi-q-a100-470.txt")}), tmp_path)
+    assert (host.driver_version, host.stack_version, host.device_count) == ("470.103.01", "11.4", 1)
+    assert (host.gpu_names, host.gpu_archs) == (("NVIDIA A100-SXM4-80GB",), ())
+    assert "no Product Architecture field (unknown)" in evidence_text(host)
+
+
+def test_nvidia_smi_q_is_not_asked_when_the_csv_query_answers(tmp_path):
+    tools = FakeTools({**NVIDIA_TOOLS, NVIDIA_FULL: recorded("nvidia-smi-q-h100-565.txt")})
+    assert detect_host(tools, tmp_path).gpu_names == ("NVIDIA A100-SXM4-40GB",) * 2
+    assert NVIDIA_FULL not in tools.calls
+
+
+def test_a_working_accelerator_wins_over_a_broken_one(tmp_path):
+    tools = FakeTools({NVIDIA_QUERY: recorded("nvidia-smi-nvml-mismatch-550.txt"), **AMD_TOOLS})
+    host = detect_host(tools, machine(tmp_path, AMD_FILES))
+    assert (host.vendor, host.unusable) == ("rocm", None)
+    assert host.evidence[-1] == "chose rocm over cuda (unusable) (order: cuda, rocm, xpu, gaudi)"
+
+
 # ---------------------------------------------------------------------------------------------
 # AMD ROCm
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +352,100 @@ def test_gfx_feature_suffix_is_stripped_and_generic_isa_ignored(tmp_path):
     assert host.gpu_archs == ("gfx90a", "gfx1103")
 
 
+# ---- recorded in the 2026-12 batch: WSL2, rocminfo and amd-smi failures, amd-smi table and static ----
+
+def test_wsl2_rocm_has_dev_dxg_and_no_dev_kfd(tmp_path):
+    """AMD's WSL notes (wsl-dev-dxg-doc.txt): the GPU is /dev/dxg; /dev/kfd does not exist."""
+    assert "/dev/dxg" in recorded("wsl-dev-dxg-doc.txt") and "/dev/kfd is not present" in recorded("wsl-dev-dxg-doc.txt")
+    host = detect_host(FakeTools({ROCMINFO: recorded("rocminfo-wsl-rx7900gre.txt")}), machine(tmp_path, {"/dev/dxg": ""}))
+    assert (host.vendor, host.gpu_names, host.gpu_archs, host.device_count) == (
+        "rocm", ("AMD Radeon RX 7900 GRE",), ("gfx1100",), 1)
+    assert host.driver_version is None  # no "ROCk module version ... is loaded" banner under WSL
+    assert "WSL2" in evidence_text(host) and "rocminfo reports a WSL environment" in evidence_text(host)
+
+
+def test_neither_kfd_nor_dxg_asks_no_rocm_tool(tmp_path):
+    tools = FakeTools({ROCMINFO: recorded("rocminfo-wsl-rx7900gre.txt")})
+    assert detect_host(tools, tmp_path).vendor == "cpu"
+    assert ROCMINFO not in tools.calls
+
+
+def test_rocminfo_that_cannot_open_kfd_makes_an_unusable_host(tmp_path):
+    failure = failed(recorded("rocminfo-kfd-cannot-allocate.txt"), 1)
+    host = detect_host(FakeTools({ROCMINFO: failure}), machine(tmp_path, AMD_FILES))
+    assert (host.vendor, host.device_count, host.driver_version) == ("rocm", 0, None)  # "ROCk module is loaded": no version
+    assert host.unusable == "cannot open /dev/kfd: Cannot allocate memory (HSA_STATUS_ERROR_OUT_OF_RESOURCES)"
+
+
+def test_a_kfd_failure_blocks_containers_even_when_amd_smi_lists_the_gpu(tmp_path):
+    tools = FakeTools({ROCMINFO: recorded("rocminfo-kfd-cannot-allocate.txt"),
+                       AMD_SMI_STATIC_SECTIONS: recorded("amd-smi-static-mi350x-sections.txt")})
+    host = detect_host(tools, machine(tmp_path, AMD_FILES))
+    assert host.unusable.startswith("cannot open /dev/kfd")
+    assert (host.gpu_names, host.gpu_archs) == (("AMD Instinct MI350X",), ("gfx950",))
+
+
+def test_kfd_permission_denied_only_blocks_this_user(tmp_path):
+    """Constructed from rocminfo's own messages (rocminfo.cc CheckInitialState): a user outside the
+    render group; the docker run line adds the groups, so the KFD topology's GPU counts."""
+    rocminfo = ("ROCk module version 6.10.5 is loaded\nUnable to open /dev/kfd read-write: Permission denied\n"
+                "alice is not member of \"render\" group, the default DRM access group.\n")
+    root = machine(tmp_path, {**AMD_FILES, "/sys/class/kfd/kfd/topology/nodes/1/properties":
+                              "gfx_target_version 90402\nvendor_id 4098\n"})
+    host = detect_host(FakeTools({ROCMINFO: failed(rocminfo)}), root)
+    assert (host.vendor, host.unusable, host.gpu_archs) == ("rocm", None, ("gfx942",))
+    assert "render/video group" in evidence_text(host)
+
+
+@pytest.mark.parametrize("command", [AMD_SMI_VERSION, AMD_SMI_TABLE, AMD_SMI_STATIC_ALL])
+def test_amd_smi_without_amdgpu_module_and_no_gpu_is_unusable(tmp_path, command):
+    host = detect_host(FakeTools({command: recorded("amd-smi-builtin-amdgpu-error.txt")}), machine(tmp_path, AMD_FILES))
+    assert (host.vendor, host.device_count, host.stack_version, host.driver_version) == ("rocm", 0, None, None)
+    assert host.unusable.startswith("amdgpu not found in modules")
+
+
+def test_amd_smi_version_line_after_its_log_lines(tmp_path):
+    host = detect_host(FakeTools({AMD_SMI_VERSION: recorded("amd-smi-builtin-amdgpu-error.txt")}),
+                       machine(tmp_path, AMD_FILES))
+    assert "AMDSMI Tool 26.1.0+b5522cc8, library 26.1.0" in evidence_text(host)
+
+
+def test_amd_smi_module_message_is_no_failure_when_rocminfo_lists_the_gpus(tmp_path):
+    """Built-in amdgpu: amd-smi before ROCm/amdsmi#172 says so, while ROCm itself works."""
+    tools = FakeTools({ROCMINFO: recorded("rocminfo-mi300x.txt"),
+                       AMD_SMI_VERSION: recorded("amd-smi-builtin-amdgpu-error.txt")})
+    host = detect_host(tools, machine(tmp_path, AMD_FILES))
+    assert (host.vendor, host.unusable, host.device_count) == ("rocm", None, 2)
+    assert "amdgpu not found in modules" in evidence_text(host)
+
+
+@pytest.mark.parametrize("recording, names, rocm, driver, shown", [
+    ("amd-smi-table-rx9070xt-7.1.1.txt", ("AMD Radeon RX 9070 XT",) * 2, "7.1.1", "6.16.6",
+     ["amd-smi 26.2.0+021c61fc lists", "0000:04:00.0, 0000:07:00.0"]),
+    ("amd-smi-table-builtin-amdgpu-rx7900xtx.txt", ("AMD Radeon RX 7900 XTX",), None, None,
+     ["amd-smi 26.1.0+b5522cc8-d... lists", "'Linuxver'", "not a version"]),
+    ("amd-smi-table-mi300a-doc-27.txt", ("AMD Instinct MI300A",) * 4, "7.14.0", "6.19.4",
+     ["amd-smi 27.0.0 lists", "0000:01:00.0 SPX/NPS1, 0001:01:00.0 SPX/NPS1"]),
+])
+def test_plain_amd_smi_table(tmp_path, recording, names, rocm, driver, shown):
+    host = detect_host(FakeTools({AMD_SMI_TABLE: recorded(recording)}), machine(tmp_path, AMD_FILES))
+    assert (host.vendor, host.gpu_names, host.device_count, host.gpu_archs) == ("rocm", names, len(names), ())
+    assert (host.stack_version, host.driver_version) == (rocm, driver)
+    for text in shown:
+        assert text in evidence_text(host)
+
+
+@pytest.mark.parametrize("recording, command, name, arch, driver", [
+    ("amd-smi-static-mi300a-doc.txt", AMD_SMI_STATIC_ALL, "AMD Instinct MI300A", "gfx942", "6.19.4"),
+    ("amd-smi-static-mi350x-sections.txt", AMD_SMI_STATIC_SECTIONS, "AMD Instinct MI350X", "gfx950", "6.18.3"),
+])
+def test_amd_smi_static_gpu_blocks_and_driver_section(tmp_path, recording, command, name, arch, driver):
+    host = detect_host(FakeTools({command: recorded(recording)}), machine(tmp_path, AMD_FILES))
+    assert (host.gpu_names, host.gpu_archs, host.device_count) == ((name,), (arch,), 1)  # the CPU block is no GPU
+    assert host.driver_version == driver  # DRIVER's VERSION, not IFWI's (N/A, or the firmware's 00154951)
+    assert f"amdgpu driver {driver} (from amd-smi static DRIVER)" in evidence_text(host)
+
+
 # ---------------------------------------------------------------------------------------------
 # Intel XPU
 # ---------------------------------------------------------------------------------------------
@@ -242,9 +453,11 @@ def test_gfx_feature_suffix_is_stripped_and_generic_isa_ignored(tmp_path):
 def test_xpu_from_recorded_sycl_ls(tmp_path):
     host = detect_host(FakeTools(INTEL_TOOLS), machine(tmp_path, INTEL_FILES))
     assert host.vendor == "xpu"
-    assert host.gpu_names == ("Intel(R) Arc(TM) A770 Graphics", "Intel(R) UHD Graphics 730")
+    assert host.gpu_names == ("Intel(R) Arc(TM) A770 Graphics",)  # the OpenCL lines do not count
     assert host.gpu_archs == host.gpu_names
-    assert host.device_count == 2  # the OpenCL lines name the same two devices again
+    assert host.device_count == 1  # the integrated UHD Graphics 730 on Level Zero is no accelerator
+    assert host.driver_version == "1.3.29735+27"
+    assert "Intel(R) UHD Graphics 730 is integrated graphics; not counted" in evidence_text(host)
 
 
 def test_xpu_from_older_sycl_ls_format(tmp_path):
@@ -297,6 +510,72 @@ def test_dev_dri_alone_is_not_an_intel_accelerator(tmp_path, vendor, slot, pci_i
     assert "no Intel GPU confirmed" in evidence_text(host)
 
 
+# ---- recorded in the 2026-12 batch: xpu-smi table, Level Zero drivers, integrated GPUs --------------
+
+@pytest.mark.parametrize("command", [XPU_SMI_TABLE, XPU_SMI])
+def test_xpu_smi_discovery_table(tmp_path, command):
+    tools = FakeTools({command: recorded("xpu-smi-discovery-arc-a770.txt")})
+    host = detect_host(tools, machine(tmp_path, INTEL_FILES))
+    assert (host.vendor, host.gpu_names, host.device_count, host.driver_version) == (
+        "xpu", ("Intel(R) Arc(TM) A770 Graphics",), 1, None)  # no driver version in this form
+    assert "at id 0, 0000:03:00.0, /dev/dri/card0" in evidence_text(host)
+    assert SYCL_LS not in tools.calls
+
+
+def test_xpu_smi_virtual_functions_in_the_table_are_skipped(tmp_path):
+    table = recorded("xpu-smi-discovery-arc-a770.txt")
+    virtual = table.replace("| 0         |", "| 1         |").replace("physical", "virtual ")
+    body = table.rstrip("\n").rsplit("\n", 1)[0]  # the device rows, without the closing rule
+    host = detect_host(FakeTools({XPU_SMI_TABLE: body + "\n" + virtual.split("\n", 3)[3]}), machine(tmp_path, INTEL_FILES))
+    assert host.device_count == 1
+
+
+def test_xpu_smi_detail_gives_the_driver(tmp_path):
+    """`xpu-smi discovery -d 0` answers with the device's "Driver Version" (constructed in the layout
+    and with the value of the xpumanager smi_user_guide.md sample of `discovery -d 0000:4d:00.0`)."""
+    detail = ("| 0         | Device Type: GPU                   |\n"
+              "|           | Device Name: Intel(R) Graphics [0x020a]  |\n"
+              "|           | Driver Version: 16929133           |\n")
+    tools = FakeTools({XPU_SMI: recorded("xpu-smi-discovery.json"), ("xpu-smi", "discovery", "-d", "0", "-j"): detail})
+    assert detect_host(tools, machine(tmp_path, INTEL_FILES)).driver_version == "16929133"
+
+
+@pytest.mark.parametrize("recording, name, driver", [
+    ("sycl-ls-level-zero-a770-uhd750.txt", "Intel(R) Arc(TM) A770 Graphics", "1.3.26918"),
+    ("sycl-ls-level-zero-a770-llamacpp-2024.txt", "Intel(R) Arc(TM) A770 Graphics", "1.3.26918"),
+    ("sycl-ls-b580-ur.txt", "Intel(R) Arc(TM) B580 Graphics", "1.6.33578+11"),
+    ("sycl-ls-max1550-old.txt", "Intel(R) Data Center GPU Max 1550", "1.3.25733"),
+])
+def test_sycl_ls_level_zero_gpu_and_driver(tmp_path, recording, name, driver):
+    host = detect_host(FakeTools({SYCL_LS: recorded(recording)}), machine(tmp_path, INTEL_FILES))
+    assert (host.vendor, host.gpu_names, host.device_count, host.driver_version) == ("xpu", (name,), 1, driver)
+
+
+def test_integrated_gpu_beside_a_discrete_one_is_not_counted(tmp_path):
+    host = detect_host(FakeTools({SYCL_LS: recorded("sycl-ls-level-zero-a770-uhd750.txt")}), machine(tmp_path, INTEL_FILES))
+    assert host.gpu_names == ("Intel(R) Arc(TM) A770 Graphics",)
+    assert "Intel(R) UHD Graphics 750 is integrated graphics; not counted" in evidence_text(host)
+
+
+def test_integrated_gpu_alone_is_no_accelerator(tmp_path):
+    only_uhd = "\n".join(line for line in recorded("sycl-ls-level-zero-a770-uhd750.txt").splitlines() if "A770" not in line)
+    host = detect_host(FakeTools({SYCL_LS: only_uhd}), machine(tmp_path, INTEL_FILES))
+    assert host.vendor == "cpu"
+    assert "no Intel GPU confirmed" in evidence_text(host)
+
+
+@pytest.mark.parametrize("device, counted", [
+    ({"device_name": "Intel(R) Graphics", "device_type": "Integrated GPU", "pci_bdf_address": "0000:00:02.0"}, False),
+    ({"device_name": "Intel(R) Iris(R) Xe Graphics", "pci_bdf_address": "0000:00:02.0"}, False),
+    ({"device_name": "Intel(R) Data Center GPU Flex 170", "pci_bdf_address": "0000:4d:00.0"}, True),
+    ({"device_name": "Intel(R) Arc(TM) Graphics", "pci_bdf_address": "0000:00:02.0"}, True),  # Core Ultra: torch.xpu runs it
+])
+def test_xpu_smi_integrated_by_type_slot_or_name(tmp_path, device, counted):
+    listing = json.dumps({"device_list": [{"device_id": 0, "device_type": "GPU", **device}]})
+    host = detect_host(FakeTools({XPU_SMI: listing}), machine(tmp_path, INTEL_FILES))
+    assert (host.vendor == "xpu") is counted
+
+
 # ---------------------------------------------------------------------------------------------
 # Intel Gaudi
 # ---------------------------------------------------------------------------------------------
@@ -324,6 +603,32 @@ def test_nic_driver_line_is_not_the_driver(tmp_path):
     assert "without a device row and driver version" in evidence_text(host)
     with_driver = detect_host(FakeTools({HL_SMI: header, HL_SMI_QUERY: "HL-325L, 1.22.0-5f8fa9f\n"}), tmp_path)
     assert (with_driver.stack_version, with_driver.gpu_names) == ("1.22.0", ("HL-325L",))
+
+
+# ---- recorded in the 2026-12 batch: Gaudi generations ------------------------------------------------
+
+@pytest.mark.parametrize("recording, model, driver, generation", [
+    ("hl-smi-gaudi3-hl325l.txt", "HL-325L", "1.20.1-366eb9c", "gaudi3"),   # not the Nic Driver Version
+    ("hl-smi-gaudi1-hl205-dl1.txt", "HL-205", "1.4.0-d8f95f4", "gaudi"),
+    ("hl-smi-gaudi2.txt", "HL-225", "1.15.0-c43dc7b", "gaudi2"),
+])
+def test_gaudi_generation_from_the_model_number(tmp_path, recording, model, driver, generation):
+    host = detect_host(FakeTools({HL_SMI: recorded(recording)}), tmp_path)
+    assert (host.vendor, host.device_count, set(host.gpu_names)) == ("gaudi", 8, {model})
+    assert (host.driver_version, host.stack_version) == (driver, driver.split("-")[0])
+    assert host.gpu_archs == (generation,)
+
+
+def test_gaudi_generations_agree_with_their_sources():
+    """The model-number table in gaudi.py against the excerpts it cites (gaudi-model-names-sources.txt)."""
+    sources = recorded("gaudi-model-names-sources.txt")
+    dstack = dict(re.findall(r'"(HL-\d+)": "(Gaudi\d?)"', sources))
+    assert dstack == {"HL-205": "Gaudi", "HL-225": "Gaudi2", "HL-325": "Gaudi3", "HL-338": "Gaudi3"}
+    for model, name in dstack.items():
+        assert generation(model) == name.lower()
+    for model in ("HL-328", "HL-388", "HL-338", "HL-325L", "HL-335"):  # The Register, from Intel's whitepaper
+        assert model in sources and generation(model) == "gaudi3"
+    assert generation("HL-225B") == "gaudi2" and generation("HL-999") is None and generation(None) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,12 +690,22 @@ def test_run_command_returns_stdout_of_a_working_tool():
 @pytest.mark.parametrize("code", [
     "import time; time.sleep(60)",                                     # hangs
     "import os; os.abort()",                                           # crashes
-    "import sys; print('NVIDIA-SMI has failed'); sys.exit(9)",         # fails
     "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
     " time.sleep(60)",                                                 # hangs with a child holding stdout
 ])
 def test_run_command_gives_none_for_a_tool_that_does_not_answer(code):
     assert run_command([sys.executable, "-c", code], timeout_s=0.3) is None
+
+
+def test_run_command_keeps_what_a_failing_tool_printed():
+    """nvidia-smi prints its failure on stdout and exits non-zero; amd-smi logs to stderr."""
+    code = "import sys; print('Failed to initialize NVML: Unknown Error'); print('ERROR:root:x', file=sys.stderr); sys.exit(9)"
+    output = run_command([sys.executable, "-c", code])
+    assert output == "Failed to initialize NVML: Unknown Error\n"
+    assert (exit_code(output), answer(output)) == (9, None)
+    assert said(output) == "Failed to initialize NVML: Unknown Error\n\nERROR:root:x\n"
+    working = run_command([sys.executable, "-c", "print('ok')"])
+    assert (exit_code(working), answer(working)) == (0, "ok\n")
 
 
 def test_run_command_gives_none_for_a_missing_tool(tmp_path):
@@ -419,7 +734,7 @@ def test_hung_and_crashing_tools_on_path_mean_cpu(tmp_path, monkeypatch):
     assert "gaudi: hl-smi answered without a device row" in evidence_text(host)
 
 
-@pytest.mark.parametrize("command", [NVIDIA_QUERY, NVIDIA_TABLE, HL_SMI, SYCL_LS, XPU_SMI])
+@pytest.mark.parametrize("command", [HL_SMI, SYCL_LS, XPU_SMI])
 def test_garbage_from_a_tool_is_not_detection(tmp_path, command):
     garbage = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
     host = detect_host(FakeTools({command: garbage}), machine(tmp_path, INTEL_FILES))
@@ -442,7 +757,7 @@ def test_any_output_is_handled_without_an_exception(outputs, files):
         host = detect_host(FakeTools(outputs), root)
     assert host.vendor in ("cuda", "rocm", "xpu", "gaudi", "cpu")
     assert host.evidence and host.evidence[-1].startswith(f"chose {host.vendor}")
-    assert host.device_count >= (0 if host.vendor == "cpu" else 1)
+    assert host.device_count >= (0 if host.vendor == "cpu" or host.unusable else 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -144,12 +144,12 @@ def test_sigterm_during_the_smoke_test_removes_the_smoke_container(daemon: Dispo
 
 def test_sigterm_becomes_the_keyboard_interrupt_path() -> None:
     """In-process: the handler raises the KeyboardInterrupt subclass that exits 143."""
-    from accel_images import cli
+    from accel_images.cli import options
 
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        cli.handle_sigterm()
+        options.handle_sigterm()
         with pytest.raises(KeyboardInterrupt) as raised:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(1)
@@ -164,7 +164,7 @@ def test_a_stop_reaches_worker_threads_at_their_next_checkpoint() -> None:
     import threading
 
     from accel_images import stopping
-    from accel_images.build import run_each
+    from accel_images.workers import run_each
 
     stopping.reset()
     reached: list[str] = []

@@ -25,10 +25,13 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images import compat, tags
-from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, BuildSettings, Outcome, Prepared
-from accel_images.cli import load_expansion
-from accel_images import cli_nightly
-from accel_images.cli_nightly import nightly_command
+from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Prepared
+from accel_images.cli import nightly as cli_nightly
+from accel_images.cli.nightly import nightly_command
+from accel_images.cli.options import load_expansion
+from accel_images.outcome import Outcome
+from accel_images.settings import BuildSettings
+from accel_images.state import StateDir
 from accel_images.engine import BuiltImage, Engine, ImageInfo
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL
@@ -182,7 +185,7 @@ def expansion(tmp_path: Path) -> Expansion:
 
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
              jobs: int = 1) -> list[NightlyOutcome]:
-    settings = BuildSettings(state_dir=tmp_path / "state", jobs=jobs)
+    settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
     options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id="r1", retry=NO_WAIT)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
@@ -271,7 +274,7 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
     with pytest.raises(KeyboardInterrupt):
         cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
-                                   BuildSettings(state_dir=tmp_path), options, None, tmp_path / "reports")
+                                   BuildSettings(state_dir=StateDir(tmp_path)), options, None, tmp_path / "reports")
     report = json.loads((tmp_path / "reports" / "report.json").read_text())
     assert report["meta"]["partial"] is True
     assert [(r["tag"], r["status"]) for r in report["variants"]] == [(UBUNTU, "interrupted"), (DEBIAN, "skipped")]
@@ -425,7 +428,7 @@ def nightly(site: Site, **settings: object) -> list[NightlyOutcome]:
     options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT)
     return run_nightly(Engine.connect(), compat.load_kb(), expansion, expansion.variants,
                        RegistryClient(site.registry),
-                       BuildSettings(options=site.options(), state_dir=site.state, network_mode="none",
+                       BuildSettings(options=site.options(), state_dir=StateDir(site.state), network_mode="none",
                                      **settings),  # type: ignore[arg-type]
                        options, templates_dir=site.templates)
 

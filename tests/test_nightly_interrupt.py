@@ -28,9 +28,11 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images import compat
-from accel_images.build import BuildSettings, Prepared
-from accel_images.cli import load_expansion
-from accel_images.cli_nightly import nightly_command
+from accel_images.build import Prepared
+from accel_images.cli.nightly import nightly_command
+from accel_images.cli.options import load_expansion
+from accel_images.settings import BuildSettings
+from accel_images.state import StateDir
 from accel_images.engine import Engine
 from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.nightly import NightlyOptions, NightlyOutcome, aged_only, run_nightly
@@ -307,7 +309,7 @@ def nightly_debian(site: Site, max_age_days: float) -> NightlyOutcome:
     variants = [v for v in expansion.variants if v.tag == DEBIAN]
     options = NightlyOptions(Target(site.registry, site.repository), max_age_days=max_age_days, retry=NO_WAIT)
     [night] = run_nightly(Engine.connect(), compat.load_kb(), expansion, variants, RegistryClient(site.registry),
-                          BuildSettings(options=site.options(), state_dir=site.state, network_mode="none"),
+                          BuildSettings(options=site.options(), state_dir=StateDir(site.state), network_mode="none"),
                           options, templates_dir=site.templates)
     assert night.status == "built", night.outcome.error
     return night

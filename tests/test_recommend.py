@@ -18,10 +18,12 @@ import docker.errors
 import pytest
 from click.testing import CliRunner
 
-from accel_images import cli  # the command group first: cli_fanout is registered into it
-from accel_images import cli_fanout, compat
+from accel_images import compat, engine
+from accel_images.cli import fanout as cli_fanout
+from accel_images.cli import options
 from accel_images.host import HostInfo, detect_host
-from accel_images.recommend import Recommendation, docker_run_line, image_ref, judge, recommend
+from accel_images.recommend import (Recommendation, default_vendor, describe_host, docker_run_line, image_ref,
+                                    judge, recommend)
 from accel_images.variant import select
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +36,7 @@ AMD_SMI_VERSION = ("amd-smi", "version")
 SYCL_LS = ("sycl-ls",)
 HL_SMI = ("hl-smi",)
 HL_SMI_QUERY = ("hl-smi", "-Q", "name,driver_version", "-f", "csv,noheader")
+NVIDIA_FULL = ("nvidia-smi", "-q")
 
 
 def recorded(name: str) -> str:
@@ -59,7 +62,7 @@ def host_from(tmp_path: Path, answers: dict[tuple[str, ...], str], files: dict[s
 
 @pytest.fixture(scope="module")
 def expansion():
-    return cli.load_expansion(str(ROOT / "matrix.yaml"))
+    return options.load_expansion(str(ROOT / "matrix.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -284,6 +287,17 @@ def test_gaudi3_may_not_run_the_previous_release(expansion, kb):
     assert rec.variant is None
 
 
+def test_gaudi_n_minus_1_follows_the_detected_generation(tmp_path, expansion, kb):
+    """The recorded 8 x HL-325L (Gaudi 3) on a release after the matrix's newest: N-1 is Gaudi 2's only."""
+    gaudi3 = host_from(tmp_path, {HL_SMI: recorded("hl-smi-gaudi3-hl325l.txt").replace("1.20.1-366eb9c", "1.25.0-0a1b2c3")})
+    assert (gaudi3.gpu_archs, gaudi3.stack_version) == (("gaudi3",), "1.25.0")
+    assert choose(gaudi3, expansion, kb, tmp_path).variant is None
+    by_arch = HostInfo(vendor="gaudi", stack_version="1.25.0", gpu_archs=("gaudi2",), device_count=1)
+    assert recommend(by_arch, select(expansion.variants, {"vendor": "gaudi"}), kb, image=expansion.image).ok
+    by_name_only = HostInfo(vendor="gaudi", stack_version="1.25.0", gpu_names=("HL-225",), device_count=1)
+    assert recommend(by_name_only, select(expansion.variants, {"vendor": "gaudi"}), kb, image=expansion.image).ok
+
+
 def test_same_minor_other_patch_is_rejected(expansion, kb):
     host = HostInfo(vendor="gaudi", stack_version="1.24.0", gpu_names=("HL-225",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "gaudi"}), kb, image=expansion.image)
@@ -406,7 +420,7 @@ class FakeEngine:
 
 
 def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_fanout, "Engine", FakeEngine)
+    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
     FakeEngine.pulled = []
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
                  "--registry", "registry.example:5000/team")
@@ -417,7 +431,7 @@ def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monk
 
 
 def test_pull_command_pulls_nothing_when_nothing_fits(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_fanout, "Engine", FakeEngine)
+    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
     FakeEngine.pulled = []
     gaudi = HostInfo(vendor="gaudi", stack_version="1.15.0", gpu_names=("HL-225",), device_count=1)
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, gaudi)))
@@ -455,3 +469,88 @@ def test_pull_from_an_unreachable_registry_is_a_registry_error(tmp_path, docker_
     assert result.exit_code == 4, result.output
     assert result.stderr.strip().splitlines()[-1].startswith("accel-images: error:")
     assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# A broken driver: accelerator present but unusable
+# ---------------------------------------------------------------------------------------------
+
+def mismatch_host(tmp_path: Path) -> HostInfo:
+    return host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-nvml-mismatch-550.txt")})
+
+
+def test_unusable_accelerator_gets_the_cpu_image_with_the_reason(tmp_path, expansion, kb):
+    host = mismatch_host(tmp_path)
+    rec = recommend(host, select(expansion.variants, {"vendor": default_vendor(host)}), kb, image=expansion.image)
+    assert default_vendor(host) == "cpu"
+    assert rec.variant.tag == "2.14.0-cpu-py3.12-ubuntu24.04"
+    assert rec.warnings[0] == ("accelerator present but unusable: NVIDIA driver/library version mismatch "
+                               "(user-space NVML 550.144): reboot, or reload the nvidia kernel modules, after a "
+                               "driver update")
+    assert rec.warnings[1] == "the cpu image is recommended instead: it uses no accelerator"
+    assert describe_host(host).startswith("cuda, accelerator present but unusable: NVIDIA driver/library")
+
+
+def test_unusable_accelerator_runs_none_of_its_vendors_images(tmp_path, expansion, kb):
+    host = host_from(tmp_path, {ROCMINFO: recorded("rocminfo-kfd-cannot-allocate.txt")}, {"/dev/kfd": ""})
+    rec = choose(host, expansion, kb, tmp_path)  # the rocm images, as `--vendor rocm` asks
+    assert rec.variant is None
+    assert all("needs a working AMD ROCm accelerator; accelerator present but unusable: cannot open /dev/kfd: "
+               "Cannot allocate memory" in reason for reason in rec.reasons)
+    assert rec.warnings == (f"accelerator present but unusable: {host.unusable}",)
+
+
+def test_recommend_command_on_an_unusable_host_prints_the_cpu_image_and_exits_6(tmp_path):
+    host = HostInfo(vendor="cuda", unusable="NVIDIA driver not loaded / not reachable (...)")
+    result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)))
+    assert result.exit_code == 6, result.output
+    assert result.stdout.strip() == "docker run --rm -it --ipc host accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"
+    assert "host: cuda, accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
+    assert "warning: accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("accel-images: error: accelerator present but unusable")
+    asked = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)), "--vendor", "cpu")
+    assert asked.exit_code == 0 and asked.stdout == result.stdout
+    cuda = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)), "--vendor", "cuda")
+    assert cuda.exit_code == 1 and "needs a working NVIDIA CUDA accelerator" in cuda.stderr
+
+
+def test_recommend_json_carries_the_reason(tmp_path):
+    host = HostInfo(vendor="rocm", unusable="amdgpu not found in modules (...)")
+    result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)), "--json")
+    assert result.exit_code == 6
+    record = json.loads(result.stdout)
+    assert record["host"]["unusable"] == "amdgpu not found in modules (...)"
+    assert record["variant"]["vendor"] == "cpu"
+    assert record["warnings"][0] == "accelerator present but unusable: amdgpu not found in modules (...)"
+
+
+def test_pull_on_an_unusable_host_pulls_the_cpu_image_and_exits_6(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
+    FakeEngine.pulled = []
+    host = HostInfo(vendor="cuda", unusable="NVML Unknown Error (...)")
+    result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, host)))
+    assert result.exit_code == 6
+    assert FakeEngine.pulled == ["accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"]
+
+
+@pytest.mark.parametrize("content", ['{"vendor": "cuda", "unusable": 3}', '{"vendor": "cuda", "device_count": "2"}',
+                                     '{"vendor": "cuda", "gpu_names": [1]}'])
+def test_host_json_field_types_are_checked(tmp_path, content):
+    path = tmp_path / "host.json"
+    path.write_text(content)
+    result = run(cli_fanout.recommend_command, "--host-json", str(path))
+    assert result.exit_code == 2 and "--host-json" in result.stderr
+
+
+def test_jetson_without_a_driver_version_is_judged_without_driver_rules(tmp_path, expansion, kb):
+    host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-orin-driver-na.txt")})
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.ok
+    assert "the NVIDIA driver version is unknown: driver rules were not applied" in rec.warnings
+
+
+def test_nvidia_smi_q_host_gets_hopper_kernels(tmp_path, expansion, kb):
+    host = host_from(tmp_path, {NVIDIA_FULL: recorded("nvidia-smi-q-h100-565.txt")})
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant.tag == "2.14.0-cuda12.6-py3.12-ubuntu24.04"
+    assert "compiled for compute capability 9.0" in rec.reasons[0]

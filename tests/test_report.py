@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from accel_images import report
-from accel_images.build import Outcome, outcome_record
+from accel_images.outcome import Outcome, outcome_record
 from accel_images.report import (duration_text, render_html, render_json, render_junit, render_markdown, size_gb,
                             summarize, write_reports)
 from accel_images.smoke.judge import Check, SmokeResult

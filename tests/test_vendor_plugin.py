@@ -131,3 +131,33 @@ def test_no_module_outside_vendors_branches_on_a_vendor_name() -> None:
         offenders += [f"{module.relative_to(ROOT)}:{line}: {value!r}"
                       for line, value in _compared_or_keyed_names(tree) if value in names]
     assert offenders == []
+
+
+def installed_plugin(site: Path) -> Path:
+    """What `pip install` of a distribution declaring the npu vendor as an entry point leaves on sys.path."""
+    info = site / "accel_images_npu-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: accel-images-npu\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{vendors.ENTRY_POINT_GROUP}]\nnpu = npu:VENDOR\n")
+    return site
+
+
+def test_an_installed_distribution_adds_its_vendor_through_the_entry_point(tmp_path: Path) -> None:
+    site = installed_plugin(tmp_path / "site")
+    env = {key: value for key, value in os.environ.items() if key != vendors.PATH_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(PLUGIN), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, "-m", "accel_images", "list", "--matrix", str(MATRIX), "--json"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    rows = json.loads(ok(result))
+    assert [row["tag"] for row in rows if row["vendor"] == "npu"] == NPU_TAGS
+
+
+def test_entry_points_are_read_only_where_a_distribution_may_declare_them(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """importlib.metadata costs a fifth of `list`'s start-up: the cheap look must never miss a plug-in."""
+    assert vendors._may_declare_entry_points() is False  # this checkout's venv declares none
+    monkeypatch.syspath_prepend(str(installed_plugin(tmp_path / "site")))
+    assert vendors._may_declare_entry_points() is True
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "plugins.zip")])
+    (tmp_path / "plugins.zip").write_bytes(b"")
+    assert vendors._may_declare_entry_points() is True  # a zip: importlib.metadata decides

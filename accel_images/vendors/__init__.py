@@ -13,7 +13,8 @@ import functools
 import importlib
 import importlib.util
 import os
-from importlib import metadata
+import sys
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 from accel_images.errors import InputError
@@ -44,7 +45,43 @@ def _builtin() -> list[Vendor]:
 
 
 def _from_entry_points() -> list[Vendor]:
+    if not _may_declare_entry_points():
+        return []
+    from importlib import metadata  # a fifth of `accel-images list`'s start-up: only when a plug-in may exist
     return [entry.load() for entry in metadata.entry_points(group=ENTRY_POINT_GROUP)]
+
+
+def _may_declare_entry_points() -> bool:
+    """False only when no distribution on sys.path can declare ENTRY_POINT_GROUP.
+
+    A cheap look at the `*.dist-info` / `*.egg-info` directories importlib.metadata would read;
+    anything it does not cover (a zip or egg on sys.path, another finder of distributions)
+    answers True, so that importlib.metadata decides.
+    """
+    if any(hasattr(finder, "find_distributions") and finder is not PathFinder for finder in sys.meta_path):
+        return True
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except NotADirectoryError:
+            return True
+        except OSError:
+            continue
+        if entry.endswith(".egg") or any(_declares(entry, name) for name in names):
+            return True
+    return False
+
+
+def _declares(directory: str, name: str) -> bool:
+    if not name.lower().endswith((".dist-info", ".egg-info")):
+        return False
+    try:
+        with open(os.path.join(directory or ".", name, "entry_points.txt"), encoding="utf-8") as handle:
+            return ENTRY_POINT_GROUP in handle.read()
+    except UnicodeDecodeError:
+        return True  # not ours to judge: importlib.metadata reads it as it always did
+    except OSError:
+        return False
 
 
 def _from_path(search_path: str) -> list[Vendor]:
@@ -87,6 +124,11 @@ def rank(name: str) -> int:
 
 def by_detection_order() -> list[Vendor]:
     return sorted(registry().values(), key=lambda vendor: vendor.detect_rank)
+
+
+def fallback() -> str:
+    """The vendor without an accelerator (CPU): what a host with none, or with a broken one, runs."""
+    return next(vendor.name for vendor in by_detection_order() if not vendor.accelerator)
 
 
 def title(name: str) -> str:

@@ -27,7 +27,16 @@ if TYPE_CHECKING:
 GAUDI_DOCS = "https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html"
 HABANA_PCI_VENDOR = "0x1da3"
 N_MINUS_1_SINCE = "1.17"
-_GAUDI2_MODEL = re.compile(r"HL-22\d")  # HL-225 family: Gaudi 2 (HL-205: Gaudi 1; HL-3xx: Gaudi 3)
+GENERATIONS = {"205": "gaudi", "225": "gaudi2",
+               "325": "gaudi3", "328": "gaudi3", "335": "gaudi3", "338": "gaudi3", "388": "gaudi3"}
+"""hl-smi model number -> Gaudi generation, matched on the number so suffixed names follow (HL-225B, HL-325L).
+Sources (excerpts in tests/data/host/gaudi-model-names-sources.txt): dstack's hl-smi name table
+(src/dstack/_internal/utils/gpu.py: HL-205 Gaudi, HL-225 Gaudi2, HL-325 and HL-338 Gaudi3); Intel's Gaudi 3
+whitepaper as The Register read it (2024-04-12: HL-325L and HL-335 OAM, HL-338 PCIe, HL-328 and HL-388 for
+China); IBM Cloud's "Gaudi 3" machine listing 8 x HL-325L; Ray's Gaudi 2 tutorial listing 8 x HL-225."""
+GAUDI2 = "gaudi2"
+# The model number of an hl-smi name: "HL-325L" -> "325".
+_MODEL_NUMBER = re.compile(r"HL-(\d{3})", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,12 @@ class Gaudi(VendorBase):
             notes.append(f"gaudi: hl-smi answered without a device row and driver version: {quote(table or query or '')}")
             return None
         version = leading_version(driver)
-        notes.append(f"gaudi: hl-smi lists {summary(gpus)}, driver {driver} (Gaudi software {version})")
+        gpus = [Gpu(gpu.name, generation(gpu.name)) for gpu in gpus]
+        unknown = sorted({gpu.name or "" for gpu in gpus if gpu.arch is None})
+        notes.append(f"gaudi: hl-smi lists {summary(gpus)}, driver {driver} (Gaudi software {version})"
+                     + (f", generation {', '.join(dict.fromkeys(g.arch for g in gpus if g.arch))}"
+                        if len(unknown) < len(gpus) else "")
+                     + (f"; generation unknown for {', '.join(unknown)}" if unknown else ""))
         return host_from("gaudi", gpus, driver_version=driver, stack_version=version)
 
     def fit(self, host: HostInfo, variant: "Variant", kb: "KnowledgeBase") -> Fit:
@@ -175,8 +189,17 @@ def _previous_minor(image_sw: str, host_sw: str) -> bool:
     return len(image) == len(host) == 2 and image[0] == host[0] and image[1] == host[1] - 1
 
 
+def generation(model: str | None) -> str | None:
+    """'HL-225' -> 'gaudi2', 'HL-325L' -> 'gaudi3', 'HL-205' -> 'gaudi'; an unknown model -> None."""
+    number = _MODEL_NUMBER.match((model or "").strip())
+    return GENERATIONS.get(number.group(1)) if number else None
+
+
 def _gaudi2(host: HostInfo) -> bool:
-    return bool(host.gpu_names) and all(_GAUDI2_MODEL.match(name) for name in host.gpu_names)
+    """Every device is a Gaudi 2, by the detected generation; a host recorded with names only (an
+    older --host-json) by the generation its model names give."""
+    generations = host.gpu_archs or tuple(generation(name) or "" for name in host.gpu_names)
+    return bool(generations) and set(generations) == {GAUDI2}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from accel_images.devices import DeviceOptions, host_group_ids, nodes, pci_vendor_is, under
-from accel_images.hostinfo import Gpu, HostInfo, Runner, host_from, listing, quote, read, summary
+from accel_images.hostinfo import Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read, summary
 from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase
 
 if TYPE_CHECKING:
@@ -78,11 +78,11 @@ class Xpu(VendorBase):
         if not listing(under(root, "/dev/dri"), "renderD*"):
             notes.append("xpu: no /dev/dri/renderD* node")
             return None
-        gpus = _intel_gpus(run, root, notes)
+        gpus, driver = _intel_gpus(run, root, notes)
         if not gpus:
             notes.append("xpu: /dev/dri present but no Intel GPU confirmed (it also serves AMD and other GPUs)")
             return None
-        return host_from("xpu", gpus)
+        return host_from("xpu", gpus, driver_version=driver)
 
     def fit(self, host: HostInfo, variant: "Variant", kb: "KnowledgeBase") -> Fit:
         """Any Intel GPU the host detection confirmed runs the +xpu wheels."""
@@ -94,31 +94,105 @@ class Xpu(VendorBase):
 # Host detection: /dev/dri render nodes plus positive evidence (xpu-smi, sycl-ls, PCI vendor 0x8086)
 # ---------------------------------------------------------------------------------------------
 
-# "[level_zero:gpu][level_zero:0] <platform>, <device> <version> [<driver>]", and the older
-# "[ext_oneapi_level_zero:gpu:0] ..." form. OpenCL-only entries do not count: torch.xpu needs Level Zero.
+_XPU_SMI = [["xpu-smi", "discovery", "-j"], ["xpu-smi", "discovery"]]
+_SYCL_LS = [["sycl-ls"]]
+# "[level_zero:gpu][level_zero:0] <platform>, <device> <device version> [<Level Zero driver>]", e.g.
+#   "... Intel(R) Level-Zero, Intel(R) Arc(TM) A770 Graphics 1.3 [1.3.26918]"
+#   "... Intel(R) oneAPI Unified Runtime over Level-Zero, Intel(R) Arc(TM) B580 Graphics 20.1.0 [1.6.33578+11]",
+# and the older "[ext_oneapi_level_zero:gpu:0] ..." form. OpenCL-only entries do not count: torch.xpu needs Level Zero.
 _SYCL_LEVEL_ZERO = re.compile(r"\[(?:ext_oneapi_)?level_zero:gpu(?::\d+)?\](?:\[[^\]]*\])?\s+"
-                              r"[^,]*,\s+(?P<name>.+?)\s+\d+(?:\.\d+)+\s+\[[^\]]*\]\s*")
+                              r"[^,]*,\s+(?P<name>.+?)\s+\d+(?:\.\d+)+\s+\[(?P<driver>[^\]]*)\]\s*")
+_DRIVER_VERSION = re.compile(r"\d+(?:\.\d+)+(?:\+\d+)?")
+# Integrated graphics by name: "Intel(R) UHD Graphics 750", "Intel(R) Iris(R) Xe Graphics", "Intel(R) HD Graphics 630".
+_INTEGRATED_NAME = re.compile(r"\b(?:UHD|Iris|HD Graphics)\b", re.IGNORECASE)
+# Row of the `xpu-smi discovery` table: "| 0         | Device Name: Intel(R) Arc(TM) A770 Graphics   |", then
+# "|           | PCI BDF Address: 0000:03:00.0  |" lines with no id for the same device.
+_XPU_TABLE_ROW = re.compile(r"\|\s*(?P<id>\d*)\s*\|\s*(?P<key>[^:|]+?)\s*:\s*(?P<value>.*?)\s*\|\s*")
 
 
-def parse_xpu_smi(text: str) -> list[Gpu]:
+@dataclass(frozen=True)
+class IntelDevice:
+    """One Intel GPU as a tool listed it."""
+
+    name: str
+    bdf: str | None = None          # PCI address, where the tool gives it
+    kind: str | None = None         # xpu-smi's device type: 'GPU', 'Discrete GPU', 'Integrated GPU'
+    driver: str | None = None       # sycl-ls: the Level Zero driver; xpu-smi: the kernel driver package
+    device_id: str | None = None    # xpu-smi's device id, for `discovery -d`
+    node: str | None = None         # the DRM node xpu-smi names
+
+
+def integrated(device: IntelDevice) -> bool:
+    """Integrated graphics shares the CPU's memory and is no accelerator for these images: UHD, Iris (Xe)
+    and HD parts by name, or what xpu-smi types as integrated or sits at the integrated slot 00:02.0.
+    Not the Arc graphics of Core Ultra processors, which PyTorch lists among its XPU devices
+    (https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html)."""
+    if _INTEGRATED_NAME.search(device.name):
+        return True
+    on_die = "integrated" in (device.kind or "").lower() or (device.bdf or "").endswith(_INTEGRATED_SLOT)
+    return on_die and "Arc" not in device.name
+
+
+def _json_device(device: Any) -> IntelDevice | None:
+    """One xpu-smi JSON device: a physical Intel GPU, or None."""
+    if not isinstance(device, dict) or device.get("device_function_type") == "virtual":
+        return None
+    name, kind = device.get("device_name"), str(device.get("device_type", "GPU"))
+    if not (isinstance(name, str) and name and "GPU" in kind and "Intel" in str(device.get("vendor_name", "Intel"))):
+        return None
+    return IntelDevice(name, _text(device.get("pci_bdf_address")), kind, _text(device.get("driver_version")),
+                       _text(device.get("device_id")), _text(device.get("drm_device")))
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) else None
+
+
+def _parse_xpu_smi_json(text: str) -> list[IntelDevice] | None:
+    """`xpu-smi discovery -j` ({"device_list": [...]}) or `discovery -d N -j` (one device); None if not JSON."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        return []
+        return None
+    if isinstance(data, dict) and "device_name" in data:
+        data = {"device_list": [data]}
     devices = data.get("device_list") if isinstance(data, dict) else None
-    gpus = []
-    for device in devices if isinstance(devices, list) else []:
-        if not isinstance(device, dict) or device.get("device_function_type") == "virtual":
+    found = [_json_device(device) for device in (devices if isinstance(devices, list) else [])]
+    return [device for device in found if device]
+
+
+def _parse_xpu_smi_table(text: str) -> list[IntelDevice]:
+    """`xpu-smi discovery`: a box, one row group per device id, 'Key: value' fields."""
+    rows: list[dict[str, str]] = []
+    for line in text.splitlines():
+        row = _XPU_TABLE_ROW.fullmatch(line.strip())
+        if row is None:
             continue
-        name, kind = device.get("device_name"), str(device.get("device_type", "GPU"))
-        if isinstance(name, str) and name and "GPU" in kind and "Intel" in str(device.get("vendor_name", "Intel")):
-            gpus.append(Gpu(name, name))
-    return gpus
+        if row.group("id"):
+            rows.append({"device_id": row.group("id")})
+        if rows:
+            rows[-1].setdefault(row.group("key"), row.group("value"))
+    as_json = [{json_key: row[key] for key, json_key in _TABLE_KEYS.items() if row.get(key)} for row in rows]
+    return [device for device in map(_json_device, as_json) if device]
 
 
-def parse_sycl_ls(text: str) -> list[Gpu]:
-    names = [match.group("name") for match in map(_SYCL_LEVEL_ZERO.fullmatch, text.splitlines()) if match]
-    return [Gpu(name, name) for name in names if "Intel" in name]
+_TABLE_KEYS = {"device_id": "device_id", "Device Name": "device_name", "Vendor Name": "vendor_name",
+               "Device Type": "device_type", "PCI BDF Address": "pci_bdf_address",
+               "Function Type": "device_function_type", "Driver Version": "driver_version", "DRM Device": "drm_device"}
+"""`xpu-smi discovery` table fields -> the keys of its JSON form."""
+
+
+def parse_xpu_smi(text: str) -> list[IntelDevice]:
+    """Either form of `xpu-smi discovery`: JSON (-j) or the table."""
+    devices = _parse_xpu_smi_json(text)
+    return devices if devices is not None else _parse_xpu_smi_table(text)
+
+
+def parse_sycl_ls(text: str) -> list[IntelDevice]:
+    """Level Zero GPUs, each with the driver version sycl-ls prints in brackets."""
+    matches = [match for match in map(_SYCL_LEVEL_ZERO.fullmatch, text.splitlines()) if match]
+    drivers = [m.group("driver") if _DRIVER_VERSION.fullmatch(m.group("driver")) else None for m in matches]
+    return [IntelDevice(m.group("name"), driver=driver) for m, driver in zip(matches, drivers) if "Intel" in m.group("name")]
 
 
 def _uevent(device: Path) -> dict[str, str]:
@@ -126,35 +200,68 @@ def _uevent(device: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def _sysfs_intel_gpus(root: Path, notes: list[str]) -> list[Gpu]:
-    """Discrete Intel GPUs by PCI vendor id; the integrated one at 00:02.0 alone is no accelerator."""
-    gpus = []
+def _sysfs_intel_devices(root: Path) -> list[IntelDevice]:
+    """Intel render nodes by PCI vendor id, named by PCI id (sysfs has no marketing name)."""
+    devices = []
     for node in listing(under(root, "/sys/class/drm"), "renderD*"):
         if (read(node / "device" / "vendor") or "").strip().lower() != INTEL_PCI_VENDOR:
             continue
         event = _uevent(node / "device")
-        slot = event.get("PCI_SLOT_NAME", "")
-        if slot.endswith(_INTEGRATED_SLOT):
-            notes.append(f"xpu: {node.name} is Intel integrated graphics ({slot}); not counted")
+        name = f"Intel GPU {event['PCI_ID']}" if event.get("PCI_ID") else f"Intel GPU on {node.name}"
+        devices.append(IntelDevice(name, bdf=event.get("PCI_SLOT_NAME"), node=node.name))
+    return devices
+
+
+def _counted(devices: list[IntelDevice], source: str, notes: list[str]) -> list[IntelDevice]:
+    """The devices that are accelerators; each integrated one is named in the evidence as not counted."""
+    for device in devices:
+        if integrated(device):
+            where = _where(device)
+            notes.append(f"xpu: {source}: {device.name}{f' ({where})' if where else ''} is integrated "
+                         "graphics; not counted")
+    return [device for device in devices if not integrated(device)]
+
+
+def _xpu_smi_driver(run: Runner, devices: list[IntelDevice]) -> str | None:
+    """xpu-smi's listing may carry the driver; else its per-device detail does (`discovery -d N -j`)."""
+    driver = next((d.driver for d in devices if d.driver and any(c.isdigit() for c in d.driver)), None)
+    if driver or devices[0].device_id is None:
+        return driver
+    detail = parse_xpu_smi(answer(run(["xpu-smi", "discovery", "-d", devices[0].device_id, "-j"])) or "")
+    return next((d.driver for d in detail if d.driver and any(c.isdigit() for c in d.driver)), None)
+
+
+def _intel_gpus(run: Runner, root: Path, notes: list[str]) -> tuple[list[Gpu], str | None]:
+    """Discrete (or Core Ultra Arc) Intel GPUs from the first source that lists one, and the driver."""
+    for forms, parse in ((_XPU_SMI, parse_xpu_smi), (_SYCL_LS, parse_sycl_ls)):
+        command, output = first_answer(run, forms)
+        text, tool = answer(output), forms[0][0]
+        if text is None:
+            notes.append(f"xpu: {tool} missing, failing or timed out")
             continue
-        name = f"Intel GPU {event['PCI_ID']}" if event.get("PCI_ID") else None
-        gpus.append(Gpu(name, name))
-    return gpus
+        devices = _counted(parse(text), tool, notes)
+        if not devices:
+            notes.append(f"xpu: {tool} lists no Intel Level Zero GPU: {quote(text)}")
+            continue
+        driver = _xpu_smi_driver(run, devices) if tool == "xpu-smi" else devices[0].driver
+        where = "; ".join(filter(None, map(_where, devices)))
+        notes.append(f"xpu: {command} lists {summary(_gpus(devices))}" + (f" at {where}" if where else "")
+                     + (f", driver {driver}" if driver else ""))
+        return _gpus(devices), driver
+    devices = _counted(_sysfs_intel_devices(root), "sysfs", notes)
+    if devices:
+        notes.append(f"xpu: PCI vendor {INTEL_PCI_VENDOR} on {len(devices)} discrete render node(s)")
+    return _gpus(devices), None
 
 
-def _intel_gpus(run: Runner, root: Path, notes: list[str]) -> list[Gpu]:
-    for argv, parse in ((["xpu-smi", "discovery", "-j"], parse_xpu_smi), (["sycl-ls"], parse_sycl_ls)):
-        output = run(argv)
-        if output is None:
-            notes.append(f"xpu: {argv[0]} missing, failing or timed out")
-        elif (gpus := parse(output)):
-            notes.append(f"xpu: {argv[0]} lists {summary(gpus)}")
-            return gpus
-        else:
-            notes.append(f"xpu: {argv[0]} lists no Intel Level Zero GPU: {quote(output)}")
-    if (gpus := _sysfs_intel_gpus(root, notes)):
-        notes.append(f"xpu: PCI vendor {INTEL_PCI_VENDOR} on {len(gpus)} discrete render node(s)")
-    return gpus
+def _where(device: IntelDevice) -> str:
+    """'id 0, 0000:03:00.0, /dev/dri/card0': what the tool says of the device's place."""
+    return ", ".join(part for part in (f"id {device.device_id}" if device.device_id else "", device.bdf or "",
+                                       device.node or "") if part)
+
+
+def _gpus(devices: list[IntelDevice]) -> list[Gpu]:
+    return [Gpu(device.name, device.name) for device in devices]
 
 
 GUARD = r'''check_vendor() {

@@ -1,7 +1,8 @@
 """`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout.
 
-This module imports accel_images.cli for the shared options, so accel_images.cli imports it at its end, after
-those are defined, and registers COMMANDS into its group.
+`recommend` judges a host against the matrix and needs neither Docker nor the builder, so the engine
+(for `pull`) and accel_images.fanout (for `ci-matrix` and `bake`: it takes its build arguments from
+the builder, which imports the docker SDK) are imported by the commands that use them.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from typing import Any
 
 import click
 
-from accel_images import compat
-from accel_images.cli import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
-                         variant_record)
-from accel_images import vendors
-from accel_images.engine import Engine
-from accel_images.errors import IncompatibleError, InputError
-from accel_images.fanout import bake, ci_matrix
+from accel_images import compat, vendors
+from accel_images.cli.options import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, matrix_option,
+                                      variant_record)
+from accel_images.errors import AcceleratorUnusable, IncompatibleError, InputError
 from accel_images.host import HostInfo, detect_host
-from accel_images.recommend import Recommendation, describe_host, recommend
+from accel_images.recommend import Recommendation, default_vendor, describe_host, recommend, unusable_warning
 
 FLAVORS = ("runtime", "devel")
 CHOICE_FILTERS = ("vendor", "stack", "torch", "python", "os")
@@ -63,14 +61,33 @@ def load_host(host_json: Path | None) -> HostInfo:
         raise InputError(f"{host_json}: unknown vendor {data['vendor']!r}", field="--host-json",
                          hint=f"one of {', '.join(vendors.names())}")
     values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    for key, value in values.items():
+        if not _host_value_ok(key, value):
+            raise InputError(f"{host_json}: {key} is {value!r}, not {_HOST_FIELD_KINDS[key][1]}", field="--host-json")
     return HostInfo(**values)
+
+
+_HOST_FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "vendor": (lambda v: isinstance(v, str), "a vendor name"),
+    "device_count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count"),
+    **{key: (lambda v: v is None or isinstance(v, str), "a string or null")
+       for key in ("driver_version", "stack_version", "unusable")},
+    **{key: (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings")
+       for key in ("gpu_names", "gpu_archs", "evidence")},
+}
+"""How each HostInfo field is spelled in JSON (a field missing here is taken as it comes)."""
+
+
+def _host_value_ok(key: str, value: Any) -> bool:
+    check = _HOST_FIELD_KINDS.get(key)
+    return check is None or check[0](value)
 
 
 def choose(matrix_path: str | None, registry: str | None, flavor: str, host_json: Path | None,
            kwargs: dict[str, Any]) -> tuple[HostInfo, Recommendation]:
     host = load_host(host_json)
     filters = {key: kwargs.get(key) for key in FILTER_KEYS}
-    filters["vendor"] = filters["vendor"] or host.vendor
+    filters["vendor"] = filters["vendor"] or default_vendor(host)
     expansion, variants = chosen_variants(matrix_path, filters)
     recommendation = recommend(host, variants, compat.load_kb(), image=expansion.image,
                                registry=registry, prefer_flavor=flavor)
@@ -107,6 +124,15 @@ def report(host: HostInfo, rec: Recommendation, as_json: bool) -> str:
     return rec.image
 
 
+def refuse_fallback(host: HostInfo, rec: Recommendation, asked_vendor: str | None) -> None:
+    """After the CPU image was printed (and pulled) in place of a broken accelerator's: exit 6, so a
+    script notices; unless the user asked for that vendor's images (`--vendor cpu`)."""
+    chosen = rec.variant.vendor if rec.variant else None
+    if host.unusable and chosen not in (None, host.vendor, asked_vendor):
+        raise AcceleratorUnusable(f"{unusable_warning(host)}; the {chosen} image was chosen instead",
+                                  hint=f"fix the {vendors.title(host.vendor)} driver, or pass --vendor {chosen}")
+
+
 @click.command("recommend")
 @choice_options
 @expected_failures
@@ -117,6 +143,7 @@ def recommend_command(matrix_path: str | None, registry: str | None, flavor: str
     report(host, rec, as_json)
     if not as_json:
         click.echo(rec.docker_run)
+    refuse_fallback(host, rec, kwargs.get("vendor"))
 
 
 @click.command("pull")
@@ -125,6 +152,7 @@ def recommend_command(matrix_path: str | None, registry: str | None, flavor: str
 def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_json: bool,
                  host_json: Path | None, **kwargs: Any) -> None:
     """Like recommend, then pull the image and print the `docker run` line for it."""
+    from accel_images.engine import Engine
     host, rec = choose(matrix_path, registry, flavor, host_json, kwargs)
     ref = report(host, rec, as_json)
     engine = Engine.connect()
@@ -134,6 +162,7 @@ def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_
         engine.close()
     if not as_json:
         click.echo(rec.docker_run)
+    refuse_fallback(host, rec, kwargs.get("vendor"))
 
 
 @click.command("ci-matrix")
@@ -142,6 +171,7 @@ def pull_command(matrix_path: str | None, registry: str | None, flavor: str, as_
 @expected_failures
 def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
     """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."""
+    from accel_images.fanout import ci_matrix
     expansion, variants = chosen_variants(matrix_path, kwargs)
     click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
 
@@ -155,6 +185,7 @@ def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
 @expected_failures
 def bake_command(matrix_path: str | None, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
     """Write a docker-bake.json with one target per variant, for `docker buildx bake`."""
+    from accel_images.fanout import bake
     expansion, variants = chosen_variants(matrix_path, kwargs)
     text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"
     if out_file is None:
@@ -166,6 +197,3 @@ def bake_command(matrix_path: str | None, registry: str | None, out_file: Path |
         raise InputError(f"cannot write {out_file}: {err.strerror}", field="--out") from None
     click.echo(f"wrote {out_file} ({len(variants)} targets)", err=True)
 
-
-COMMANDS = (recommend_command, pull_command, ci_matrix_command, bake_command)
-"""What accel_images.cli registers with `main.add_command` (at the end of cli.py: this module imports it)."""

@@ -15,20 +15,21 @@ from typing import Any
 import click
 from rich.table import Table
 
-from accel_images import buildlog, compat
-from accel_images.build import BuildSettings, Outcome, hide_credentials, image_ref
-from accel_images.cli import (chosen_variants, expected_failures, filter_options, matrix_option, mirror_options, out,
-                         render_options, templates_option)
+from accel_images import compat
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, matrix_option,
+                                      mirror_options, out, render_options, templates_option)
+from accel_images.credentials import hide_credentials
 from accel_images.engine import Engine
 from accel_images.lock import held
 from accel_images.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
+from accel_images.outcome import Outcome
 from accel_images.progress import progress_for
 from accel_images.publish import Target
 from accel_images.registry import Destination, RegistryClient
+from accel_images.settings import BuildSettings, image_ref
+from accel_images.state import StateDir
 from accel_images.variant import Expansion, Variant
 from accel_images.report import write_reports
-
-LOCK_FILE = "nightly.lock"
 
 
 @click.command("nightly")
@@ -63,16 +64,16 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     destination = Destination.parse(registry_text)
     options = render_options(mirrors, pip_index_url, pip_find_links)
     expansion, variants = chosen_variants(matrix_path, kwargs)
-    state = buildlog.state_dir(state_dir)
+    state = StateDir.at(state_dir)
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
                              max_age_days=max_age_days)
-    reports = report_dir or state / "reports" / f"nightly-{nightly.day:%Y%m%d}"
-    with held(state / LOCK_FILE, lock_wait_s):
+    reports = report_dir or state.nightly_reports(nightly.day)
+    with held(state.nightly_lock, lock_wait_s):
         nights, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants, settings,
                                        nightly, templates_dir, reports)
-    out.print(nightly_table(nights))
+    out().print(nightly_table(nights))
     failed = [night for night in nights if not night.ok]
     for night in failed:
         click.echo(f"FAILED {night.outcome.variant.key}: {night.outcome.error}", err=True)

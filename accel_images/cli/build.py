@@ -1,0 +1,158 @@
+"""`accel-images build` and `smoke`: render, build and smoke-test images on this machine's engine.
+
+The only commands (with nightly and pull) that talk to Docker: this module imports the engine,
+the builder and rich's live progress, which the rest of the CLI never loads.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from accel_images import compat, devices
+from accel_images.build import Builder
+from accel_images.credentials import hide_credentials
+from accel_images.formatting import human_size
+from accel_images.outcome import Outcome, outcome_record
+from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
+from accel_images.state import StateDir
+from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, lock_options,
+                                      matrix_option, mirror_options, out, pinned_variants, render_options,
+                                      templates_option)
+from accel_images.engine import Engine
+from accel_images.errors import InputError
+from accel_images.progress import progress_for
+from accel_images.report import write_reports
+from accel_images.smoke.judge import Expectation
+from accel_images.smoke.launcher import run_smoke
+from accel_images.variant import LABEL_PREFIX, Expansion, Variant
+
+
+def resolve_vendor(kwargs: dict[str, Any]) -> None:
+    """`--vendor auto` (what `make image` passes without VENDOR): the vendor this host has."""
+    if kwargs.get("vendor") == "auto":
+        from accel_images.host import detect_host
+        host = detect_host()
+        kwargs["vendor"] = host.vendor
+        err().print(f"host: {host.vendor} ({'; '.join(host.evidence) or 'no accelerator found'})")
+
+
+@click.command("build")
+@matrix_option
+@filter_options
+@mirror_options
+@templates_option
+@lock_options
+@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds.")
+@click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
+@click.option("--no-cache", is_flag=True, help="Run every step afresh, without the layer cache (implies --force).")
+@click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
+@click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
+@click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
+              help="When to pull base images.")
+@click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host).")
+@click.option("--uid", type=click.IntRange(1, 65534), default=None, help="UID of the image's user.")
+@click.option("--gid", type=click.IntRange(1, 65534), default=None, help="GID of the image's user.")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where contexts, logs and reports go (default .accel-images/).")
+@expected_failures
+def build_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_url: str | None,
+                  pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
+                  jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
+                  pull: str, network_mode: str | None, uid: int | None, gid: int | None,
+                  state_dir: Path | None, **kwargs: Any) -> None:
+    """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
+    resolve_vendor(kwargs)
+    options = render_options(mirrors, pip_index_url, pip_find_links)
+    expansion, variants = chosen_variants(matrix_path, kwargs)
+    variants = pinned_variants(variants, pin_bases, lock_path, options)
+    settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
+                             no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
+                             network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
+    engine = Engine.connect()
+    meta = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
+    builder: Builder | None = None
+    try:
+        with progress_for(variants) as progress:
+            builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
+                              templates_dir=templates_dir)
+            outcomes = builder.run(variants)
+    except KeyboardInterrupt:
+        finished = builder.finished if builder is not None else []
+        path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
+                                  {**meta, "finished": datetime.now(timezone.utc), "partial": True})
+        click.echo(f"accel-images: stopped; partial report: {path}", err=True)
+        raise
+    report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
+    out().print(outcome_table(outcomes))
+    failed = [o for o in outcomes if not o.ok]
+    for outcome in failed:
+        click.echo(f"FAILED {outcome.variant.key}: {outcome.error}", err=True)
+    click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}")
+    sys.exit(1 if failed else 0)
+
+
+def outcome_table(outcomes: list[Outcome]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("image", "status", "size", "build", "smoke"):
+        table.add_column(column)
+    for o in outcomes:
+        smoke = "-" if o.smoke is None else o.smoke.summary()
+        build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
+        status = o.status if o.ok else f"failed: {o.error}"
+        table.add_row(o.image, status, human_size(o.size), build_s, smoke)
+    return table
+
+
+def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
+                         finished: list[Outcome]) -> list[Outcome]:
+    """What finished, then every other variant as `interrupted`, in the order asked."""
+    done = {outcome.variant: outcome for outcome in finished}
+    return [done.get(v) or Outcome(v, "interrupted", image_ref(expansion, v), error="interrupted") for v in variants]
+
+
+def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
+    """reports/build/: report.json (its `variants` are the outcome records), Markdown, HTML grid, JUnit."""
+    records = [outcome_record(o) for o in outcomes]
+    meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
+    paths = write_reports(records, state_dir.build_reports, meta)
+    return paths["html"]
+
+
+@click.command("smoke")
+@click.argument("image")
+@click.option("--require-accelerator", is_flag=True, help="Fail when the accelerator is missing.")
+@click.option("--timeout", "timeout_s", default=600, show_default=True, type=click.IntRange(10, 7200))
+@click.option("--json", "as_json", is_flag=True, help="Print the workload's JSON report.")
+@expected_failures
+def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool) -> None:
+    """Run the smoke workload in IMAGE and check it against what the image's labels promise."""
+    engine = Engine.connect()
+    info = engine.inspect_image(image)
+    if info is None:
+        raise InputError(f"image {image} is not present locally (build or pull it first)")
+    expectation = expectation_from_labels(image, info.labels)
+    present = devices.accelerator_present(expectation.vendor)
+    result = run_smoke(engine, image, expectation,
+                       vendor_options=devices.device_options(expectation.vendor) if present else None,
+                       require_accelerator=require_accelerator, timeout_s=timeout_s)
+    if as_json and result.raw is not None:
+        click.echo(json.dumps(result.raw, indent=2))
+    click.echo(f"{image}: {result.summary()}")
+    sys.exit(0 if result.ok else 1)
+
+
+def expectation_from_labels(image: str, labels: dict[str, str]) -> Expectation:
+    def label(name: str) -> str:
+        return labels.get(f"{LABEL_PREFIX}.{name}", "")
+    if not label("vendor") or not label("torch"):
+        raise InputError(f"{image} has no {LABEL_PREFIX}.* labels: not an accel-images image")
+    return Expectation(vendor=label("vendor"), torch=label("torch"), stack=label("stack") or None,
+                       python=label("python"), companions=tuple(filter(None, label("companions").split(","))))

@@ -1,0 +1,241 @@
+"""What the commands share: option decorators, the matrix selection, failure handling, the consoles.
+
+Every command module imports this one, and `accel-images compat` or `--help` must not pay for
+what only some commands need. So this module imports nothing heavier than click at load time:
+the matrix and knowledge-base readers, the renderer, the pinning code and rich are imported by
+the helpers that use them, when they are called.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from accel_images.errors import AccelError, InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from accel_images.render import RenderOptions
+    from accel_images.variant import Expansion, Variant
+
+FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor")
+
+
+# ---- consoles -------------------------------------------------------------------------------
+
+PIPE_WIDTH = 250
+"""How wide out() writes into a pipe or a file."""
+
+
+@functools.cache
+def out() -> Console:
+    """Standard output for tables: as wide as the terminal, or PIPE_WIDTH columns into a pipe or file."""
+    from rich.console import Console
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+
+
+@functools.cache
+def err() -> Console:
+    """Standard error for progress notes that may carry markup."""
+    from rich.console import Console
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A table as the commands print it: no borders, a bold header."""
+    from rich.table import Table
+    shown = Table(box=None, header_style="bold")
+    for column in columns:
+        shown.add_column(column)
+    for row in rows:
+        shown.add_row(*row)
+    return shown
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print table(columns, rows) on out(); as plain text, without loading rich, where that is the same bytes."""
+    lines = plain_table(columns, rows) if plain_output() else None
+    if lines is None:
+        out().print(table(columns, rows))
+    else:
+        click.echo("".join(f"{line}\n" for line in lines), nl=False)
+
+
+def print_line(text: str) -> None:
+    """out().print(text); as plain text, without loading rich, where that is the same bytes."""
+    if plain_output() and plain_line(text):
+        click.echo(text)
+    else:
+        out().print(text)
+
+
+def plain_output() -> bool:
+    """Whether out() writes no escape codes: not a terminal, and no variable that makes rich act as one."""
+    return not sys.stdout.isatty() and not {"FORCE_COLOR", "TTY_COMPATIBLE"} & set(os.environ)
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str] | None:
+    """The lines out() prints for table(columns, rows) into a pipe or file, when rich has nothing to do:
+    every cell plain text, the table narrower than the page. None when rich has work to do."""
+    cells = [list(columns), *(list(row) for row in rows)]
+    if not all(_plain_text(cell) for row in cells for cell in row):
+        return None
+    widths = [max(len(row[index]) for row in cells) for index in range(len(columns))]
+    if sum(width + 2 for width in widths) >= PIPE_WIDTH:
+        return None
+    return ["".join(f" {cell.ljust(width)} " for cell, width in zip(row, widths, strict=True)) for row in cells]
+
+
+def plain_line(text: str) -> bool:
+    """Whether out().print(text) into a pipe or file writes `text` and a newline: plain and not wrapped."""
+    return _plain_text(text) and len(text) < PIPE_WIDTH
+
+
+EMOJI_CODE = re.compile(r":\S*:")
+"""What could be one of rich's `:emoji:` codes (it looks the name up; this does not)."""
+
+
+def _plain_text(text: str) -> bool:
+    """Text rich prints unchanged: printable ASCII, no markup tag, nothing like an :emoji: code."""
+    return all(" " <= char <= "~" for char in text) and "[" not in text and not EMOJI_CODE.search(text)
+
+
+# ---- failures and signals -------------------------------------------------------------------
+
+def expected_failures(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn an AccelError into one line on stderr and its exit code."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AccelError as error:
+            click.echo(f"accel-images: error: {error.one_line()}", err=True)
+            sys.exit(error.exit_code)
+        except KeyboardInterrupt as interrupt:
+            click.echo("accel-images: interrupted", err=True)
+            sys.exit(getattr(interrupt, "exit_code", 130))
+    return wrapper
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken down the same cleanup path as Ctrl-C; exits 143 (128 + SIGTERM)."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def _terminate(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during cleanup ends it at once
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """Make SIGTERM (CI cancelling a job, `docker stop`, systemd) clean up like Ctrl-C."""
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+# ---- option decorators ----------------------------------------------------------------------
+
+def matrix_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--matrix", "matrix_path", default=None, type=click.Path(dir_okay=False),
+                        help="The matrix file to read (default: ./matrix.yaml, else the one installed"
+                             " with accel-images).")(func)
+
+
+def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for key in reversed(FILTER_KEYS):
+        func = click.option(f"--{key}", key, default=None, help=f"Only variants with this {key}.")(func)
+    return func
+
+
+def templates_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+                        default=None, help="Template directory (default: the project's templates/).")(func)
+
+
+def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--pip-find-links", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="A wheelhouse directory copied into each build context; pip uses only it.")(func)
+    func = click.option("--pip-index-url", default=None,
+                        help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
+    func = click.option("--registry-mirror", "mirrors", multiple=True, metavar="REGISTRY=HOST[/PATH]",
+                        help="Pull base images of REGISTRY through a mirror (repeatable).")(func)
+    return func
+
+
+def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    from accel_images import pin  # the commands that take these render anyway; pin imports the renderer
+    func = click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help=f"Render base images as repository@digest from this lock file (default with --pin:"
+                             f" {pin.LOCK_FILE}).")(func)
+    func = click.option("--pin", "pin_bases", is_flag=True,
+                        help="Resolve every base image to its digest now and record it in the lock file.")(func)
+    return func
+
+
+# ---- what the options select ----------------------------------------------------------------
+
+def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
+                   pip_find_links: Path | None) -> RenderOptions:
+    from accel_images.render import Mirror, RenderOptions
+    return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links)
+
+
+def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: Path | None,
+                    options: RenderOptions) -> tuple[Variant, ...]:
+    """The variants with bases from the lock (refreshed first with --pin); unchanged without either."""
+    if not pin_bases and lock_path is None:
+        return variants
+    from accel_images import pin
+    path = lock_path or pin.LOCK_FILE
+    if pin_bases:
+        from accel_images.engine import Engine
+        lock = pin.pin(Engine.connect(), variants, options.mirrors, path)
+        err().print(f"pinned {len(lock.bases)} base image(s) in {path}")
+    else:
+        lock = pin.read_lock(path)
+    return pin.apply(lock, variants, path)
+
+
+def load_expansion(matrix_path: str | None) -> Expansion:
+    from accel_images import compat
+    from accel_images.matrix import load_matrix
+    from accel_images.resources import default_matrix
+    from accel_images.variant import expand
+    return expand(load_matrix(default_matrix() if matrix_path is None else matrix_path), compat.load_kb())
+
+
+def filters_of(kwargs: dict[str, Any]) -> dict[str, str | None]:
+    return {key: kwargs.get(key) for key in FILTER_KEYS}
+
+
+def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any]) -> tuple[Expansion, tuple[Variant, ...]]:
+    from accel_images.variant import select_or_explain
+    expansion = load_expansion(matrix_path)
+    filters = filters_of(kwargs)
+    _check_filter_values(filters)
+    return expansion, select_or_explain(expansion, filters)
+
+
+def _check_filter_values(filters: dict[str, str | None]) -> None:
+    for key, value in filters.items():
+        if value is not None and (not value or any(c.isspace() or c in ";|&$`'\"\\<>" for c in value)):
+            raise InputError(f"{value!r} is not a valid {key}", field=f"--{key}")
+
+
+def variant_record(variant: Variant, image: str) -> dict[str, Any]:
+    """One variant as `list --json` and `recommend --json` print it."""
+    return {"vendor": variant.vendor, "stack": variant.stack, "torch": variant.torch, "python": variant.python,
+            "os": variant.os, "flavor": variant.flavor, "tag": variant.tag, "image": f"{image}:{variant.tag}",
+            "base_image": variant.base_image, "wheel_index": variant.wheel_index,
+            "min_driver": variant.min_driver, "gpu_archs": list(variant.gpu_archs)}

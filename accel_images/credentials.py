@@ -1,0 +1,26 @@
+"""Credentials in a package index URL (`--pip-index-url https://user:token@host/simple`).
+
+They must reach pip and nothing else: the renderer keeps them out of every Dockerfile it writes
+and hands them to the build in a way the engine records nowhere (accel_images.render,
+`CREDENTIALS_ARG`); whatever is shown or stored (a command line in a report) masks them here.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def index_credentials(url: str | None) -> str | None:
+    """The `user:password` of an index URL, or None."""
+    if not url:
+        return None
+    userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
+    return userinfo if at and userinfo else None
+
+
+def hide_credentials(text: str) -> str:
+    """`https://user:password@host/...` -> `https://***@host/...`, for anything shown or stored."""
+    return _URL_USERINFO.sub("***@", text)

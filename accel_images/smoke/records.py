@@ -1,0 +1,26 @@
+"""The last smoke result of each image, kept in the state directory (`smoke/<image id>.json`).
+
+An unchanged image whose smoke test already passed on this machine need not run it again; the
+record is keyed by image ID, so a rebuilt image (a new ID) is always tested.
+"""
+
+from __future__ import annotations
+
+import json
+
+from accel_images.smoke.judge import SmokeResult
+from accel_images.state import StateDir
+
+
+def smoke_passed_before(state: StateDir, image_id: str | None) -> bool:
+    """An unchanged image whose smoke already passed here need not run it again."""
+    try:
+        return bool(json.loads(state.smoke_record(image_id).read_text()).get("ok"))
+    except (OSError, ValueError):
+        return False
+
+
+def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResult) -> None:
+    path = state.smoke_record(image_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"ok": result.ok, "ran_on": result.ran_on, "cpu_fallback": result.cpu_fallback}))
