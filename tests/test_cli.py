@@ -176,7 +176,7 @@ def test_list_table() -> None:
     (["--vendor", "cpu", "--torch", "2.13"], ["2.13.0-cpu-py3.11-debian12"]),
     (["--python", "3.10"], ["2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel"]),
     (["--vendor", "cuda", "--stack", "12.6", "--flavor", "devel"], ["2.14.1-cuda12.6-py3.12-ubuntu24.04-devel"]),
-    (["--os", "debian12", "--torch", "2.14.0"], ["2.14.1-cpu-py3.11-debian12", "2.14.1-cpu-py3.11-debian12-devel"]),
+    (["--os", "debian12", "--torch", "2.14"], ["2.14.1-cpu-py3.11-debian12", "2.14.1-cpu-py3.11-debian12-devel"]),
 ])
 def test_list_filters(args: list[str], tags: list[str]) -> None:
     result = run("list", "--matrix", SMALL, "--json", *args)
@@ -313,7 +313,10 @@ def test_render_with_mirror_and_index(tmp_path: Path) -> None:
     assert "--index-url http://127.0.0.1:8080/whl/cpu " in dockerfile
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "cpu/2.13.0-cpu-py3.11-debian12/Dockerfile", "cpu/2.13.0-cpu-py3.11-debian12/guard.sh",
+        "cpu/2.13.0-cpu-py3.11-debian12/pip.conf", "cpu/2.13.0-cpu-py3.11-debian12/profile.sh",
         "cpu/2.13.0-cpu-py3.11-debian12/smoke.py"]
+    pip_conf = (out / "cpu" / "2.13.0-cpu-py3.11-debian12" / "pip.conf").read_text()
+    assert "index-url = http://127.0.0.1:8080/whl/cpu\n" in pip_conf   # a later `pip install` uses the mirror too
 
 
 def test_render_with_a_wheelhouse(tmp_path: Path) -> None:

@@ -120,13 +120,13 @@ def test_bake_targets_and_groups(expansion):
 
 def test_bake_target_contents(expansion):
     variant = select(expansion.variants, {"vendor": "cuda", "stack": "13.2", "torch": "2.14", "flavor": "runtime"})[0]
-    target = fanout.bake([variant], expansion, "ghcr.io/acme")["target"]["2_14_0-cuda13_2-py3_12-ubuntu24_04"]
+    target = fanout.bake([variant], expansion, "ghcr.io/acme")["target"]["2_14_1-cuda13_2-py3_12-ubuntu24_04"]
     assert target["context"] == "images/cuda/2.14.1-cuda13.2-py3.12-ubuntu24.04"
     assert target["dockerfile"] == "Dockerfile"
     assert (ROOT / target["context"] / target["dockerfile"]).is_file()
     assert target["tags"][0] == "ghcr.io/acme/accel-images/pytorch:2.14.1-cuda13.2-py3.12-ubuntu24.04"
     assert set(target["tags"][1:]) == {f"ghcr.io/acme/accel-images/pytorch:{alias}"
-                                       for alias in ("2.14-cuda", "2.14-cuda13.2", "latest-cuda")}
+                                       for alias in ("2.14-cuda", "2.14-cuda13.2")}  # latest-cuda is 2.15's
     assert target["labels"] == variant.labels()
     assert target["labels"]["io.accel-images.min-driver"] == "595.58.03"
     assert target["args"] == {"USER_NAME": "dev", "USER_UID": "1000", "USER_GID": "1000"}
@@ -154,7 +154,7 @@ def test_bake_command_writes_the_file(tmp_path, expansion):
     assert definition == fanout.bake(select(expansion.variants, {"vendor": "gaudi"}), expansion, "127.0.0.1:5000")
     assert definition["group"]["default"]["targets"] == [
         "2_11_0-gaudi1_24_1-py3_12-ubuntu24_04-devel", "2_11_0-gaudi1_24_1-py3_10-ubuntu22_04-devel",
-        "2_10_0-gaudi1_24_0-py3_10-ubuntu22_04-devel"]
+        "2_10_0-gaudi1_24_0-py3_12-ubuntu24_04-devel", "2_10_0-gaudi1_24_0-py3_10-ubuntu22_04-devel"]
 
 
 def test_bake_command_defaults_to_stdout(expansion):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Variant]
 
 
 def image_env(variant: Variant) -> dict[str, str]:
+    """The guard's facts as the rendered image sets them; a variant the matrix lacks gets its own archs."""
     dockerfile = (ROOT / "images" / variant.vendor / variant.tag / "Dockerfile").read_text()
-    return {k: v for k, v in re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', dockerfile) if k != "ACCEL_IMAGES_VENDOR"}
+    env = {k: v for k, v in re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', dockerfile) if k != "ACCEL_IMAGES_VENDOR"}
+    return {**env, "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs)}
+
+
+def with_ptx(variant: Variant) -> Variant:
+    """The variant as a build that also carries PTX of its newest target (none of the released wheels do)."""
+    return replace(variant, gpu_archs=(*variant.gpu_archs[:-1], variant.gpu_archs[-1] + "+PTX"))
 
 
 def guard_refuses(root: Path, variant: Variant, driver: str, cc: str) -> bool:
@@ -84,10 +92,12 @@ def archs_to_try(variants: list[Variant]) -> list[str]:
     return sorted(found, key=lambda a: tuple(int(p) for p in a.split(".")))
 
 
-def test_the_matrix_has_cuda_images_with_and_without_ptx(world: tuple[Path, list[Variant]]) -> None:
+def test_no_released_cuda_wheel_carries_ptx(world: tuple[Path, list[Variant]]) -> None:
+    # pytorch/pytorch#175567: the released CUDA wheels carry SASS only, so the PTX rule is tested
+    # on variants made to carry it (with_ptx)
     _, variants = world
     assert len(variants) >= 10
-    assert {split_archs(v.gpu_archs)[1] is None for v in variants} == {True, False}
+    assert {split_archs(v.gpu_archs)[1] for v in variants} == {None}
 
 
 def test_every_driver_gets_the_same_decision_from_guard_and_recommend(world: tuple[Path, list[Variant]]) -> None:
@@ -106,7 +116,7 @@ def test_every_architecture_gets_the_same_decision_from_guard_and_recommend(
     root, variants = world
     newest = "999.0"
     disagreements = []
-    for variant in variants:
+    for variant in [*variants, *map(with_ptx, variants)]:
         for cc in archs_to_try(variants):
             guard, rec = guard_refuses(root, variant, newest, cc), recommend_rejects(variant, newest, cc)
             if guard != rec:
@@ -133,12 +143,26 @@ def test_named_cases(world: tuple[Path, list[Variant]], tag: str, driver: str, r
     ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "12.0", True),
     ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "8.9", False),   # 8.6 SASS runs on 8.9
     ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "12.0", False),
-    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "13.0", False),  # 12.0 PTX, JIT compiled
-    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "11.0", True),   # no 11.x SASS, PTX 12.0 is newer
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "13.0", True),   # no 13.x SASS, no PTX
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "12.1", False),  # 12.0 SASS runs on 12.1
+    ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "11.0", True),   # no 11.x SASS
     ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "7.0", True),    # CUDA 13 dropped Volta
 ])
 def test_named_architectures(world: tuple[Path, list[Variant]], tag: str, cc: str, refused: bool) -> None:
     root, variants = world
     variant = next(v for v in variants if v.tag == tag)
+    assert guard_refuses(root, variant, "999.0", cc) is refused
+    assert recommend_rejects(variant, "999.0", cc) is refused
+
+
+@pytest.mark.parametrize("cc, refused", [
+    ("13.0", False),  # 12.0 PTX, JIT compiled by the driver
+    ("12.1", False),
+    ("11.0", True),   # no 11.x SASS, and PTX 12.0 is newer than the GPU
+    ("7.0", True),
+])
+def test_ptx_architectures(world: tuple[Path, list[Variant]], cc: str, refused: bool) -> None:
+    root, variants = world
+    variant = with_ptx(next(v for v in variants if v.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04"))
     assert guard_refuses(root, variant, "999.0", cc) is refused
     assert recommend_rejects(variant, "999.0", cc) is refused

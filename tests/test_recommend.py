@@ -113,10 +113,11 @@ def test_h100_compute_capability_is_compiled_into_cuda_12_6(tmp_path, expansion,
 
 def test_a100_on_580_gets_cuda_13_0_not_13_2(tmp_path, expansion, kb):
     """580.126.09 is above the 13.x floor, so 13.2 would run under MVC; but 13.0's toolkit driver
-    (580.95.05) is met outright, and both carry torch 2.14: the clean fit wins."""
+    (580.95.05) is met outright, and both carry torch 2.14: the clean fit wins. (Torch ranks first:
+    2.15, built for 13.2 alone, would win without the filter; see the test below.)"""
     host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv"),
                                 NVIDIA_TABLE: recorded("nvidia-smi-a100-580.txt")})
-    rec = choose(host, expansion, kb, tmp_path)
+    rec = choose(host, expansion, kb, tmp_path, filters={"torch": "2.14"})
     assert rec.variant.tag == "2.14.1-cuda13.0-py3.12-ubuntu24.04"
     assert rec.reasons[0].startswith("2.14.1-cuda13.0-py3.12-ubuntu24.04: driver 580.126.09 meets the CUDA 13.0.2")
     passed_over = next(r for r in rec.reasons if r.startswith("2.14.1-cuda13.2-py3.12-ubuntu24.04"))
@@ -128,20 +129,20 @@ def test_a100_on_580_gets_cuda_13_0_not_13_2(tmp_path, expansion, kb):
 def test_cuda_13_2_alone_on_580_is_accepted_with_the_mvc_warning(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv"),
                                 NVIDIA_TABLE: recorded("nvidia-smi-a100-580.txt")})
-    rec = choose(host, expansion, kb, tmp_path, filters={"stack": "13.2"})
-    assert rec.variant.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04"
-    assert any("below the CUDA 13.2.1 toolkit driver 595.58.03" in w for w in rec.warnings)
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04"   # the newest torch, under MVC
+    assert any("below the CUDA 13.2.2 toolkit driver 595.71.05" in w for w in rec.warnings)
 
 
 def test_b200_on_r610_gets_the_newest_cuda_13_2(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-b200-r610.txt")})
     assert (host.driver_version, host.stack_version) == ("610.43.02", "13.3")
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04"
-    assert rec.reasons == ("2.14.1-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.1 "
-                           "toolkit driver 595.58.03",)
+    assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04"
+    assert rec.reasons == ("2.15.0-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.2 "
+                           "toolkit driver 595.71.05",)
     assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
-                              "accel-images/pytorch:2.14.1-cuda13.2-py3.12-ubuntu24.04")
+                              "accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
 
 
 def test_blackwell_has_no_kernels_in_cuda_12_6(tmp_path, expansion, kb):
@@ -192,7 +193,7 @@ def test_an_older_reported_cuda_major_is_rejected_without_a_driver_version(expan
 def test_devel_preference(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-b200-r610.txt")})
     rec = choose(host, expansion, kb, tmp_path, prefer_flavor="devel")
-    assert rec.variant.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04-devel"
+    assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04-devel"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +302,7 @@ def test_gaudi_n_minus_1_follows_the_detected_generation(tmp_path, expansion, kb
 def test_same_minor_other_patch_is_rejected(expansion, kb):
     host = HostInfo(vendor="gaudi", stack_version="1.24.0", gpu_names=("HL-225",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "gaudi"}), kb, image=expansion.image)
-    assert rec.variant.tag == "2.10.0-gaudi1.24.0-py3.10-ubuntu22.04-devel"
+    assert rec.variant.tag == "2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel"
     assert any(r.startswith("2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel: image Gaudi software 1.24.1 differs")
                for r in rec.reasons)
 
@@ -310,8 +311,8 @@ def test_no_accelerator_gets_the_newest_cpu_image(tmp_path, expansion, kb):
     host = host_from(tmp_path, {})
     assert host.vendor == "cpu"
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.1-cpu-py3.12-ubuntu24.04"
-    assert rec.docker_run == "docker run --rm -it --ipc host accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.15.0-cpu-py3.12-ubuntu24.04"
+    assert rec.docker_run == "docker run --rm -it --ipc host accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
 
 
 def test_other_vendors_images_are_rejected_and_cpu_ranks_last(expansion, kb):
@@ -365,7 +366,7 @@ def test_recommend_command_prints_the_docker_run_line(tmp_path):
                  "--registry", "ghcr.io/acme")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == ("docker run --rm -it --gpus all --ipc host "
-                                     "ghcr.io/acme/accel-images/pytorch:2.14.1-cuda13.0-py3.12-ubuntu24.04")
+                                     "ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
     assert "host: cuda, driver 580.126.09, CUDA up to 13.0" in result.stderr
 
 
@@ -374,8 +375,8 @@ def test_recommend_command_json(tmp_path):
                  "--flavor", "devel", "--python", "3.12")
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
-    assert record["image"] == "accel-images/pytorch:2.14.1-cuda13.0-py3.12-ubuntu24.04-devel"
-    assert record["variant"]["tag"] == "2.14.1-cuda13.0-py3.12-ubuntu24.04-devel"
+    assert record["image"] == "accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04-devel"
+    assert record["variant"]["tag"] == "2.15.0-cuda13.2-py3.12-ubuntu24.04-devel"
     assert record["host"]["gpu_archs"] == ["8.0"]
     assert record["docker_run"].endswith(record["image"])
 
@@ -425,7 +426,7 @@ def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monk
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
                  "--registry", "registry.example:5000/team")
     assert result.exit_code == 0, result.output
-    ref = "registry.example:5000/team/accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"
+    ref = "registry.example:5000/team/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
     assert FakeEngine.pulled == [ref]
     assert result.stdout.strip() == f"docker run --rm -it --ipc host {ref}"
 
@@ -443,7 +444,7 @@ def test_pull_command_pulls_nothing_when_nothing_fits(tmp_path, monkeypatch):
 def test_pull_from_a_real_registry(tmp_path, docker_client, registry):
     """A stand-in image pushed under the name recommend picks for a CPU host, then pulled back."""
     prefix = f"{registry}/test-{uuid.uuid4().hex[:12]}"
-    ref = f"{prefix}/accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"
+    ref = f"{prefix}/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(b"FROM scratch\nLABEL io.accel-images.test=pull\n"),
                                           rm=True)
     try:
@@ -483,7 +484,7 @@ def test_unusable_accelerator_gets_the_cpu_image_with_the_reason(tmp_path, expan
     host = mismatch_host(tmp_path)
     rec = recommend(host, select(expansion.variants, {"vendor": default_vendor(host)}), kb, image=expansion.image)
     assert default_vendor(host) == "cpu"
-    assert rec.variant.tag == "2.14.0-cpu-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.15.0-cpu-py3.12-ubuntu24.04"
     assert rec.warnings[0] == ("accelerator present but unusable: NVIDIA driver/library version mismatch "
                                "(user-space NVML 550.144): reboot, or reload the nvidia kernel modules, after a "
                                "driver update")
@@ -504,7 +505,7 @@ def test_recommend_command_on_an_unusable_host_prints_the_cpu_image_and_exits_6(
     host = HostInfo(vendor="cuda", unusable="NVIDIA driver not loaded / not reachable (...)")
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)))
     assert result.exit_code == 6, result.output
-    assert result.stdout.strip() == "docker run --rm -it --ipc host accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"
+    assert result.stdout.strip() == "docker run --rm -it --ipc host accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
     assert "host: cuda, accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
     assert "warning: accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("accel-images: error: accelerator present but unusable")
@@ -530,7 +531,7 @@ def test_pull_on_an_unusable_host_pulls_the_cpu_image_and_exits_6(tmp_path, monk
     host = HostInfo(vendor="cuda", unusable="NVML Unknown Error (...)")
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, host)))
     assert result.exit_code == 6
-    assert FakeEngine.pulled == ["accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04"]
+    assert FakeEngine.pulled == ["accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"]
 
 
 @pytest.mark.parametrize("content", ['{"vendor": "cuda", "unusable": 3}', '{"vendor": "cuda", "device_count": "2"}',
@@ -552,5 +553,5 @@ def test_jetson_without_a_driver_version_is_judged_without_driver_rules(tmp_path
 def test_nvidia_smi_q_host_gets_hopper_kernels(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_FULL: recorded("nvidia-smi-q-h100-565.txt")})
     rec = choose(host, expansion, kb, tmp_path)
-    assert rec.variant.tag == "2.14.0-cuda12.6-py3.12-ubuntu24.04"
+    assert rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04"
     assert "compiled for compute capability 9.0" in rec.reasons[0]

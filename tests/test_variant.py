@@ -139,7 +139,7 @@ def test_experimental_python_is_kept_only_with_the_flag(kb: KnowledgeBase) -> No
 
 def test_cuda_variant_facts(kb: KnowledgeBase) -> None:
     v = make_variant(kb, "cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel")
-    assert v.torch == "2.14.0"
+    assert v.torch == "2.14.1"
     assert v.wheel_index == "cu132"
     assert v.toolkit == "13.2.1"
     assert v.min_driver == "595.58.03"
@@ -175,7 +175,7 @@ def test_gaudi_variant_uses_the_bundled_torch(kb: KnowledgeBase) -> None:
     v = make_variant(kb, "gaudi", "1.24.1", "2.11", "3.10", "ubuntu22.04", "devel")
     assert v.torch == "2.11.0"
     assert v.base_image == ("vault.habana.ai/gaudi-docker/1.24.1/ubuntu22.04/habanalabs/"
-                            "pytorch-installer-2.11.0:latest")
+                            "pytorch-installer-2.11.0:1.24.1-482")
     assert v.wheel_index is None
     older = make_variant(kb, "gaudi", "1.24.0", "2.10", "3.10", "ubuntu22.04", "devel")
     assert older.base_image.endswith("pytorch-installer-2.10.0:1.24.0-1007")
@@ -191,7 +191,7 @@ def test_labels(kb: KnowledgeBase) -> None:
     assert labels["io.accel-images.vendor"] == "cuda"
     assert labels["io.accel-images.stack"] == "13.0"
     assert labels["io.accel-images.min-driver"] == "580.95.05"
-    assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0+PTX"
+    assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0"  # no PTX: pytorch/pytorch#175567
     assert labels["io.accel-images.tag"] == "2.14.1-cuda13.0-py3.12-ubuntu24.04"
     assert all(key.startswith("io.accel-images.") for key in labels)
 
@@ -234,7 +234,7 @@ def test_filter_matching_nothing_names_the_filter(small: Expansion) -> None:
         select_or_explain(small, {"vendor": "rocm", "torch": "2.12"})
     assert caught.value.field == "--torch"
     assert "--vendor rocm --torch 2.12" in caught.value.message
-    assert "2.13.0, 2.14.0" in caught.value.message
+    assert "2.13.0, 2.14.1" in caught.value.message
 
 
 def test_filter_matching_unknown_vendor_lists_the_vendors(small: Expansion) -> None:

@@ -63,14 +63,14 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs and reports go (default .accel-images/).")
 @expected_failures
-def build_command(matrix_path: str | None, mirrors: tuple[str, ...], pip_index_url: str | None,
+def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
                   pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     resolve_vendor(kwargs)
-    options = render_options(mirrors, pip_index_url, pip_find_links)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,

@@ -51,7 +51,7 @@ from accel_images.report import write_reports
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
 @expected_failures
-def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...], pip_index_url: str | None,
+def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
                     pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float, lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None,
@@ -62,7 +62,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     others, and never moves a published tag. Exit 0 when nothing failed, 1 otherwise.
     """
     destination = Destination.parse(registry_text)
-    options = render_options(mirrors, pip_index_url, pip_find_links)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
     expansion, variants = chosen_variants(matrix_path, kwargs)
     state = StateDir.at(state_dir)
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,

@@ -170,6 +170,9 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
     func = click.option("--registry-mirror", "mirrors", multiple=True, metavar="REGISTRY=HOST[/PATH]",
                         help="Pull base images of REGISTRY through a mirror (repeatable).")(func)
+    func = click.option("--apt-mirror", "apt_mirrors", multiple=True, metavar="HOST=URL",
+                        help="Fetch OS packages of HOST (the base's own archive or an extra repository, e.g."
+                             " deb.debian.org=http://mirror.example.com) from URL (repeatable).")(func)
     return func
 
 
@@ -186,9 +189,11 @@ def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
 # ---- what the options select ----------------------------------------------------------------
 
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
-                   pip_find_links: Path | None) -> RenderOptions:
+                   pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = ()) -> RenderOptions:
+    from accel_images.apt import AptMirror
     from accel_images.render import Mirror, RenderOptions
-    return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links)
+    return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links,
+                         tuple(AptMirror.parse(m) for m in apt_mirrors))
 
 
 def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: Path | None,
