@@ -11,18 +11,22 @@ PYTHON     ?=
 OS         ?=
 FLAVOR     ?=
 JOBS       ?= 1
-# Offline / mirrored builds: e.g. REGISTRY_MIRROR=docker.io=127.0.0.1:5000 PIP_FIND_LINKS=/path/to/wheels
+# Offline / mirrored builds: e.g. REGISTRY_MIRROR=docker.io=127.0.0.1:5000 WHEELHOUSE=/path/to/wheels
+# Not named PIP_INDEX_URL / PIP_FIND_LINKS: Make would pick up pip's own environment variables of
+# those names (set for the host's pip, and not '{index}'-templated) and hand them to every image.
 REGISTRY_MIRROR ?=
-PIP_INDEX_URL   ?=
-PIP_FIND_LINKS  ?=
+TORCH_INDEX_URL ?=
+WHEELHOUSE      ?=
+APT_MIRROR      ?=
 REGISTRY   ?=
 
 FILTERS = --vendor $(or $(VENDOR),auto) \
           $(if $(TORCH),--torch $(TORCH)) $(if $(PYTHON),--python $(PYTHON)) \
           $(if $(OS),--os $(OS)) $(if $(FLAVOR),--flavor $(FLAVOR))
 SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
-          $(if $(PIP_INDEX_URL),--pip-index-url $(PIP_INDEX_URL)) \
-          $(if $(PIP_FIND_LINKS),--pip-find-links $(PIP_FIND_LINKS))
+          $(if $(TORCH_INDEX_URL),--pip-index-url '$(TORCH_INDEX_URL)') \
+          $(if $(WHEELHOUSE),--pip-find-links $(WHEELHOUSE)) \
+          $(if $(APT_MIRROR),--apt-mirror $(APT_MIRROR))
 
 # The local stand-ins CI uses (made by .ci/setup-host.sh).
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000
@@ -33,11 +37,15 @@ LOCAL_WHEELS    := /var/cache/accel-images/wheelhouse
 help:  ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
-install:  ## Create .venv and install the project with its test dependencies.
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -e '.[test]'
+install: $(CLI)  ## Create .venv and install the project with its test dependencies.
 
-test:  ## Run the test suite (needs `make engine` for the integration tests).
+# Every target that runs the CLI depends on it, so a fresh clone's first `make image` works.
+$(CLI): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+test: $(CLI) ## Run the test suite (needs `make engine` for the integration tests).
 	$(BIN)/python -m pytest -q
 
 ci:  ## What CI runs: set up the engine, registry and base images, install, test.
@@ -46,28 +54,28 @@ ci:  ## What CI runs: set up the engine, registry and base images, install, test
 engine:  ## Start Docker, a local registry, local base images and a wheelhouse (Debian 12, root).
 	bash .ci/setup-host.sh
 
-render:  ## Regenerate images/ from matrix.yaml and templates/.
+render: $(CLI) ## Regenerate images/ from matrix.yaml and templates/.
 	$(CLI) render
 
-check:  ## Fail if images/ is stale.
+check: $(CLI) ## Fail if images/ is stale.
 	$(CLI) render --check
 
-lint:  ## hadolint over every rendered Dockerfile.
+lint: $(CLI) ## hadolint over every rendered Dockerfile.
 	find images -name Dockerfile -print0 | xargs -0 -n1 $(BIN)/hadolint
 
-image:  ## Render, build and smoke-test: make image VENDOR=rocm TORCH=2.14 PYTHON=3.12
+image: $(CLI) ## Render, build and smoke-test: make image VENDOR=rocm TORCH=2.14 PYTHON=3.12
 	$(CLI) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
 
-image-offline:  ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`).
+image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`).
 	$(CLI) build --vendor cpu --torch 2.13 --os debian12 --registry-mirror $(LOCAL_MIRROR) --pip-find-links $(LOCAL_WHEELS)
 
-nightly:  ## Rebuild what changed, smoke, push what passed: make nightly REGISTRY=registry.example.com
+nightly: $(CLI) ## Rebuild what changed, smoke, push what passed: make nightly REGISTRY=registry.example.com
 	$(CLI) nightly --registry $(REGISTRY) $(SOURCES) --jobs $(JOBS)
 
-bench:  ## Run the benchmarks and rewrite benchmarks/RESULTS.md.
+bench: $(CLI) ## Run the benchmarks and rewrite benchmarks/RESULTS.md.
 	$(BIN)/python benchmarks/run.py
 
-bench-quick:  ## Check that every benchmark script runs (tiny sizes, no RESULTS.md).
+bench-quick: $(CLI) ## Check that every benchmark script runs (tiny sizes, no RESULTS.md).
 	$(BIN)/python benchmarks/run.py --quick
 
 clean:  ## Remove build contexts, logs and reports (.accel-images/).
