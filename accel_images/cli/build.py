@@ -71,7 +71,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     resolve_vendor(kwargs)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
-    expansion, variants = chosen_variants(matrix_path, kwargs)
+    expansion, variants = chosen_variants(matrix_path, kwargs, options)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,

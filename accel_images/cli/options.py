@@ -164,7 +164,7 @@ def templates_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--pip-find-links", type=click.Path(file_okay=False, path_type=Path), default=None,
+    func = click.option("--pip-find-links", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
                         help="A wheelhouse directory copied into each build context; pip uses only it.")(func)
     func = click.option("--pip-index-url", default=None,
                         help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
@@ -224,9 +224,14 @@ def filters_of(kwargs: dict[str, Any]) -> dict[str, str | None]:
     return {key: kwargs.get(key) for key in FILTER_KEYS}
 
 
-def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any]) -> tuple[Expansion, tuple[Variant, ...]]:
+def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any],
+                    options: RenderOptions | None = None) -> tuple[Expansion, tuple[Variant, ...]]:
+    """The matrix and the variants the filters choose; `options`' mirrors checked against the matrix."""
     from accel_images.variant import select_or_explain
     expansion = load_expansion(matrix_path)
+    if options is not None and options.mirrors:
+        from accel_images.mirror_check import check_mirrors
+        check_mirrors(options.mirrors, expansion.variants)
     filters = filters_of(kwargs)
     _check_filter_values(filters)
     return expansion, select_or_explain(expansion, filters)
