@@ -176,6 +176,20 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def verbosity_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-q / -v: the progress shown while building (accel_images.progress); the summary is always printed."""
+    func = click.option("-v", "--verbose", "verbose", is_flag=True,
+                        help="Stream every build log line (they are always in the log files).")(func)
+    func = click.option("-q", "--quiet", "quiet", is_flag=True, help="Show only each variant's outcome.")(func)
+    return func
+
+
+def verbosity(quiet: bool, verbose: bool) -> int:
+    if quiet and verbose:
+        raise InputError("-q and -v contradict each other; give one", field="--quiet")
+    return -1 if quiet else 1 if verbose else 0
+
+
 def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
     from accel_images import pin  # the commands that take these render anyway; pin imports the renderer
     func = click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
