@@ -95,8 +95,8 @@ def _what(instruction: str, rest: str) -> str:
 def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhouse: Path | None = None) -> Cause:
     """The cause of a failed build from the engine's error, the step it ran and the log tail."""
     source = f"wheelhouse {wheelhouse}" if wheelhouse else "the package index"
-    for line in reversed([*tail, error]):
-        for pattern in PATTERNS:
+    for pattern in PATTERNS:  # the most telling first: pip's "from versions" before its summary line
+        for line in reversed([*tail, error]):
             found = pattern.regex.search(line)
             if found:
                 fields = {k: (v or "none").strip() for k, v in found.groupdict().items()}

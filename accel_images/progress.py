@@ -77,8 +77,8 @@ class LiveProgress:
         self.ended: dict[Variant, float] = {}
         self.verbosity = verbosity
         self.console = console or Console(stderr=True)
-        self.live = Live(get_renderable=self._table, console=self.console, refresh_per_second=2, transient=False)
         self.lock = threading.Lock()
+        self.live = Live(get_renderable=self._table, console=self.console, refresh_per_second=2, transient=False)
 
     def __enter__(self) -> "LiveProgress":
         self.live.__enter__()
