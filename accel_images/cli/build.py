@@ -127,10 +127,13 @@ def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
 
 
 def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
-    """reports/build/: report.json (its `variants` are the outcome records), Markdown, HTML grid, JUnit."""
+    """reports/build-<time>/ (and the build-latest link): report.json (its `variants` are the outcome
+    records), Markdown, HTML grid, JUnit. The page's path is returned: what a person opens."""
     records = [outcome_record(o) for o in outcomes]
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
-    paths = write_reports(records, state_dir.build_reports, meta)
+    started = meta.get("started") if isinstance(meta.get("started"), datetime) else datetime.now(timezone.utc)
+    paths = write_reports(records, state_dir.run_reports("build", started), meta)
+    state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]
 
 

@@ -46,7 +46,7 @@ from accel_images.report import write_reports
 @click.option("--lock-wait", "lock_wait_s", default=0, show_default=True, type=click.FloatRange(0),
               metavar="SECONDS", help="How long to wait for another nightly on this host (0: refuse at once).")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the reports go (default <state>/reports/nightly-<date>).")
+              help="Where the reports go (default <state>/reports/nightly-<UTC time>, linked from nightly-latest).")
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host, none).")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -72,7 +72,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
                              max_age_days=max_age_days)
-    reports = report_dir or state.nightly_reports(nightly.day)
+    reports = report_dir or state.run_reports("nightly", nightly.now)
     with held(state.nightly_lock, lock_wait_s):
         nights, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants, settings,
                                        nightly, templates_dir, reports, level)
@@ -84,7 +84,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
         click.echo(line, err=True)
     counts = summary(nights)
     click.echo(f"{counts['built']} published, {counts['skipped']} skipped, {counts['failed']} failed;"
-               f" report: {paths['json']}")
+               f" report: {paths['html']}", err=True)
     sys.exit(failure.run_exit_code(n.outcome.exit_code or 1 for n in failed))
 
 
@@ -104,10 +104,13 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
     except KeyboardInterrupt:
         records = interrupted_records(expansion, variants, finished, nightly.target)
         paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
-        click.echo(f"accel-images: stopped; partial report: {paths['json']}", err=True)
+        click.echo(f"accel-images: stopped; partial report: {paths['html']}", err=True)
         raise
     records = [nightly_record(night, nightly.target) for night in nights]
-    return nights, write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
+    paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
+    if reports.parent == settings.state_dir.reports:
+        settings.state_dir.link_latest("nightly", reports)
+    return nights, paths
 
 
 def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], finished: list[NightlyOutcome],
