@@ -44,17 +44,16 @@ def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
     if error.transient or "not found" not in error.message:
         return error
     newer = newer_bases(kb, variant)
-    known = (f"newer bases the knowledge base knows: {', '.join(newer)}" if newer
-             else "the knowledge base knows no newer base for it")
+    known = f"newer bases the knowledge base knows: {', '.join(newer)}" if newer else ""
     base = variant.base_image
     mirror_registry = _registry_of(pulled_from) if pulled_from and pulled_from != base else None
     if mirror_registry:
         message = f"base image {base} not found in mirror {mirror_registry}"
-        hint = (f"copy it into the mirror (docker pull {base}; docker tag {base} {pulled_from};"
-                f" docker push {pulled_from}) or drop that --registry-mirror; {known}")
+        hint = "; ".join(filter(None, (f"push it there as {pulled_from}, or drop that --registry-mirror", known)))
     else:
         message = f"base image {base} not found in registry {_registry_of(base)}"
-        hint = f"the tag may have been withdrawn upstream; {known}"
+        hint = "; ".join(filter(None, ("the tag may have been withdrawn upstream",
+                                       known or "the knowledge base knows no newer base for it")))
     better = NotInRegistry(message, hint=hint)
     better.detail = error.detail
     return better

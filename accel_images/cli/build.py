@@ -107,15 +107,20 @@ def failure_of(outcome: Outcome) -> failure.Failure:
 
 
 def outcome_table(outcomes: list[Outcome]) -> Table:
+    """One row per variant, named as everywhere else (`vendor/tag`); a failure's cause in its own
+    column, so the status column reads alike for every row."""
     table = Table(box=None, header_style="bold")
     table.add_column("variant", no_wrap=True)
     for column in ("status", "size", "build", "smoke"):
         table.add_column(column)
+    failed = any(not o.ok for o in outcomes)
+    if failed:
+        table.add_column("cause")
     for o in outcomes:
         smoke = "not run" if o.smoke is None else o.smoke.summary().removeprefix("smoke ")
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
-        status = o.status if o.ok else f"failed: {o.error}"
-        table.add_row(o.variant.key, status, human_size(o.size), build_s, smoke)
+        cause = [o.error or "-" if not o.ok else ""] if failed else []
+        table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)
     return table
 
 
