@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import IO, Iterable
+from collections.abc import Iterable
+from typing import IO
 
 from rich.console import Console
 from rich.live import Live
@@ -50,7 +51,7 @@ class PlainProgress:
         self.lock = threading.Lock()
         self.started: dict[Variant, float] = {}
 
-    def __enter__(self) -> "PlainProgress":
+    def __enter__(self) -> PlainProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -80,7 +81,7 @@ class LiveProgress:
         self.lock = threading.Lock()
         self.live = Live(get_renderable=self._table, console=self.console, refresh_per_second=2, transient=False)
 
-    def __enter__(self) -> "LiveProgress":
+    def __enter__(self) -> LiveProgress:
         self.live.__enter__()
         return self
 
