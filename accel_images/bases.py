@@ -7,7 +7,7 @@ from docker.utils import parse_repository_tag
 from accel_images import vendors
 from accel_images.compat import KnowledgeBase
 from accel_images.engine import ImageInfo
-from accel_images.errors import RegistryError
+from accel_images.errors import NotInRegistry, RegistryError
 from accel_images.variant import Variant
 
 
@@ -32,14 +32,33 @@ def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:
     return vendors.get(variant.vendor).base_upgrades(kb, variant)
 
 
-def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase) -> RegistryError:
-    """A missing base's error, naming the upstream tag and the newer tags to move to."""
+def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
+                     pulled_from: str | None = None) -> RegistryError:
+    """A missing base's error: the base as the matrix names it, where it was looked for, what to do.
+
+    `pulled_from` is the reference the pull used; when a `--registry-mirror` rewrote it, the tag
+    is missing from the mirror, which says nothing about upstream (a mirror holds what was copied
+    into it), so the advice is to copy it there, not that upstream withdrew it. The message never
+    names the variant: every variant on this base fails for the same cause, shown once.
+    """
     if error.transient or "not found" not in error.message:
         return error
     newer = newer_bases(kb, variant)
-    hint = (f"newer bases the knowledge base knows: {', '.join(newer)}" if newer
-            else "the knowledge base knows no newer base for it")
-    better = RegistryError(f"base image {variant.base_image} of {variant.key}: {error.message}",
-                           hint=f"the tag may have been withdrawn upstream; {hint}")
-    better.transient = False  # type: ignore[misc]
+    known = f"newer bases the knowledge base knows: {', '.join(newer)}" if newer else ""
+    base = variant.base_image
+    mirror_registry = _registry_of(pulled_from) if pulled_from and pulled_from != base else None
+    if mirror_registry:
+        message = f"base image {base} not found in mirror {mirror_registry}"
+        hint = "; ".join(filter(None, (f"push it there as {pulled_from}, or drop that --registry-mirror", known)))
+    else:
+        message = f"base image {base} not found in registry {_registry_of(base)}"
+        hint = "; ".join(filter(None, ("the tag may have been withdrawn upstream",
+                                       known or "the knowledge base knows no newer base for it")))
+    better = NotInRegistry(message, hint=hint)
+    better.detail = error.detail
     return better
+
+
+def _registry_of(ref: str) -> str:
+    from accel_images.render import split_reference
+    return split_reference(ref)[0]

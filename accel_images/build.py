@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from accel_images import devices, stopping
+from accel_images import devices, failure, stopping
 from accel_images.bases import pinned_base, with_newer_bases
 from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine, ImageInfo
-from accel_images.errors import AccelError, EngineError, RegistryError
+from accel_images.errors import AccelError, BuildFailed, EngineError, RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
 from accel_images.outcome import Outcome, describe
 from accel_images.render import Renderer, mirrored, write_build_context
@@ -96,7 +96,7 @@ class Builder:
                 stopping.checkpoint()
                 outcome = self._smoke(outcome)
         except AccelError as error:
-            outcome = replace(outcome, status="failed", error=error.one_line())
+            outcome = replace(outcome, status="failed", error=error.one_line(), exit_code=error.exit_code)
         self.finished.append(outcome)
         self.status(variant, describe(outcome))
         return outcome
@@ -144,10 +144,15 @@ class Builder:
                                       labels=labels,
                                       log_path=log_path, network_mode=self.settings.network_mode, pull=False,
                                       nocache=nocache or self.settings.no_cache,
-                                      on_line=lambda line: self.status(variant, "building: " + line[-120:]))
+                                      on_line=lambda line: self.status(variant, "building: " + line[:300]))
+        except BuildFailed as failed:
+            cause = str(failure.explain(failed.detail, failed.step, failed.log_tail,
+                                        wheelhouse=self.settings.options.pip_find_links)) if failed.detail else None
+            return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
+                           error=cause or failed.one_line(), log_path=log_path, exit_code=failed.exit_code)
         except AccelError as error:
             return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
-                           error=error.one_line(), log_path=log_path)
+                           error=error.one_line(), log_path=log_path, exit_code=error.exit_code)
         return Outcome(variant, "built", ref, built.id, built.size, time.monotonic() - started, print_,
                        base_digest, log_path=log_path)
 
@@ -173,7 +178,7 @@ class Builder:
         try:
             return self.engine.pull(base_ref)
         except RegistryError as error:
-            raise with_newer_bases(error, variant, self.renderer.kb) from error
+            raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref) from error
 
     def _smoke(self, outcome: Outcome) -> Outcome:
         if outcome.status == "skipped" and smoke_passed_before(self.settings.state_dir, outcome.image_id):
@@ -184,7 +189,8 @@ class Builder:
         if result.ok:
             remember_smoke_pass(self.settings.state_dir, outcome.image_id, result)
             return replace(outcome, smoke=result)
-        return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures))
+        return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures),
+                       exit_code=1)
 
 
 def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:

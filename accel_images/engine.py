@@ -32,7 +32,8 @@ from docker.auth import resolve_repository_name
 from docker.utils import parse_repository_tag
 
 from accel_images import buildlog
-from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, RegistryError
+from accel_images import failure
+from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 MANAGED_LABEL = "io.accel-images.managed"
@@ -362,11 +363,21 @@ _PERMANENT_REASONS = (
 
 
 def registry_error(action: str, ref: str, detail: str) -> RegistryError:
-    """A RegistryError with a short reason, `transient` (worth retrying) and the full `detail`."""
+    """A RegistryError with a short reason, `transient` (worth retrying) and the full `detail`.
+
+    A registry that answered "no such image" is NotInRegistry (exit 1): it was reached. A pull
+    from a registry that cannot be reached suggests pulling through a mirror, which is what a
+    firewalled or offline site needs.
+    """
     reason, transient = _classify_registry_failure(detail)
-    err = RegistryError(f"{action} of {ref} failed: {reason.format(registry=_registry_of(ref))}")
-    err.transient = transient  # type: ignore[attr-defined]
-    err.detail = detail  # type: ignore[attr-defined]
+    registry = _registry_of(ref)
+    kind = NotInRegistry if reason.startswith("not found") else RegistryError
+    hint = None
+    if transient and action == "pull" and "unreachable" in reason:
+        hint = f"offline or behind a firewall? pull through a mirror: --registry-mirror {registry}=HOST[/PATH]"
+    err = kind(f"{action} of {ref} failed: {reason.format(registry=registry)}", hint=hint)
+    err.transient = transient
+    err.detail = detail
     return err
 
 
@@ -515,17 +526,11 @@ def _pushed_digest(event: Mapping[str, Any]) -> str | None:
 
 
 def _build_failed(tag: str, error: str, build_log: _BuildLog) -> BuildFailed:
-    """BuildFailed naming the step, quoting the log tail and pointing at the full log."""
-    where = f"at '{build_log.step}'" if build_log.step else "before its first step"
-    lines = build_log.tail()
-    err = BuildFailed(
-        f"build of {tag} failed {where}: {' '.join(error.split())}\n"
-        f"last {len(lines)} log lines:\n" + "\n".join(f"  {line}" for line in lines)
-        + f"\nfull log: {build_log.path}")
-    err.step = build_log.step  # type: ignore[attr-defined]
-    err.log_tail = lines  # type: ignore[attr-defined]
-    err.log_path = build_log.path  # type: ignore[attr-defined]
-    return err
+    """BuildFailed with the short cause read from the step and the log tail; the full log is named apart."""
+    lines = tuple(build_log.tail())
+    cause = failure.explain(error, build_log.step, lines)
+    return BuildFailed(str(cause), step=build_log.step, detail=" ".join(error.split()), log_tail=lines,
+                       log_path=build_log.path)
 
 
 # -- containers and errors ----------------------------------------------------------------

@@ -7,6 +7,9 @@ line and exits with its code; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 
 class AccelError(Exception):
     """An expected failure, shown to the user as one line."""
@@ -78,12 +81,32 @@ class RegistryError(AccelError):
 
     exit_code = 4
     transient: bool = False
+    detail: str = ""
+    """The registry's or daemon's own words, for logs; the message is the short reason."""
+
+
+class NotInRegistry(RegistryError):
+    """The registry answered and does not have the image (or tag): the registry is fine, the
+    reference is not. Exit 1, like any operation that failed; 4 stays "a registry is unreachable
+    or refuses us", which a retry or a network fix cures and this does not."""
+
+    exit_code = 1
 
 
 class BuildFailed(AccelError):
-    """A build step failed; the message carries the log tail and the log path."""
+    """A build step failed. The message is the short cause (`step 5/24 (pip install) failed: ...`,
+    accel_images.failure); what it was read from stays on the error, so a caller that knows more
+    (the wheelhouse a build used) can say it better, and the full log is named apart."""
 
     exit_code = 1
+
+    def __init__(self, message: str, *, step: str | None = None, detail: str = "",
+                 log_tail: tuple[str, ...] = (), log_path: Path | None = None, **where: Any) -> None:
+        super().__init__(message, **where)
+        self.step = step            # Docker's step line, `Step 5/24 : RUN ...`; None before the first
+        self.detail = detail        # the engine's own error text
+        self.log_tail = log_tail    # the last lines of the log
+        self.log_path = log_path
 
 
 class SmokeFailed(AccelError):

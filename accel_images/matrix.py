@@ -37,6 +37,16 @@ class User:
 
 
 @dataclass(frozen=True)
+class AxisValue:
+    """One value of a group's axis as written: where it is, so a later check can point at it."""
+
+    axis: str
+    value: str
+    line: int
+    field: str
+
+
+@dataclass(frozen=True)
 class Group:
     """One block of a vendor's list: the cross product of its axes."""
 
@@ -48,6 +58,8 @@ class Group:
     flavors: tuple[str, ...]
     experimental_python: bool
     line: int
+    values: tuple[AxisValue, ...] = ()
+    """Every axis value with its line and field, for the knowledge-base check of typos."""
 
     @property
     def explicit(self) -> bool:
@@ -85,6 +97,7 @@ def parse_matrix(raw: bytes, file: str = "matrix.yaml") -> Matrix:
 class _Validator:
     def __init__(self, doc: Positioned) -> None:
         self.doc = doc
+        self.written: list[AxisValue] = []
 
     def fail(self, path: tuple[Any, ...], message: str) -> InputError:
         return InputError(message, file=self.doc.file, line=self.doc.line(path),
@@ -137,6 +150,7 @@ class _Validator:
         if not isinstance(block, dict):
             raise self.fail(path, "each group must be a mapping of axes (stack, torch, python, os, flavor)")
         self.no_unknown(block, path, GROUP_KEYS)
+        self.written: list[AxisValue] = []
         axes = {axis: self.axis(block, path + (axis,), VERSION_RE, "a version like 2.14")
                 for axis in VERSION_AXES}
         axes.update({axis: self.axis(block, path + (axis,), NAME_RE, "a lower-case name like ubuntu24.04")
@@ -154,7 +168,7 @@ class _Validator:
                 raise self.fail(path + (axis,) if axis in block else path, f"'{axis}' is required")
         experimental = self.scalar(block, path + ("experimental_python",), bool, default=False, base=path)
         return Group(vendor, stacks, axes["torch"], axes["python"], axes["os"], axes["flavor"],
-                     experimental, self.doc.line(path) or 0)
+                     experimental, self.doc.line(path) or 0, tuple(self.written))
 
     def axis(self, block: dict[str, Any], path: tuple[Any, ...], shape: re.Pattern[str],
              what: str) -> tuple[str, ...]:
@@ -171,6 +185,8 @@ class _Validator:
             if value in values:
                 raise self.fail(item_path, f"'{value}' is listed twice")
             values.append(value)
+            self.written.append(AxisValue(path[-1], value, self.doc.line(item_path) or 0,
+                                          yamlpos.dotted(item_path)))
         if not values:
             raise self.fail(path, "must list at least one value")
         return tuple(values)

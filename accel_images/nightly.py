@@ -154,7 +154,8 @@ class _Night:
         try:
             night = self._one(variant, night)
         except AccelError as error:
-            night = replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line()))
+            night = replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line(),
+                                                   exit_code=error.exit_code))
         self.status(variant, describe(night))
         self.on_done(night)
         return night
@@ -197,7 +198,7 @@ class _Night:
         night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
             return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
-                                                  error=publication.error))
+                                                  error=publication.error, exit_code=publication.exit_code))
         return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:

@@ -25,8 +25,11 @@ class Outcome:
     base_digest: str | None = None
     smoke: SmokeResult | None = None
     error: str | None = None
+    """The short cause of a failure (accel_images.failure): never the variant's name, never a log."""
     log_path: Path | None = None
     notes: tuple[str, ...] = ()      # what the render left out (a companion a wheelhouse lacks)
+    exit_code: int = 0
+    """The exit code of the failure (1 a build or smoke test, 4 a registry out of reach)."""
 
     @property
     def ok(self) -> bool:
@@ -39,7 +42,7 @@ def describe(outcome: Outcome) -> str:
         return f"FAILED: {outcome.error}"
     smoke = ""
     if outcome.smoke is not None:
-        smoke = f", smoke ok on {outcome.smoke.ran_on}" + (" (CPU mode)" if outcome.smoke.cpu_fallback else "")
+        smoke = f", smoke passed on {outcome.smoke.ran_on}" + (" (CPU mode)" if outcome.smoke.cpu_fallback else "")
     size = f", {human_size(outcome.size)}" if outcome.size else ""
     verb = "unchanged, skipped" if outcome.status == "skipped" else f"built in {outcome.build_s:.0f} s"
     return verb + size + smoke

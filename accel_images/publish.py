@@ -94,6 +94,7 @@ class Publication:
     promoted: tuple[str, ...] = ()         # real tags now pointing at `digest`
     error: str | None = None
     candidate_left: bool = False           # the candidate tag could not be removed from the registry
+    exit_code: int = 1                     # of the failure: 4 when the registry was out of reach
 
     @property
     def ok(self) -> bool:
@@ -128,7 +129,7 @@ def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant,
     try:
         publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps)
     except AccelError as error:
-        publication = steps.failed(error.one_line())
+        publication = replace(steps.failed(error.one_line()), exit_code=error.exit_code)
     finally:
         left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
     return replace(publication, candidate_left=left)

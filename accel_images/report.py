@@ -245,6 +245,39 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"total": len(views), "counts": counts, "failed": [v.key for v in views if v.status == "failed"]}
 
 
+def verdict(summary: Mapping[str, Any]) -> str:
+    """The answer to "is everything green?": the first thing a morning reader looks for."""
+    failed = summary["counts"].get("failed", 0)
+    if summary["total"] == 0:
+        return "nothing was built"
+    if not failed:
+        return f"all green: {plural(summary['total'], 'variant')} ok"
+    return f"{failed} of {plural(summary['total'], 'variant')} failed"
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+@dataclass(frozen=True)
+class FailureView:
+    """Failed variants that share one cause, shown once (accel_images.failure.group)."""
+
+    cause: str
+    items: tuple[VariantView, ...]
+    anchor: str
+
+
+def failure_views(views: Sequence[VariantView]) -> list[FailureView]:
+    """The failed views grouped by their cause, the largest group first."""
+    from accel_images import failure
+    failed = {v.key: v for v in views if v.status == "failed"}
+    groups = failure.group(failure.Failure(v.key, v.error or "failed without a message", v.log or None)
+                           for v in failed.values())
+    return [FailureView(g.cause, tuple(failed[key] for key in g.keys), f"failure-{n}")
+            for n, g in enumerate(groups, 1)]
+
+
 def headline(summary: Mapping[str, Any]) -> str:
     """'3 built, 1 skipped, 1 failed' (other statuses, if any, after)."""
     return ", ".join(f"{count} {status}" for status, count in summary["counts"].items())
@@ -273,16 +306,16 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     lines = [f"# {title(meta)}", ""]
     if meta.get("partial"):
         lines += [f"> **PARTIAL REPORT.** {PARTIAL_NOTE}", ""]
-    lines += [f"**{headline(summary)}** ({summary['total']} variants)", ""]
+    lines += [f"**{verdict(summary)}** ({headline(summary)})", ""]
     lines += [f"- {label}: {_md_code(value) if label in CODE_LABELS else _md_cell(value)}"
               for label, value in meta_rows(meta)]
     for vendor, items in by_vendor(views).items():
         lines += ["", f"## {vendors.title(vendor)}", ""] + _md_table(items)
     lines += ["", "## Failures", ""]
-    failed = [v for v in views if v.status == "failed"]
-    for item in failed:
-        lines += _md_failure(item)
-    if not failed:
+    groups = failure_views(views)
+    for group in groups:
+        lines += _md_failure(group)
+    if not groups:
         lines.append("None.")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -300,12 +333,16 @@ def _md_table(items: list[VariantView]) -> list[str]:
     return rows
 
 
-def _md_failure(item: VariantView) -> list[str]:
-    lines = [f"### {_md_code(item.key)}", ""] + ([f"Smoke: {item.smoke}", ""] if item.smoke_ok is not None else [])
-    lines += _md_fenced(item.error or "(no error message recorded)")
-    lines += ["", f"Log: {_md_code(item.log) if item.log else 'none'}", ""]
-    lines += [f"- {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
-    return lines + ([""] if item.unsaid_smoke_failures else [])
+def _md_failure(group: FailureView) -> list[str]:
+    """One cause, once: `### 36 variants` (or the one variant's key), the cause, then each log."""
+    first = group.items[0]
+    heading = _md_code(first.key) if len(group.items) == 1 else plural(len(group.items), "variant")
+    lines = [f"### {heading}", ""] + _md_fenced(group.cause) + [""]
+    for item in group.items:
+        log = f"log: {_md_code(item.log)}" if item.log else "no log"
+        lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1 else f"Log: {_md_code(item.log) if item.log else 'none'}")
+        lines += [f"  - {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
+    return lines + [""]
 
 
 def _md_fenced(text: str) -> list[str]:
@@ -385,11 +422,13 @@ def _page_template() -> jinja2.Template:
 def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
     """One static page: inline CSS, no script, no external resource."""
     views = [view(r) for r in records]
-    failed = [v for v in views if v.status == "failed"]
+    groups = failure_views(views)
+    summary = summarize(records)
     return _page_template().render(
         title=title(meta), partial=bool(meta.get("partial")), partial_note=PARTIAL_NOTE,
-        summary=summarize(records), meta_rows=meta_rows(meta), grid=grid(views), failed=failed,
-        anchors={v.key: f"failure-{n}" for n, v in enumerate(failed, 1)}, files=REPORT_FILES, schema=SCHEMA,
+        summary=summary, verdict=verdict(summary), meta_rows=meta_rows(meta), grid=grid(views), groups=groups,
+        anchors={item.key: group.anchor for group in groups for item in group.items}, files=REPORT_FILES,
+        schema=SCHEMA, plural=plural,
         code_labels=CODE_LABELS,
     )
 

@@ -7,8 +7,9 @@ spelled in this module only:
     logs/<vendor>/<tag>-<UTC time>.log  one log per build attempt, so a retry never hides the failure before it
     cache/digests.json                  file digests kept between runs (a no-op rebuild hashes nothing)
     smoke/<image id>.json               the last smoke result of an image, so an unchanged image is not re-tested
-    reports/build/                      the reports of the last `build`
-    reports/nightly-<YYYYMMDD>/         the reports of each day's `nightly`
+    reports/build-<UTC time>/           the reports of each `build`, never overwritten by the next
+    reports/nightly-<UTC time>/         the reports of each `nightly` (two on one day apart)
+    reports/build-latest, nightly-latest  links to the newest run's reports
     nightly.lock                        held by the running `nightly`
 
 The pin lock file (`accel-images.lock`, see accel_images.pin) is not state: it belongs to the
@@ -74,14 +75,28 @@ class StateDir:
     def reports(self) -> Path:
         return self.root / "reports"
 
-    @property
-    def build_reports(self) -> Path:
-        """`reports/build/`: rewritten by every `build`."""
-        return self.reports / "build"
+    def run_reports(self, kind: str, started: datetime) -> Path:
+        """`reports/<kind>-<YYYYMMDDTHHMMSSZ>/`: one directory per run, so a later run (a no-op
+        rebuild, a second nightly that day) never replaces the report a person still has to read."""
+        stamp = started.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = self.reports / f"{kind}-{stamp}"
+        n = 2
+        while path.exists():
+            path, n = self.reports / f"{kind}-{stamp}-{n}", n + 1
+        return path
 
-    def nightly_reports(self, day: date) -> Path:
-        """`reports/nightly-<YYYYMMDD>/`: the day is the run's start in UTC."""
-        return self.reports / f"nightly-{day:%Y%m%d}"
+    def latest_reports(self, kind: str) -> Path:
+        """`reports/<kind>-latest`: a link to the newest run's directory, a stable address to bookmark."""
+        return self.reports / f"{kind}-latest"
+
+    def link_latest(self, kind: str, target: Path) -> Path:
+        """Point `<kind>-latest` at `target` (a sibling), replacing the old link atomically."""
+        link = self.latest_reports(kind)
+        temporary = link.with_name(f".{link.name}.tmp")
+        temporary.unlink(missing_ok=True)
+        temporary.symlink_to(target.name if target.parent == link.parent else target.resolve())
+        temporary.replace(link)
+        return link
 
     @property
     def nightly_lock(self) -> Path:

@@ -111,7 +111,13 @@ class Expansion:
 
 
 def expand(matrix: Matrix, kb: KnowledgeBase) -> Expansion:
-    """Cross every group's axes, keep what the knowledge base allows, explain the rest."""
+    """Cross every group's axes, keep what the knowledge base allows, explain the rest.
+
+    A value the knowledge base does not know at all is an error first (accel_images.known):
+    only what it knows and rules out is pruned.
+    """
+    from accel_images.known import check_known  # known imports matrix and compat, as this module does
+    check_known(matrix, kb)
     variants: dict[str, Variant] = {}
     pruned: list[Pruned] = []
     for group in matrix.groups:

@@ -75,7 +75,7 @@ class Workspace:
         if result is not None and shown(command) not in result.commands:
             result.commands.append(shown(command))
         run_checked(command)
-        records = json.loads((self.state / "reports" / "build" / "report.json").read_text())["variants"]
+        records = json.loads((self.state / "reports" / "build-latest" / "report.json").read_text())["variants"]
         self.created.update(r["image_id"] for r in records if r.get("image_id"))
         return records
 
@@ -239,7 +239,7 @@ def prepare_noop(space: Workspace, variants: int, namespace: str, result: BenchR
 
 def run_build(space: Workspace, command: list[str], state: Path) -> list[dict]:
     run_checked(command)
-    records = json.loads((state / "reports" / "build" / "report.json").read_text())["variants"]
+    records = json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]
     space.created.update(r["image_id"] for r in records if r.get("image_id"))
     return records
 

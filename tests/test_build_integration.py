@@ -33,7 +33,7 @@ def offline(registry: str, wheelhouse: Path) -> list[str]:
 
 
 def report(state: Path) -> list[dict]:
-    return json.loads((state / "reports" / "build" / "report.json").read_text())["variants"]
+    return json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]
 
 
 @pytest.fixture(scope="module")

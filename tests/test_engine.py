@@ -119,9 +119,10 @@ def test_error_event_inside_the_stream_is_build_failed(fake_daemon: Any, tmp_pat
     with pytest.raises(BuildFailed) as caught:
         fake_daemon(FAILING_BUILD).build(context_dir(tmp_path), "t:1", log_path=log, on_line=seen.append)
     message = caught.value.message
-    assert "at 'Step 2/2 : RUN make'" in message
-    assert "compiling 29" in message and "compiling 5" not in message
-    assert f"full log: {log}" in message
+    assert message == "step 2/2 (make) failed: exit code 2; last output: compiling 29"
+    assert caught.value.step == "Step 2/2 : RUN make"
+    assert "compiling 29" in caught.value.log_tail[-2] and "compiling 5" not in "".join(caught.value.log_tail)
+    assert caught.value.log_path == log
     assert "compiling 0" in log.read_text()
     assert "Step 1/2 : FROM base" in seen  # fragments are joined into whole lines
 
@@ -253,17 +254,17 @@ def test_failing_step_raises_with_step_tail_and_log(engine: Engine, debian: str,
     with pytest.raises(BuildFailed) as caught:
         engine.build(ctx, tag, log_path=log, network_mode="none")
     message = caught.value.message
-    assert "Step 2/2 : RUN echo before-the-end; false" in message
-    assert "before-the-end" in "\n".join(caught.value.log_tail)  # type: ignore[attr-defined]
-    assert "returned a non-zero code: 1" in message
-    assert f"full log: {log}" in message
+    assert message == "step 2/2 (echo) failed: exit code 1; last output: before-the-end"
+    assert "before-the-end" in "\n".join(caught.value.log_tail)
+    assert "returned a non-zero code: 1" in caught.value.detail
+    assert caught.value.log_path == log
     assert "returned a non-zero code: 1" in log.read_text()
     assert engine.inspect_image(tag) is None
 
 
 @pytest.mark.engine
 def test_dockerfile_syntax_error_is_build_failed(engine: Engine, tmp_path: Path) -> None:
-    with pytest.raises(BuildFailed, match="unknown instruction: FORM") as caught:
+    with pytest.raises(BuildFailed, match="unknown instruction FORM") as caught:
         engine.build(context_dir(tmp_path, "FORM scratch\n"), unique_tag("syntax"),
                      log_path=tmp_path / "syntax.log")
     assert "before its first step" in caught.value.message

@@ -119,7 +119,7 @@ def test_daemon_killed_mid_build_names_variant_and_log_and_a_rerun_works(daemon:
     failed = [line for line in stderr.splitlines() if line.startswith(f"FAILED {VARIANT}")]
     assert failed, said
     assert "daemon" in failed[0] and "log: " in failed[0]
-    [record] = json.loads((state / "reports" / "build" / "report.json").read_text())["variants"]
+    [record] = json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]
     assert record["status"] == "failed" and Path(record["log"]).is_file()
     assert record["log"] in failed[0]
 

@@ -121,7 +121,7 @@ def test_signal_during_a_build_step_stops_cleanly_with_a_partial_report(
     assert process.returncode == code, stdout + stderr
     assert "Traceback" not in stdout + stderr
     assert "partial report" in stderr
-    records = {r["flavor"]: r for r in json.loads((state / "reports" / "build" / "report.json").read_text())["variants"]}
+    records = {r["flavor"]: r for r in json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]}
     assert records["runtime"]["status"] == "built"
     assert records["devel"]["status"] == "interrupted"
     assert wait_for_no_containers(daemon) == []  # the build's intermediate container is gone
@@ -138,7 +138,7 @@ def test_sigterm_during_the_smoke_test_removes_the_smoke_container(daemon: Dispo
     assert "Traceback" not in stdout + stderr
     assert containers(daemon, label=SMOKE_LABEL) == []
     assert wait_for_no_containers(daemon) == []
-    [record] = json.loads((state / "reports" / "build" / "report.json").read_text())["variants"]
+    [record] = json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]
     assert record["status"] == "interrupted"
 
 

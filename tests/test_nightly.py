@@ -448,8 +448,8 @@ def by_tag(nights: list[NightlyOutcome]) -> dict[str, NightlyOutcome]:
 def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> None:
     first = CliRunner().invoke(nightly_command, [*site.cli_args(), "--jobs", "2"])
     assert first.exit_code == 0, first.output
-    report = json.loads((site.state / "reports" / f"nightly-{datetime.now(timezone.utc):%Y%m%d}" /
-                         "report.json").read_text())
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
+    first_dir = (site.state / "reports" / "nightly-latest").resolve()
     records = {record["tag"]: record for record in report["variants"]}
     expected = real_tags(site)
     assert {tag: record["status"] for tag, record in records.items()} == {DEBIAN: "built", UBUNTU: "built"}
@@ -469,6 +469,8 @@ def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> N
     assert second.exit_code == 0, second.output
     assert "0 published, 2 skipped, 0 failed" in second.output
     assert site.digests() == digests
+    second_dir = (site.state / "reports" / "nightly-latest").resolve()
+    assert second_dir != first_dir and (first_dir / "report.json").is_file()  # the first run's report is kept
 
 
 @pytest.mark.engine

@@ -156,7 +156,7 @@ def test_build_from_the_lock_uses_the_pinned_base(registry: str, base_images, do
         assert first.returncode == 0, first.stdout + first.stderr
         second = cli("build", *common)
         assert second.returncode == 0, second.stdout + second.stderr
-        [record] = json.loads((tmp_path / "state" / "reports" / "build" / "report.json").read_text())["variants"]
+        [record] = json.loads((tmp_path / "state" / "reports" / "build-latest" / "report.json").read_text())["variants"]
         expected = registry_digest(registry, base_images.slim_repository, base_images.slim_tag)
         assert record["base_digest"].endswith(expected)
         [dockerfile] = (tmp_path / "state" / "contexts").rglob("Dockerfile")

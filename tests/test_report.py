@@ -266,7 +266,7 @@ def test_html_says_partial_only_for_a_partial_run() -> None:
 def test_every_report_renders_an_empty_run() -> None:
     assert "No variants were reported." in render_html([], META)
     assert ET.fromstring(render_junit([], META)).get("tests") == "0"
-    assert "**0 built, 0 skipped, 0 failed**" in render_markdown([], META)
+    assert "**nothing was built** (0 built, 0 skipped, 0 failed)" in render_markdown([], META)
     assert json.loads(render_json([], META))["variants"] == []
 
 
@@ -274,7 +274,7 @@ def test_every_report_renders_an_empty_run() -> None:
 
 def test_markdown_headline_tables_and_failures(records: list[dict]) -> None:
     text = render_markdown(records, META)
-    assert "**4 built, 3 skipped, 2 failed** (9 variants)" in text
+    assert "**2 of 9 variants failed** (4 built, 3 skipped, 2 failed)" in text
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == ["## CPU", "## NVIDIA CUDA", "## AMD ROCm", "## Intel XPU", "## Intel Gaudi", "## Failures"]
     assert ("| `2.14.0-cuda13.2-py3.12-ubuntu24.04` | built | 9.87 | 23 min 32 s | passed on cuda | "

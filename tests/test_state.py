@@ -25,8 +25,9 @@ def test_the_layout(tmp_path: Path) -> None:
     assert state.digest_cache == tmp_path / "cache" / "digests.json"
     assert state.smoke_record("sha256:abc") == tmp_path / "smoke" / "sha256_abc.json"
     assert state.smoke_record(None) == tmp_path / "smoke" / "none.json"
-    assert state.build_reports == tmp_path / "reports" / "build"
-    assert state.nightly_reports(date(2026, 1, 2)) == tmp_path / "reports" / "nightly-20260102"
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert state.run_reports("build", started) == tmp_path / "reports" / "build-20260102T030405Z"
+    assert state.latest_reports("nightly") == tmp_path / "reports" / "nightly-latest"
     assert state.nightly_lock == tmp_path / "nightly.lock"
     assert (state.contexts, state.logs, state.reports) == (tmp_path / "contexts", tmp_path / "logs",
                                                            tmp_path / "reports")

@@ -16,7 +16,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from accel_images import compat, devices
+from accel_images import compat, devices, failure
 from accel_images.build import Builder
 from accel_images.credentials import hide_credentials
 from accel_images.formatting import human_size
@@ -25,7 +25,7 @@ from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, lock_options,
                                       matrix_option, mirror_options, out, pinned_variants, render_options,
-                                      templates_option)
+                                      templates_option, verbosity, verbosity_options)
 from accel_images.engine import Engine
 from accel_images.errors import InputError
 from accel_images.progress import progress_for
@@ -62,16 +62,18 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--gid", type=click.IntRange(1, 65534), default=None, help="GID of the image's user.")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs and reports go (default .accel-images/).")
+@verbosity_options
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
                   pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
-                  state_dir: Path | None, **kwargs: Any) -> None:
+                  state_dir: Path | None, quiet: bool, verbose: bool, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
+    level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
-    expansion, variants = chosen_variants(matrix_path, kwargs)
+    expansion, variants = chosen_variants(matrix_path, kwargs, options)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
@@ -80,7 +82,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     meta = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
     try:
-        with progress_for(variants) as progress:
+        with progress_for(variants, level) as progress:
             builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
                               templates_dir=templates_dir)
             outcomes = builder.run(variants)
@@ -93,21 +95,32 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
     out().print(outcome_table(outcomes))
     failed = [o for o in outcomes if not o.ok]
-    for outcome in failed:
-        click.echo(f"FAILED {outcome.variant.key}: {outcome.error}", err=True)
-    click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}")
-    sys.exit(1 if failed else 0)
+    for line in failure.lines(failure.group(failure_of(o) for o in failed)):
+        click.echo(line, err=True)
+    click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}", err=True)
+    sys.exit(failure.run_exit_code(o.exit_code or 1 for o in failed))
+
+
+def failure_of(outcome: Outcome) -> failure.Failure:
+    return failure.Failure(outcome.variant.key, outcome.error or "failed",
+                           str(outcome.log_path) if outcome.log_path else None)
 
 
 def outcome_table(outcomes: list[Outcome]) -> Table:
+    """One row per variant, named as everywhere else (`vendor/tag`); a failure's cause in its own
+    column, so the status column reads alike for every row."""
     table = Table(box=None, header_style="bold")
-    for column in ("image", "status", "size", "build", "smoke"):
+    table.add_column("variant", no_wrap=True)
+    for column in ("status", "size", "build", "smoke"):
         table.add_column(column)
+    failed = any(not o.ok for o in outcomes)
+    if failed:
+        table.add_column("cause")
     for o in outcomes:
-        smoke = "-" if o.smoke is None else o.smoke.summary()
+        smoke = "not run" if o.smoke is None else o.smoke.summary().removeprefix("smoke ")
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
-        status = o.status if o.ok else f"failed: {o.error}"
-        table.add_row(o.image, status, human_size(o.size), build_s, smoke)
+        cause = [o.error or "-" if not o.ok else ""] if failed else []
+        table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)
     return table
 
 
@@ -119,10 +132,13 @@ def interrupted_outcomes(expansion: Expansion, variants: tuple[Variant, ...],
 
 
 def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[str, Any] | None = None) -> Path:
-    """reports/build/: report.json (its `variants` are the outcome records), Markdown, HTML grid, JUnit."""
+    """reports/build-<time>/ (and the build-latest link): report.json (its `variants` are the outcome
+    records), Markdown, HTML grid, JUnit. The page's path is returned: what a person opens."""
     records = [outcome_record(o) for o in outcomes]
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
-    paths = write_reports(records, state_dir.build_reports, meta)
+    started = meta.get("started") if isinstance(meta.get("started"), datetime) else datetime.now(timezone.utc)
+    paths = write_reports(records, state_dir.run_reports("build", started), meta)
+    state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]
 
 

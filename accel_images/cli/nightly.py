@@ -15,9 +15,10 @@ from typing import Any
 import click
 from rich.table import Table
 
-from accel_images import compat
+from accel_images import compat, failure
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, matrix_option,
-                                      mirror_options, out, render_options, templates_option)
+                                      mirror_options, out, render_options, templates_option, verbosity,
+                                      verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.engine import Engine
 from accel_images.lock import held
@@ -45,47 +46,51 @@ from accel_images.report import write_reports
 @click.option("--lock-wait", "lock_wait_s", default=0, show_default=True, type=click.FloatRange(0),
               metavar="SECONDS", help="How long to wait for another nightly on this host (0: refuse at once).")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the reports go (default <state>/reports/nightly-<date>).")
+              help="Where the reports go (default <state>/reports/nightly-<UTC time>, linked from nightly-latest).")
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host, none).")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
+@verbosity_options
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
                     pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float, lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
-                    state_dir: Path | None,
+                    state_dir: Path | None, quiet: bool, verbose: bool,
                     **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
 
     Unchanged images younger than --max-age are skipped. A failing variant never stops the
     others, and never moves a published tag. Exit 0 when nothing failed, 1 otherwise.
     """
+    level = verbosity(quiet, verbose)
     destination = Destination.parse(registry_text)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
-    expansion, variants = chosen_variants(matrix_path, kwargs)
+    expansion, variants = chosen_variants(matrix_path, kwargs, options)
     state = StateDir.at(state_dir)
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
                              max_age_days=max_age_days)
-    reports = report_dir or state.nightly_reports(nightly.day)
+    reports = report_dir or state.run_reports("nightly", nightly.now)
     with held(state.nightly_lock, lock_wait_s):
         nights, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants, settings,
-                                       nightly, templates_dir, reports)
+                                       nightly, templates_dir, reports, level)
     out().print(nightly_table(nights))
     failed = [night for night in nights if not night.ok]
-    for night in failed:
-        click.echo(f"FAILED {night.outcome.variant.key}: {night.outcome.error}", err=True)
+    grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
+                                            str(n.outcome.log_path) if n.outcome.log_path else None) for n in failed)
+    for line in failure.lines(grouped):
+        click.echo(line, err=True)
     counts = summary(nights)
     click.echo(f"{counts['built']} published, {counts['skipped']} skipped, {counts['failed']} failed;"
-               f" report: {paths['json']}")
-    sys.exit(1 if failed else 0)
+               f" report: {paths['html']}", err=True)
+    sys.exit(failure.run_exit_code(n.outcome.exit_code or 1 for n in failed))
 
 
 def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tuple[Variant, ...],
                    settings: BuildSettings, nightly: NightlyOptions, templates_dir: Path | None,
-                   reports: Path) -> tuple[list[NightlyOutcome], dict[str, Path]]:
+                   reports: Path, level: int = 0) -> tuple[list[NightlyOutcome], dict[str, Path]]:
     """The run and its reports; after Ctrl-C a partial report, then the interrupt goes on up."""
     meta = {"kind": "nightly", "command": hide_credentials(" ".join(sys.argv)), "started": nightly.now,
             "host": socket.gethostname(), "registry": f"{nightly.target.host}/{nightly.target.repository}",
@@ -93,16 +98,19 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
     finished: list[NightlyOutcome] = []
     engine = Engine.connect()
     try:
-        with progress_for(variants) as progress:
+        with progress_for(variants, level) as progress:
             nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,
                                  status=progress, templates_dir=templates_dir, on_done=finished.append)
     except KeyboardInterrupt:
         records = interrupted_records(expansion, variants, finished, nightly.target)
         paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
-        click.echo(f"accel-images: stopped; partial report: {paths['json']}", err=True)
+        click.echo(f"accel-images: stopped; partial report: {paths['html']}", err=True)
         raise
     records = [nightly_record(night, nightly.target) for night in nights]
-    return nights, write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
+    paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
+    if reports.parent == settings.state_dir.reports:
+        settings.state_dir.link_latest("nightly", reports)
+    return nights, paths
 
 
 def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], finished: list[NightlyOutcome],

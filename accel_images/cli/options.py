@@ -164,7 +164,7 @@ def templates_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--pip-find-links", type=click.Path(file_okay=False, path_type=Path), default=None,
+    func = click.option("--pip-find-links", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
                         help="A wheelhouse directory copied into each build context; pip uses only it.")(func)
     func = click.option("--pip-index-url", default=None,
                         help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
@@ -174,6 +174,20 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Fetch OS packages of HOST (the base's own archive or an extra repository, e.g."
                              " deb.debian.org=http://mirror.example.com) from URL (repeatable).")(func)
     return func
+
+
+def verbosity_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """-q / -v: the progress shown while building (accel_images.progress); the summary is always printed."""
+    func = click.option("-v", "--verbose", "verbose", is_flag=True,
+                        help="Stream every build log line (they are always in the log files).")(func)
+    func = click.option("-q", "--quiet", "quiet", is_flag=True, help="Show only each variant's outcome.")(func)
+    return func
+
+
+def verbosity(quiet: bool, verbose: bool) -> int:
+    if quiet and verbose:
+        raise InputError("-q and -v contradict each other; give one", field="--quiet")
+    return -1 if quiet else 1 if verbose else 0
 
 
 def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -224,9 +238,14 @@ def filters_of(kwargs: dict[str, Any]) -> dict[str, str | None]:
     return {key: kwargs.get(key) for key in FILTER_KEYS}
 
 
-def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any]) -> tuple[Expansion, tuple[Variant, ...]]:
+def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any],
+                    options: RenderOptions | None = None) -> tuple[Expansion, tuple[Variant, ...]]:
+    """The matrix and the variants the filters choose; `options`' mirrors checked against the matrix."""
     from accel_images.variant import select_or_explain
     expansion = load_expansion(matrix_path)
+    if options is not None and options.mirrors:
+        from accel_images.mirror_check import check_mirrors
+        check_mirrors(options.mirrors, expansion.variants)
     filters = filters_of(kwargs)
     _check_filter_values(filters)
     return expansion, select_or_explain(expansion, filters)

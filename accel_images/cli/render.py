@@ -32,7 +32,7 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirror
                    check: bool, out_dir: Path, **kwargs: Any) -> None:
     """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
-    expansion, variants = chosen_variants(matrix_path, kwargs)
+    expansion, variants = chosen_variants(matrix_path, kwargs, options)
     partial = any(kwargs.get(k) for k in FILTER_KEYS)
     pinned = pin_bases or lock_path is not None
     if (partial or not options.is_default or templates_dir or pinned) and out_dir == IMAGES_DIR:

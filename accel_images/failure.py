@@ -1,0 +1,181 @@
+"""Why a build failed, in one short line a person can act on, and identical causes grouped.
+
+Docker's own error for a failing step is `The command '/bin/sh -c <the whole RUN line>' returned
+a non-zero code: 1`: a line of a few thousand characters that says nothing of the cause, which
+is somewhere in the log above it (pip's "Could not find a version that satisfies the
+requirement", apt's "Unable to locate package"). This module reads the step line and the log
+tail the engine kept and says `step 5/24 (pip install) failed: no torch==2.14.0 in wheelhouse
+/var/cache/wheelhouse (it has 2.13.0+cpu)`; the full log stays on disk, its path printed on a
+line of its own. A cause never names its variant, so forty variants that fail for one reason
+(a base image missing from a mirror) are shown once, with the count (`group`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (\S+)\s*(.*)$")
+DOCKER_EXIT_RE = re.compile(r"returned a non-zero code: (\d+)")
+MAX_CAUSE = 200
+"""The longest cause shown; what is cut is in the log, whose path is printed beside it."""
+
+TOOLS = ("pip install", "apt-get install", "apt-get update", "apt install", "dnf install", "microdnf install",
+         "useradd", "groupadd", "curl", "wget", "python -m venv", "-m venv")
+"""What a RUN step is named by, first match wins: the step's purpose, not its first word (`set`)."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A log line that names a cause, and how to say it."""
+
+    regex: re.Pattern[str]
+    tool: str | None        # names the step when its own line does not ("pip install")
+    say: str                # format string over the regex's named groups and {source}
+
+
+PATTERNS = (
+    Pattern(re.compile(r"Could not find a version that satisfies the requirement (?P<req>\S+)"
+                       r"(?: \(from versions: (?P<have>[^)]*)\))?"), "pip install",
+            "no {req} in {source} (it has {have})"),
+    Pattern(re.compile(r"No matching distribution found for (?P<req>\S+)"), "pip install", "no {req} in {source}"),
+    Pattern(re.compile(r"ResolutionImpossible|conflicting dependencies"), "pip install",
+            "pip found conflicting requirements (see the log)"),
+    Pattern(re.compile(r"E: Unable to locate package (?P<pkg>\S+)"), "apt-get install", "apt has no package {pkg}"),
+    Pattern(re.compile(r"E: Package '(?P<pkg>[^']+)' has no installation candidate"), "apt-get install",
+            "apt has no installation candidate for {pkg}"),
+    Pattern(re.compile(r"(?:Temporary failure resolving|Could not resolve host:?|Failed to establish a new "
+                       r"connection|Name or service not known)\s*'?(?P<host>[\w.-]*)"), None,
+            "no network access ({host}): build offline with --registry-mirror and --pip-find-links,"
+            " or give the build a network with --network"),
+    Pattern(re.compile(r"No space left on device"), None, "no space left on device"),
+    Pattern(re.compile(r"unknown instruction: (?P<word>\S+)", re.IGNORECASE), None,
+            "Dockerfile: unknown instruction {word}"),
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A failed build in words: which step, and why."""
+
+    step: str | None     # "step 5/24 (pip install)", None before the first step
+    reason: str
+
+    def __str__(self) -> str:
+        if self.step is None:
+            return f"build failed before its first step: {self.reason}"
+        return f"{self.step} failed: {self.reason}"
+
+
+def step_label(step_line: str | None, tool: str | None = None) -> str | None:
+    """`Step 5/24 : RUN set -e; pip install torch` -> `step 5/24 (pip install)`."""
+    if not step_line:
+        return None
+    match = STEP_RE.match(step_line.strip())
+    if not match:
+        return None
+    number, total, instruction, rest = match.groups()
+    what = tool or _what(instruction.upper(), rest)
+    return f"step {number}/{total} ({what})"
+
+
+def _what(instruction: str, rest: str) -> str:
+    if instruction != "RUN":
+        first = rest.split()[0] if rest.split() else ""
+        return f"{instruction} {first}".strip()[:60]
+    for tool in TOOLS:
+        if tool in rest:
+            return tool.removeprefix("-m ")
+    words = rest.split()
+    return words[0][:40] if words else "RUN"
+
+
+def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhouse: Path | None = None) -> Cause:
+    """The cause of a failed build from the engine's error, the step it ran and the log tail."""
+    source = f"wheelhouse {wheelhouse}" if wheelhouse else "the package index"
+    for pattern in PATTERNS:  # the most telling first: pip's "from versions" before its summary line
+        for line in reversed([*tail, error]):
+            found = pattern.regex.search(line)
+            if found:
+                fields = {k: (v or "none").strip() for k, v in found.groupdict().items()}
+                return Cause(step_label(step_line, pattern.tool), _short(pattern.say.format(source=source, **fields)))
+    code = DOCKER_EXIT_RE.search(error)
+    if code:
+        last = _last_output(tail)
+        said = f"; last output: {last}" if last else ""
+        return Cause(step_label(step_line), _short(f"exit code {code.group(1)}{said}"))
+    return Cause(step_label(step_line), _short(error))
+
+
+def _last_output(tail: Sequence[str]) -> str:
+    """The last line the step printed itself: not Docker's own chatter, not an ERROR we added."""
+    for line in reversed(tail):
+        text = line.strip()
+        if not text or text.startswith(("---> ", "Step ", "ERROR: ", "# build of", "Removing intermediate")):
+            continue
+        if DOCKER_EXIT_RE.search(text):
+            continue
+        return text
+    return ""
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_CAUSE else text[: MAX_CAUSE - 3] + "..."
+
+
+# ---- grouping -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed variant as reports show it."""
+
+    key: str                 # vendor/tag
+    cause: str
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    cause: str
+    failures: tuple[Failure, ...]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(failure.key for failure in self.failures)
+
+
+def group(failures: Iterable[Failure]) -> list[FailureGroup]:
+    """Failures with the same cause together, the largest group first, else in the order met."""
+    groups: dict[str, list[Failure]] = {}
+    for failure in failures:
+        groups.setdefault(failure.cause, []).append(failure)
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
+    return [FailureGroup(cause, tuple(members)) for cause, members in ordered]
+
+
+def lines(groups: Sequence[FailureGroup]) -> list[str]:
+    """Plain text: one FAILED line per cause, then the log path(s) on their own lines."""
+    shown: list[str] = []
+    for each in groups:
+        if len(each.failures) == 1:
+            failure = each.failures[0]
+            shown.append(f"FAILED {failure.key}: {each.cause}")
+            if failure.log:
+                shown.append(f"  log: {failure.log}")
+            continue
+        shown.append(f"FAILED {len(each.failures)} variants: {each.cause}")
+        for failure in each.failures:
+            shown.append(f"  {failure.key}" + (f"  log: {failure.log}" if failure.log else ""))
+    return shown
+
+
+def run_exit_code(codes: Iterable[int]) -> int:
+    """The exit code of a run from its failures' codes: 0 without any, their common code when
+    they agree (4: every failure was a registry out of reach), else 1 (something failed)."""
+    distinct = {code for code in codes if code}
+    if not distinct:
+        return 0
+    return distinct.pop() if len(distinct) == 1 else 1

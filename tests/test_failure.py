@@ -1,0 +1,171 @@
+"""Failures people can act on: a short cause per failed build, the log apart, identical causes once.
+
+The causes are read from log tails as Docker and pip really print them; the grouping and the
+exit code are what `build` and `nightly` print and return; the reports group the same way.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from accel_images import compat, failure
+from accel_images.bases import with_newer_bases
+from accel_images.engine import registry_error
+from accel_images.errors import NotInRegistry, RegistryError
+from accel_images.progress import LiveProgress, PlainProgress, progress_for
+from accel_images.report import render_html, render_markdown
+from accel_images.variant import make_variant
+
+PIP_STEP = ("Step 5/24 : RUN python3.11 -m venv /opt/venv     && /opt/venv/bin/pip install --no-cache-dir"
+            " --no-index --find-links /tmp/wheels \"torch==2.14.0\"     && /opt/venv/bin/pip check")
+PIP_TAIL = (
+    " ---> Running in 6b547f328d80",
+    "Looking in links: /tmp/wheels",
+    "ERROR: Could not find a version that satisfies the requirement torch==2.14.0 (from versions: 2.13.0+cpu)",
+    "ERROR: No matching distribution found for torch==2.14.0",
+)
+DOCKER_ERROR = ("The command '/bin/sh -c python3.11 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir"
+                " --no-index --find-links /tmp/wheels \"torch==2.14.0\"' returned a non-zero code: 1")
+
+
+def test_pip_missing_from_the_wheelhouse_is_said_in_one_short_line() -> None:
+    cause = failure.explain(DOCKER_ERROR, PIP_STEP, PIP_TAIL, wheelhouse=Path("/var/cache/wheelhouse"))
+    assert str(cause) == ("step 5/24 (pip install) failed: no torch==2.14.0 in wheelhouse /var/cache/wheelhouse"
+                          " (it has 2.13.0+cpu)")
+    assert len(str(cause)) < 120  # Docker's own error quotes the whole RUN line
+
+
+def test_without_a_wheelhouse_the_cause_names_the_index() -> None:
+    cause = failure.explain(DOCKER_ERROR, PIP_STEP, PIP_TAIL)
+    assert "no torch==2.14.0 in the package index (it has 2.13.0+cpu)" in str(cause)
+
+
+def test_an_unknown_failure_says_the_exit_code_and_the_last_output_not_the_command() -> None:
+    tail = ("Step 3/3 : RUN ./configure && make", " ---> Running in abc", "make: *** [all] Error 2",
+            "ERROR: The command '/bin/sh -c ./configure && make' returned a non-zero code: 2")
+    cause = failure.explain("The command '/bin/sh -c ./configure && make' returned a non-zero code: 2",
+                            "Step 3/3 : RUN ./configure && make", tail)
+    assert str(cause) == "step 3/3 (./configure) failed: exit code 2; last output: make: *** [all] Error 2"
+
+
+def test_apt_and_network_causes() -> None:
+    apt = failure.explain("returned a non-zero code: 100", "Step 2/9 : RUN apt-get update && apt-get install -y pyton3",
+                          ("E: Unable to locate package pyton3",))
+    assert str(apt) == "step 2/9 (apt-get install) failed: apt has no package pyton3"
+    offline = failure.explain("returned a non-zero code: 100", "Step 2/9 : RUN apt-get update",
+                              ("Err:1 http://deb.debian.org/debian bookworm InRelease",
+                               "  Temporary failure resolving 'deb.debian.org'"))
+    assert "no network access (deb.debian.org)" in str(offline) and "--registry-mirror" in str(offline)
+
+
+def test_step_labels() -> None:
+    assert failure.step_label("Step 9/24 : RUN set -eux; apt-get install -y git") == "step 9/24 (apt-get install)"
+    assert failure.step_label("Step 1/24 : FROM ubuntu:24.04") == "step 1/24 (FROM ubuntu:24.04)"
+    assert failure.step_label(" ---> Running in 6b547f328d80") is None
+
+
+def test_identical_causes_across_variants_are_grouped_once() -> None:
+    cause = "base image ubuntu:24.04 not found in mirror 127.0.0.1:5000"
+    failures = [failure.Failure(f"cpu/2.14.0-cpu-py3.{n}-ubuntu24.04", cause, f"/logs/{n}.log") for n in range(36)]
+    failures.append(failure.Failure("cpu/2.14.0-cpu-py3.11-debian12", "step 5/24 (pip install) failed: x", "/l.log"))
+    shown = failure.lines(failure.group(failures))
+    assert shown[0] == f"FAILED 36 variants: {cause}"
+    assert sum(cause in line for line in shown) == 1
+    assert "FAILED cpu/2.14.0-cpu-py3.11-debian12: step 5/24 (pip install) failed: x" in shown
+    assert shown[-1] == "  log: /l.log"  # the log path on its own line
+
+
+def test_run_exit_code() -> None:
+    assert failure.run_exit_code([]) == 0
+    assert failure.run_exit_code([4, 4]) == 4  # every failure a registry out of reach
+    assert failure.run_exit_code([4, 1]) == 1
+
+
+def test_a_tag_missing_from_a_mirror_is_not_called_withdrawn_upstream() -> None:
+    kb = compat.load_kb()
+    variant = make_variant(kb, "cpu", None, "2.14", "3.12", "ubuntu24.04", "runtime")
+    missing = registry_error("pull", "127.0.0.1:5000/library/ubuntu:24.04", "manifest unknown")
+    said = with_newer_bases(missing, variant, kb, pulled_from="127.0.0.1:5000/library/ubuntu:24.04")
+    assert isinstance(said, NotInRegistry) and said.exit_code == 1
+    assert said.message == "base image ubuntu:24.04 not found in mirror 127.0.0.1:5000"
+    assert "withdrawn" not in said.one_line() and variant.key not in said.one_line()
+    upstream = with_newer_bases(registry_error("pull", "ubuntu:24.04", "manifest unknown"), variant, kb,
+                                pulled_from="ubuntu:24.04")
+    assert upstream.message == "base image ubuntu:24.04 not found in registry docker.io"
+    assert "withdrawn upstream" in upstream.one_line()
+
+
+def test_not_found_is_not_unreachable_and_unreachable_docker_hub_mentions_mirrors() -> None:
+    missing = registry_error("pull", "accel-images/pytorch:nope", "manifest for x not found: manifest unknown")
+    assert isinstance(missing, NotInRegistry) and missing.exit_code == 1
+    down = registry_error("pull", "ubuntu:24.04", "Get https://registry-1.docker.io/v2/: dial tcp: i/o timeout")
+    assert type(down) is RegistryError and down.exit_code == 4 and down.transient
+    assert "--registry-mirror docker.io=HOST[/PATH]" in down.one_line()
+    push = registry_error("push", "registry.example.com/x:1", "connection refused")
+    assert "--registry-mirror" not in push.one_line()
+
+
+def _variants():
+    kb = compat.load_kb()
+    return [make_variant(kb, "cpu", None, "2.14", p, "ubuntu24.04", "runtime") for p in ("3.11", "3.12")]
+
+
+def test_plain_progress_streams_steps_not_raw_lines() -> None:
+    stream = io.StringIO()
+    v = _variants()[0]
+    progress = PlainProgress(stream)
+    for text in ("building", "building: Step 9/24 : RUN pip install torch", "building: ---> Running in 6b547f328d80",
+                 "built in 3 s, smoke passed on cpu"):
+        progress(v, text)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3
+    assert lines[1].startswith(f"[{v.key}]") and lines[1].endswith("building step 9/24 (pip install)")
+    assert not any("Running in" in line for line in lines)
+    verbose = io.StringIO()
+    PlainProgress(verbose, verbosity=1)(v, "building: ---> Running in 6b547f328d80")
+    assert "Running in" in verbose.getvalue()
+    quiet = io.StringIO()
+    for text in ("building", "building: Step 9/24 : RUN pip install torch", "built in 3 s"):
+        PlainProgress(quiet, verbosity=-1)(v, text)
+    assert quiet.getvalue().count("\n") == 1
+
+
+def test_without_a_tty_progress_is_plain() -> None:
+    assert isinstance(progress_for(_variants(), stream=io.StringIO()), PlainProgress)
+
+
+def test_live_progress_never_leaves_building_after_an_interrupt() -> None:
+    from rich.console import Console
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    first, second = _variants()
+    live = LiveProgress([first, second], console=console)
+    try:
+        with live:
+            live(first, "building: Step 3/24 : RUN apt-get update")
+            live(first, "building: ---> Running in 6b547f328d80")
+            assert live.rows[first] == "building step 3/24 (apt-get update)"
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert live.rows == {first: "interrupted", second: "not started"}
+    output = console.file.getvalue()  # type: ignore[attr-defined]
+    assert first.key in output  # 80 columns: the tag is folded, never cut
+
+
+RECORDS = [{"variant": f"cpu/2.14.0-cpu-py3.{n}-ubuntu24.04", "vendor": "cpu", "tag": f"2.14.0-cpu-py3.{n}-ubuntu24.04",
+            "torch": "2.14.0", "python": f"3.{n}", "os": "ubuntu24.04", "flavor": "runtime", "status": "failed",
+            "error": "base image ubuntu:24.04 not found in mirror 127.0.0.1:5000", "log": f"/logs/{n}.log"}
+           for n in range(10, 13)]
+
+
+def test_reports_group_identical_causes_and_lead_with_a_verdict() -> None:
+    markdown = render_markdown(RECORDS, {})
+    assert "**3 of 3 variants failed**" in markdown
+    assert markdown.count("not found in mirror 127.0.0.1:5000") == 1
+    assert "### 3 variants" in markdown
+    html = render_html(RECORDS, {})
+    assert html.count("not found in mirror 127.0.0.1:5000") == 3 + 1  # each card's excerpt, the failure once
+    assert "3 of 3 variants failed" in html and "1 variants" not in html
+    green = render_markdown([{**RECORDS[0], "status": "built", "error": None}], {})
+    assert "**all green: 1 variant ok**" in green
