@@ -6,7 +6,8 @@ the fingerprint label of the image the registry serves under the variant's full 
 unchanged image younger than the maximum age is skipped (its floating aliases are moved
 onto it when the matrix now gives it new ones); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish). One variant's failure never stops the others; the caller turns
+same fingerprint, then pushed as a candidate, smoke-tested, given its smoke record (the registry's
+catalogue, accel_images.catalogue) and promoted (accel_images.publish). One variant's failure never stops the others; the caller turns
 the outcomes into reports and an exit code.
 """
 
@@ -20,6 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from accel_images import tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
+from accel_images.catalogue import write_record
 from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine
 from accel_images.errors import AccelError
@@ -28,6 +30,7 @@ from accel_images.outcome import Outcome, outcome_record
 from accel_images.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
+from accel_images.smoke.judge import SmokeResult
 from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
@@ -193,13 +196,18 @@ class _Night:
             return replace(night, outcome=built)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
         publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
-                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status)
+                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
+                              vouch=self._vouch)
         serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
         night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
             return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
                                                   error=publication.error, exit_code=publication.exit_code))
         return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
+
+    def _vouch(self, digest: str, smoke: SmokeResult) -> None:
+        """The smoke record `recommend --registry` reads (accel_images.catalogue)."""
+        write_record(self.registry, self.options.target.repository, digest, smoke, self.options.run_id)
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:
         """A local image with this fingerprint, young enough to publish, as a build outcome.

@@ -3,7 +3,8 @@
 For one variant:
 1. push the local image as `<registry>/<repository>:<candidate tag>` (never pulled by users);
 2. run the smoke workload on exactly that pushed image;
-3. only when it is green, tag and push the real tags (full, dated, floating aliases); the
+3. only when it is green, record that (`vouch`: the smoke record the registry's catalogue reads),
+   then tag and push the real tags (full, dated, floating aliases); the
    layers are already there, so each is a manifest put of the same digest;
 4. check that the registry's full tag now points at the smoke-tested digest;
 5. always remove the candidate tag again (registry and local name), even after a failure
@@ -32,6 +33,8 @@ T = TypeVar("T")
 SmokeRunner = Callable[[str, Variant], SmokeResult]
 """Runs the smoke workload in an image reference for a variant (accel_images.build.smoke_image)."""
 Status = Callable[[Variant, str], None]
+Vouch = Callable[[str, SmokeResult], None]
+"""Records that the image `digest` passed its smoke test (accel_images.catalogue.write_record)."""
 
 DATED = re.compile(r".+-\d{8}")
 """A dated tag, `<full tag>-YYYYMMDD` (accel_images.tags.dated_tag)."""
@@ -118,7 +121,8 @@ def with_retries(action: Callable[[], T], policy: RetryPolicy, what: str = "regi
 
 def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
             real_tags: Sequence[str], run_id: str, smoke: SmokeRunner, *,
-            retry: RetryPolicy = RetryPolicy(), status: Status | None = None) -> Publication:
+            retry: RetryPolicy = RetryPolicy(), status: Status | None = None,
+            vouch: Vouch | None = None) -> Publication:
     """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
 
     `real_tags` are the tags a green image is promoted to, the full tag first
@@ -127,7 +131,8 @@ def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant,
     say = status or (lambda v, text: None)
     steps = _Steps(target.ref(candidate_tag(variant, run_id)))
     try:
-        publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps)
+        publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps,
+                               vouch)
     except AccelError as error:
         publication = replace(steps.failed(error.one_line()), exit_code=error.exit_code)
     finally:
@@ -150,7 +155,7 @@ class _Steps:
 
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
              real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
-             steps: _Steps) -> Publication:
+             steps: _Steps, vouch: Vouch | None = None) -> Publication:
     stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
@@ -160,6 +165,10 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
     steps.smoke = smoke(steps.candidate, variant)
     if not steps.smoke.ok:
         return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
+    if vouch is not None:  # before any real tag moves: a published image always has its record
+        say(variant, "recording the smoke result")
+        digest, result = steps.digest, steps.smoke
+        with_retries(lambda: vouch(digest, result), retry, f"smoke record of {steps.candidate}")
     say(variant, "promoting")
     before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
                                 f"reading {target.ref(tag)}") for tag in real_tags}

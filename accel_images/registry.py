@@ -51,6 +51,9 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 DOCKER_HUB_API = "registry-1.docker.io"
 TOMBSTONE_LABEL = "io.accel-images.tombstone"
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"
+OCI_EMPTY_JSON = b"{}"
+"""The OCI image-spec 1.1 empty descriptor's content, the config of an artifact that needs none."""
 
 _HOST_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$")
 _PATH_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
@@ -96,6 +99,18 @@ class RemoteImage:
     digest: str                    # the tag's manifest digest (the index's, for a multi-platform tag)
     labels: Mapping[str, str] = field(default_factory=dict)
     created: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """An OCI artifact: one payload of its own media type, annotations, and optionally the
+    manifest it is about (`subject`: mediaType, digest and size of that manifest)."""
+
+    artifact_type: str
+    payload: bytes
+    payload_type: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    subject: Mapping[str, Any] | None = None
 
 
 def docker_credentials(registry: str) -> Mapping[str, str] | None:
@@ -165,6 +180,21 @@ class RegistryClient:
         found = self._manifest(repository, tag)  # registries may omit the header on HEAD
         return found[0] if found else None
 
+    def descriptor(self, repository: str, reference: str) -> dict[str, Any] | None:
+        """The OCI descriptor (mediaType, digest, size) of the manifest `reference` names, from a HEAD;
+        None when absent or when the registry leaves out what a descriptor needs."""
+        response = self._request("HEAD", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository),
+                                 headers={"Accept": ", ".join(MANIFEST_TYPES)}, missing_ok=True,
+                                 what=f"reading {repository}@{reference}")
+        if response is None:
+            return None
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+        digest = response.headers.get("Docker-Content-Digest") or (reference if reference.startswith("sha256:") else "")
+        size = response.headers.get("Content-Length", "")
+        if not (media_type and digest and size.isdigit()):
+            return None
+        return {"mediaType": media_type, "digest": digest, "size": int(size)}
+
     def tags(self, repository: str, page_size: int = 1000) -> list[str]:
         """Every tag of `repository` (all pages); [] when the repository does not exist."""
         names: list[str] = []
@@ -208,22 +238,54 @@ class RegistryClient:
     def _put_tombstone(self, repository: str, tag: str, scope: str) -> str:
         config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
                              "config": {"Labels": {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}}}).encode()
-        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
         where = f"deleting {repository}:{tag}"
+        config_digest = self._put_blob(repository, config, scope, where)
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+                               "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": config_digest},
+                               "layers": []}).encode()
+        return self._put_manifest(repository, tag, manifest, DOCKER_MANIFEST, scope, where)
+
+    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
+        """Push `artifact` as an OCI artifact manifest under `tag`; its digest.
+
+        The OCI image-spec 1.1 form (artifactType, the empty config, one layer), which registries
+        without artifact support (distribution 2.8) store like any OCI manifest.
+        """
+        scope = _scope(repository, "pull,push")
+        where = f"writing {repository}:{tag}"
+        empty = self._put_blob(repository, OCI_EMPTY_JSON, scope, where)
+        layer = self._put_blob(repository, artifact.payload, scope, where)
+        manifest: dict[str, Any] = {
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact.artifact_type,
+            "config": {"mediaType": OCI_EMPTY, "size": len(OCI_EMPTY_JSON), "digest": empty},
+            "layers": [{"mediaType": artifact.payload_type, "size": len(artifact.payload), "digest": layer}],
+            "annotations": dict(artifact.annotations)}
+        if artifact.subject is not None:
+            manifest["subject"] = dict(artifact.subject)
+        body = json.dumps(manifest, sort_keys=True).encode()
+        return self._put_manifest(repository, tag, body, OCI_MANIFEST, scope, where)
+
+    def _put_blob(self, repository: str, data: bytes, scope: str, where: str) -> str:
+        """A monolithic blob upload (POST, then PUT with the digest); the blob's digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
         started = self._call("POST", f"/v2/{repository}/blobs/uploads/", scope=scope, ok=(202,), what=where)
         location = started.headers.get("Location") or ""
         if not location:
             raise RegistryError(f"registry {self.host} gave no upload location while {where}")
-        self._call("PUT", _with_query(location, digest=config_digest), scope=scope, ok=(201,), data=config,
+        self._call("PUT", _with_query(location, digest=digest), scope=scope, ok=(201,), data=data,
                    headers={"Content-Type": "application/octet-stream"}, what=where)
-        manifest = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
-                               "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": config_digest},
-                               "layers": []}).encode()
-        put = self._call("PUT", f"/v2/{repository}/manifests/{tag}", scope=scope, ok=(201,), data=manifest,
-                         headers={"Content-Type": DOCKER_MANIFEST}, what=where)
-        return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(manifest).hexdigest()
+        return digest
+
+    def _put_manifest(self, repository: str, tag: str, body: bytes, media_type: str, scope: str, where: str) -> str:
+        put = self._call("PUT", f"/v2/{repository}/manifests/{tag}", scope=scope, ok=(201,), data=body,
+                         headers={"Content-Type": media_type}, what=where)
+        return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
 
     # -- manifests and blobs ----------------------------------------------------------------
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None:
+        """The digest and JSON of the manifest `reference` (a tag or a digest) names; None when absent."""
+        return self._manifest(repository, reference)
 
     def _manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None:
         what = f"reading {repository}" + (f"@{reference}" if ":" in reference else f":{reference}")

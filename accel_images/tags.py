@@ -5,6 +5,7 @@ Full tag (immutable):  `<torch>-<vendor><stack>-py<python>-<os>[-<flavor>]`,
                        the runtime flavor carries no suffix, others do (`-devel`).
 Dated tag (nightly):   `<full>-YYYYMMDD`.
 Candidate tag:         `<full>-candidate-<run id>`: pushed before the smoke test, never pulled by users.
+Smoke record:          `sha256-<digest hex>.smoke`: the smoke result of one image digest (accel_images.catalogue).
 Floating aliases:      `<torch minor>-<vendor><stack>`, `<torch minor>-<vendor>`, `latest-<vendor>`
                        (each with the flavor suffix), given to the preferred variant of its group:
                        newest torch, newest stack, newest Python, newest OS.
@@ -20,6 +21,20 @@ if TYPE_CHECKING:
     from accel_images.variant import Variant
 
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+FULL_TAG_RE = re.compile(r"^\d+\.\d+\.\d+-[a-z]+[0-9.]*-py\d+\.\d+-[a-z]+[0-9.]+(-[a-z]+)?\Z")
+"""What full_tag() writes, and neither a dated, a candidate nor an alias tag."""
+RECORD_SUFFIX = ".smoke"
+
+
+def is_full_tag(tag: str) -> bool:
+    """Whether a tag found in a registry is a variant's full tag (the one each image has exactly once)."""
+    return FULL_TAG_RE.match(tag) is not None
+
+
+def record_tag(digest: str) -> str:
+    """`sha256:<hex>` -> `sha256-<hex>.smoke`: a tag derived from the digest it speaks for, as cosign
+    names its signature (`.sig`) and attestation (`.att`) tags."""
+    return digest.replace(":", "-", 1) + RECORD_SUFFIX
 
 
 def _suffix(variant: "Variant") -> str:

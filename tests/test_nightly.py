@@ -38,7 +38,7 @@ from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
 from accel_images.nightly import NightlyOptions, NightlyOutcome, rebuild_reason, run_nightly
 from accel_images.publish import RetryPolicy, Target
-from accel_images.registry import RegistryClient, RemoteImage
+from accel_images.registry import Artifact, RegistryClient, RemoteImage
 from accel_images.render import Mirror, RenderOptions
 from accel_images.smoke.judge import SmokeResult
 from accel_images.variant import Expansion
@@ -156,6 +156,7 @@ class FakeRegistry:
     deleted: list[str] = field(default_factory=list)
     serving: dict[str, str] = field(default_factory=dict)
     copied: list[tuple[str, str]] = field(default_factory=list)
+    records: dict[str, Artifact] = field(default_factory=dict)
 
     def ping(self) -> None:
         if self.ping_error is not None:
@@ -176,6 +177,13 @@ class FakeRegistry:
     def delete_tag(self, repository: str, tag: str) -> bool:
         self.deleted.append(tag)
         return True
+
+    def descriptor(self, repository: str, reference: str) -> dict | None:
+        return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
+
+    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
+        self.records[tag] = artifact
+        return "sha256:" + "e" * 64
 
 
 @pytest.fixture
@@ -399,7 +407,12 @@ class Site:
                 "--network", "none"]
 
     def digests(self) -> dict[str, str | None]:
-        return {tag: self.raw.digest(self.repository, tag) for tag in self.raw.tags(self.repository)}
+        """What every tag serves, smoke records (accel_images.catalogue) aside."""
+        return {tag: self.raw.digest(self.repository, tag) for tag in self.raw.tags(self.repository)
+                if not tag.endswith(tags.RECORD_SUFFIX)}
+
+    def records(self) -> set[str]:
+        return {tag for tag in self.raw.tags(self.repository) if tag.endswith(tags.RECORD_SUFFIX)}
 
 
 @pytest.fixture
@@ -464,6 +477,7 @@ def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> N
     assert digests["latest-cpu"] == records[UBUNTU]["digest"] and digests["2.13-cpu"] == records[DEBIAN]["digest"]
     assert {path.name for path in (site.state / "reports").glob("*/*")} >= {"report.json", "summary.md",
                                                                              "index.html", "junit.xml"}
+    assert site.records() == {tags.record_tag(records[tag]["digest"]) for tag in expected}  # one per image
 
     second = CliRunner().invoke(nightly_command, site.cli_args())
     assert second.exit_code == 0, second.output

@@ -363,7 +363,7 @@ A100 = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0"
 
 def test_recommend_command_prints_the_docker_run_line(tmp_path):
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)),
-                 "--registry", "ghcr.io/acme")
+                 "--registry", "ghcr.io/acme", "--from-matrix")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == ("docker run --rm -it --gpus all --ipc host "
                                      "ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
@@ -424,7 +424,7 @@ def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monk
     monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
     FakeEngine.pulled = []
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
-                 "--registry", "registry.example:5000/team")
+                 "--registry", "registry.example:5000/team", "--from-matrix")
     assert result.exit_code == 0, result.output
     ref = "registry.example:5000/team/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
     assert FakeEngine.pulled == [ref]
@@ -453,7 +453,7 @@ def test_pull_from_a_real_registry(tmp_path, docker_client, registry):
             assert "error" not in line, line
         docker_client.images.remove(ref)
         result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
-                     "--registry", prefix)
+                     "--registry", prefix, "--from-matrix")
         assert result.exit_code == 0, result.output
         assert docker_client.images.get(ref).id == image.id
         assert result.stdout.strip() == f"docker run --rm -it --ipc host {ref}"

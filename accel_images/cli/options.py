@@ -263,3 +263,54 @@ def variant_record(variant: Variant, image: str) -> dict[str, Any]:
             "os": variant.os, "flavor": variant.flavor, "tag": variant.tag, "image": f"{image}:{variant.tag}",
             "base_image": variant.base_image, "wheel_index": variant.wheel_index,
             "min_driver": variant.min_driver, "gpu_archs": list(variant.gpu_archs)}
+
+
+# ---- choosing an image for this host (recommend, pull, run, devcontainer) ---------------------
+
+CHOICE_KEYS = ("vendor", "stack", "torch", "python", "os")
+"""Filters that narrow what is chosen from (accel_images.choosing.CHOICE_FILTERS); the flavor is a preference."""
+FLAVORS = ("runtime", "devel")
+
+
+def choice_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by recommend, pull, run and devcontainer; the command gets `request` and `host_json`."""
+    for key in reversed(CHOICE_KEYS):
+        default_help = " (default: the host's)" if key == "vendor" else ""
+        func = click.option(f"--{key}", key, default=None,
+                            help=f"Only images with this {key}{default_help}.")(func)
+    func = click.option("--host-json", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        default=None, hidden=True,
+                        help="Judge this recorded host (HostInfo fields as JSON) instead of detecting one.")(func)
+    func = click.option("--flavor", type=click.Choice(FLAVORS), default="runtime", show_default=True,
+                        help="Preferred flavor; another is chosen only when none of this one fits.")(func)
+    func = click.option("--from-matrix", is_flag=True,
+                        help="With --registry: choose from the matrix (what can be built) instead of the"
+                             " registry's catalogue; nothing is checked against the registry.")(func)
+    func = click.option("--image", "image_name", default=None, metavar="NAME",
+                        help="Repository name under the registry (default: the matrix's image name).")(func)
+    func = click.option("--registry", default=None, metavar="[http[s]://]HOST[:PORT][/NAMESPACE]",
+                        envvar="ACCEL_IMAGES_REGISTRY", show_envvar=True,
+                        help="Choose among the images this registry publishes and whose smoke test passed"
+                             " (its catalogue); without it, from the matrix.")(func)
+    return matrix_option(func)
+
+
+def choice_request(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
+                   flavor: str, kwargs: dict[str, Any]) -> Any:
+    """The accel_images.choosing.Request the choice options describe, the filter values checked."""
+    from accel_images.choosing import Request
+    filters = {key: kwargs.get(key) for key in CHOICE_KEYS}
+    _check_filter_values(filters)
+    return Request(matrix_path, registry or None, image_name, from_matrix, flavor, filters)
+
+
+def show_choice(choice: Any) -> None:
+    """The host, where the images came from, why this one and not the others: on stderr, for people."""
+    from accel_images.recommend import describe_host
+    rec = choice.recommendation
+    click.echo(f"host: {describe_host(choice.host)}", err=True)
+    click.echo(f"  from: {choice.source.note}", err=True)
+    for index, reason in enumerate(rec.reasons):
+        click.echo(f"  {'why' if rec.ok and index == 0 else 'not'}: {reason}", err=True)
+    for warning in rec.warnings:
+        click.echo(f"  warning: {warning}", err=True)
