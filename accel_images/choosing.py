@@ -74,7 +74,8 @@ def choose(request: Request, host: HostInfo) -> Choice:
     variants = select_or_explain(expansion, filters)
     image = request.image or expansion.image
     rec = recommend(host, variants, kb, image=image, registry=request.registry, prefer_flavor=request.flavor)
-    where = request.matrix_path or "the matrix accel-images carries"
+    where = request.matrix_path or ("./matrix.yaml" if Path("matrix.yaml").is_file()
+                                    else "the matrix packaged with accel-images")
     note = (f"chosen from {where}: what can be built, not checked against a registry"
             + ("" if request.registry else f" (--registry REG or {REGISTRY_ENV} chooses among published,"
                                              " smoke-tested images)"))

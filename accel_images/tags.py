@@ -31,6 +31,13 @@ def is_full_tag(tag: str) -> bool:
     return FULL_TAG_RE.match(tag) is not None
 
 
+def vendor_in_tag(tag: str) -> str | None:
+    """The vendor part of a full tag (`2.14.0-cuda13.2-py3.12-...` -> `cuda`); None for any other tag."""
+    if not is_full_tag(tag):
+        return None
+    return re.match(r"^[^-]+-([a-z]+)", tag).group(1)  # type: ignore[union-attr]  # FULL_TAG_RE matched
+
+
 def record_tag(digest: str) -> str:
     """`sha256:<hex>` -> `sha256-<hex>.smoke`: a tag derived from the digest it speaks for, as cosign
     names its signature (`.sig`) and attestation (`.att`) tags."""

@@ -3,7 +3,8 @@
 - `FaultProxy`: a threaded HTTP proxy on 127.0.0.1:<free port> in front of the real registry.
   Docker treats every 127.0.0.x registry as insecure, so a push to the proxy's port speaks
   plain HTTP and passes through it. It can refuse connections, answer 401 to everything,
-  answer 500 for the Nth PUT of a manifest or a blob, or cut the connection mid-upload.
+  answer 500 for the Nth PUT of a manifest or a blob, cut the connection mid-upload, or add
+  latency to every request.
 - `DisposableDaemon`: a second, throw-away dockerd on its own socket and data root, so tests
   can stop and kill a daemon without touching the shared one at /var/run/docker.sock.
 """
@@ -45,6 +46,7 @@ class Faults:
     unauthorized: bool = False
     fail_put: dict[str, set[int]] = field(default_factory=dict)  # 'manifest'|'blob' -> which PUTs get a 500
     cut_upload: int = 0                                        # Nth blob upload request: connection closed
+    delay_s: float = 0.0                                       # added to every request (a far registry)
     seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
 
 
@@ -92,6 +94,10 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        # Headers and body leave in separate writes: with Nagle's algorithm on, each answer on a kept-alive
+        # connection waits out the client's delayed ACK (40 ms), which would swamp an injected delay.
+        disable_nagle_algorithm = True
+
         def log_message(self, *args: object) -> None:  # quiet
             pass
 
@@ -121,6 +127,8 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _handle(self) -> None:
             faults = proxy.faults
             faults.seen.append(f"{self.command} {self.path}")
+            if faults.delay_s:
+                time.sleep(faults.delay_s)
             if faults.unauthorized:
                 self._body()
                 self._answer(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',

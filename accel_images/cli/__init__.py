@@ -1,6 +1,6 @@
 """The `accel-images` command: a thin layer over the pipeline stages.
 
-One module per command group (compat, listing, render, build, nightly, fanout), each importing
+One module per command group (compat, listing, render, build, nightly, fanout, session), each importing
 its shared options from `options` and never another command module or this package. The group
 below names every command with its one-line help and imports a command's module only when that
 command runs (group.LazyGroup), so `accel-images list` or `compat` never loads the docker SDK,
@@ -20,10 +20,14 @@ COMMANDS = (
                 "Write a docker-bake.json with one target per variant, for `docker buildx bake`."),
     LazyCommand("build", "accel_images.cli.build:build_command",
                 "Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."),
+    LazyCommand("catalogue", "accel_images.cli.session:catalogue_command",
+                "List what a registry publishes: each image's labels, its smoke result and where it passed."),
     LazyCommand("ci-matrix", "accel_images.cli.fanout:ci_matrix_command",
                 "Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."),
     LazyCommand("compat", "accel_images.cli.compat:compat_command",
                 "Check a version combination: `compat torch==2.4.1 cuda==12.4 [python==3.11]`."),
+    LazyCommand("devcontainer", "accel_images.cli.session:devcontainer_command",
+                "Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose."),
     LazyCommand("list", "accel_images.cli.listing:list_command", "Show the variants the matrix expands to."),
     LazyCommand("nightly", "accel_images.cli.nightly:nightly_command",
                 "Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed."),
@@ -33,6 +37,8 @@ COMMANDS = (
                 "Pick the newest image that fits this host and print the `docker run` line for it."),
     LazyCommand("render", "accel_images.cli.render:render_command",
                 "Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."),
+    LazyCommand("run", "accel_images.cli.session:run_command",
+                "Start a development container: device options, host UID:GID, this directory at /workspace."),
     LazyCommand("smoke", "accel_images.cli.build:smoke_command",
                 "Run the smoke workload in IMAGE and check it against what the image's labels promise."),
 )

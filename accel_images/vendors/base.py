@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from accel_images.compat import KnowledgeBase, TorchRelease
     from accel_images.devices import DeviceOptions
     from accel_images.hostinfo import HostInfo, Runner
+    from accel_images.session import SessionSettings
     from accel_images.variant import Variant
 
 TEMPLATE_DIR = "vendors"
@@ -121,6 +122,7 @@ class Vendor(Protocol):
     def image_env(self, kb: "KnowledgeBase", variant: "Variant",
                   variants: "Sequence[Variant]") -> Mapping[str, str]: ...
     def device_options(self, dev_root: Path) -> "DeviceOptions": ...
+    def session_settings(self) -> "SessionSettings": ...
     def accelerator_present(self, dev_root: Path) -> bool: ...
     def probe(self, run: "Runner", root: Path, notes: list[str]) -> "HostInfo | None": ...
     def fit(self, host: "HostInfo", variant: "Variant", kb: "KnowledgeBase") -> Fit: ...
@@ -307,6 +309,13 @@ class VendorBase:
         from accel_images.devices import DeviceOptions
 
         return DeviceOptions(vendor=self.name)
+
+    def session_settings(self) -> "SessionSettings":
+        """What the vendor recommends for an interactive development container (`accel-images run`,
+        devcontainer.json) beyond its device options; nothing by default."""
+        from accel_images.session import SessionSettings
+
+        return SessionSettings()
 
     def accelerator_present(self, dev_root: Path) -> bool:
         return False

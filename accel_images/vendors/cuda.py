@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from accel_images.devices import DeviceOptions, GpuRequest, under
+from accel_images.session import SessionSettings
 from accel_images.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
                                    pci_vendor_absent, quote, read, said, summary, unusable_host)
 from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase, minor_of
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from accel_images.variant import Variant
 
 NVIDIA_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"
+NGC_PYTORCH_DOCS = "https://docs.nvidia.com/deeplearning/frameworks/user-guide/index.html"
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,12 @@ class Cuda(VendorBase):
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
         return DeviceOptions(vendor=self.name, device_requests=(GpuRequest(),), sources=(NVIDIA_DOCS,))  # --gpus all
+
+    def session_settings(self) -> SessionSettings:
+        """NVIDIA starts its PyTorch containers with `--ipc=host --ulimit memlock=-1 --ulimit
+        stack=67108864` (NGC user guide, "Running PyTorch"): pinned host memory for fast copies to
+        the GPU, and a 64 MB stack for deep recursion in compiled code."""
+        return SessionSettings(ulimits=(("memlock", "-1"), ("stack", "67108864")), sources=(NGC_PYTORCH_DOCS,))
 
     def accelerator_present(self, dev_root: Path) -> bool:
         return any(under(dev_root, path).exists() for path in ("/dev/nvidiactl", "/dev/nvidia0"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from accel_images.devices import DeviceOptions, host_group_ids, under
+from accel_images.session import SessionSettings
 from accel_images.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
                                    leading_version, listing, quote, read, said, summary, unusable_host, wsl)
 from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase
@@ -103,6 +104,11 @@ class Rocm(VendorBase):
                              security_opt=("seccomp=unconfined",),
                              group_add=host_group_ids(DEVICE_PATHS, dev_root),  # video/render, whatever their ids
                              sources=(ROCM_DOCS, ROCM_PYTORCH_DOCS))
+
+    def session_settings(self) -> SessionSettings:
+        """AMD's PyTorch container line adds `--cap-add=SYS_PTRACE` (rocgdb and profilers attach to
+        processes) to the device options; its `--shm-size 8G` is moot under `--ipc=host`."""
+        return SessionSettings(cap_add=("SYS_PTRACE",), sources=(ROCM_PYTORCH_DOCS,))
 
     def accelerator_present(self, dev_root: Path) -> bool:
         return under(dev_root, "/dev/kfd").exists()

@@ -1,0 +1,176 @@
+"""`accel-images run`, `devcontainer` and `catalogue`: from a published image to a shell in it.
+
+`run` and `devcontainer` take an image, or choose one for this host as `recommend` does (from the
+registry's catalogue with `--registry`, else from the matrix), and assemble the container's options
+in accel_images.session. `catalogue` lists what a registry publishes and which images passed.
+Docker itself is needed only to run: `--print`, `--json` and `devcontainer` work without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from accel_images import tags, vendors
+from accel_images.choosing import Choice, choose, load_expansion, load_host, nothing_fits
+from accel_images.cli.options import (choice_options, choice_request, expected_failures, matrix_option, print_table,
+                                      show_choice)
+from accel_images.errors import EngineError, InputError
+from accel_images.session import DEVCONTAINER_FILE, Session, devcontainer, devcontainer_text, docker_run_argv
+
+COMMAND_KEY = "accel_images.command"
+
+
+class CommandAfterDashes(click.Command):
+    """`run [IMAGE] [-- CMD...]`: what follows `--` is the container's command, set apart before click
+    parses the rest, so `run -- python -V` is a command and not an image named `python`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta[COMMAND_KEY] = tuple(args[cut + 1:])
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+def target(image: str | None, request_args: tuple[Any, ...], host_json: Path | None, as_json: bool,
+           kwargs: dict[str, Any]) -> tuple[str, str, Choice | None]:
+    """(image reference, its vendor, the choice when none was given)."""
+    if image:
+        return image, image_vendor(image, kwargs.get("vendor")), None
+    choice = choose(choice_request(*request_args, kwargs), load_host(host_json))
+    if not as_json:
+        show_choice(choice)
+    rec = choice.recommendation
+    if rec.image is None or rec.variant is None:
+        raise nothing_fits(choice)
+    return rec.image, rec.variant.vendor, choice
+
+
+def image_vendor(image: str, asked: str | None) -> str:
+    """Whose accelerator IMAGE is for: --vendor, else its full tag, else its labels (a local image)."""
+    if asked:
+        if asked not in vendors.names():
+            raise InputError(f"unknown vendor {asked!r} (one of {', '.join(vendors.names())})", field="--vendor")
+        return asked
+    name, _, tag = image.rpartition(":")
+    found = tags.vendor_in_tag(tag) if name and "/" not in tag else None
+    if found in vendors.names():
+        return found  # type: ignore[return-value]  # vendors.names() holds no None
+    from accel_images.engine import Engine
+    from accel_images.variant import LABEL_PREFIX
+    engine = Engine.connect()
+    try:
+        info = engine.inspect_image(image)
+    finally:
+        engine.close()
+    labelled = (info.labels if info else {}).get(f"{LABEL_PREFIX}.vendor")
+    if labelled in vendors.names():
+        return labelled  # type: ignore[return-value]
+    raise InputError(f"cannot tell which accelerator {image} is for (no accel-images tag or labels)",
+                     hint="pass --vendor")
+
+
+@click.command("run", cls=CommandAfterDashes)
+@click.argument("image", required=False)
+@choice_options
+@click.option("--workspace", type=click.Path(file_okay=False, exists=True, path_type=Path), default=Path("."),
+              show_default=True, help="The directory mounted at /workspace.")
+@click.option("--print", "print_only", is_flag=True, help="Print the `docker run` line instead of running it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the line and its arguments as JSON; run nothing.")
+@expected_failures
+def run_command(image: str | None, matrix_path: str | None, registry: str | None, image_name: str | None,
+                from_matrix: bool, flavor: str, host_json: Path | None, workspace: Path, print_only: bool,
+                as_json: bool, **kwargs: Any) -> None:
+    """Start a development container: device options, host UID:GID, this directory at /workspace.
+
+    `accel-images run [IMAGE] [-- CMD...]`: without IMAGE, the image `recommend` would choose. The
+    container's exit status is the command's.
+    """
+    command = click.get_current_context().meta.get(COMMAND_KEY, ())
+    ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
+                                 as_json, kwargs)
+    session = Session(ref, vendor, workspace.resolve(), os.getuid(), os.getgid(), tuple(command),
+                      interactive=sys.stdin.isatty())
+    argv = docker_run_argv(session)
+    if as_json:
+        click.echo(json.dumps({"image": ref, "vendor": vendor, "argv": argv, "docker_run": shlex.join(argv),
+                               "source": choice.source.record() if choice else None}, indent=2))
+        return
+    if print_only:
+        click.echo(shlex.join(argv))
+        return
+    if shutil.which("docker") is None:
+        raise EngineError("the docker command is not installed", hint=f"the line to run: {shlex.join(argv)}")
+    sys.exit(subprocess.run(argv, check=False).returncode)
+
+
+@click.command("devcontainer")
+@click.argument("image", required=False)
+@choice_options
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=DEVCONTAINER_FILE,
+              show_default=True, help="Where to write it.")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@click.option("--print", "print_only", is_flag=True, help="Print the JSON document instead of writing it.")
+@expected_failures
+def devcontainer_command(image: str | None, matrix_path: str | None, registry: str | None, image_name: str | None,
+                         from_matrix: bool, flavor: str, host_json: Path | None, out_file: Path, force: bool,
+                         print_only: bool, **kwargs: Any) -> None:
+    """Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose."""
+    ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
+                                 print_only, kwargs)
+    from accel_images import compat
+    user = choice.user if choice else load_expansion(matrix_path, compat.load_kb()).user.name
+    text = devcontainer_text(devcontainer(ref, vendor, user))
+    if print_only:
+        click.echo(text, nl=False)
+        return
+    if out_file.exists() and not force:
+        raise InputError(f"{out_file} exists", field="--out", hint="pass --force to replace it")
+    try:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(text)
+    except OSError as err:
+        raise InputError(f"cannot write {out_file}: {err.strerror}", field="--out") from None
+    click.echo(f"wrote {out_file} for {ref}", err=True)
+
+
+@click.command("catalogue")
+@click.option("--registry", required=True, envvar="ACCEL_IMAGES_REGISTRY", show_envvar=True,
+              metavar="[http[s]://]HOST[:PORT][/NAMESPACE]", help="The registry whose images to list.")
+@click.option("--image", "image_name", default=None, metavar="NAME",
+              help="Repository name under the registry (default: the matrix's image name).")
+@matrix_option
+@click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
+@expected_failures
+def catalogue_command(registry: str, image_name: str | None, matrix_path: str | None, as_json: bool) -> None:
+    """List what a registry publishes: each image's labels, its smoke result and where it passed."""
+    from accel_images import compat
+    from accel_images.catalogue import read_catalogue
+    from accel_images.registry import Destination, RegistryClient
+    destination = Destination.parse(registry)
+    image = image_name or load_expansion(matrix_path, compat.load_kb()).image
+    started = time.perf_counter()
+    catalogue = read_catalogue(RegistryClient.for_destination(destination), destination.repository(image))
+    elapsed = time.perf_counter() - started
+    if as_json:
+        click.echo(json.dumps({"registry": catalogue.host, "repository": catalogue.repository,
+                               "images": [entry.record() for entry in catalogue.entries],
+                               "read_s": round(elapsed, 3)}, indent=2))
+        return
+    rows = [(entry.tag, entry.created.strftime("%Y-%m-%d") if entry.created else "-",
+             entry.smoke.summary() if entry.smoke else "no smoke record",
+             "yes" if entry.offered else "no") for entry in catalogue.entries]
+    if rows:
+        print_table(("tag", "built", "smoke", "offered"), rows)
+    click.echo(f"{catalogue.where}: {len(catalogue.entries)} image(s), {len(catalogue.offered())} offered"
+               f" (read in {elapsed:.2f} s)", err=True)
