@@ -126,6 +126,8 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
                          from_matrix: bool, flavor: str, host_json: Path | None, out_file: Path, force: bool,
                          print_only: bool, **kwargs: Any) -> None:
     """Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose."""
+    if out_file.exists() and not force and not print_only:
+        raise InputError(f"{out_file} exists", field="--out", hint="pass --force to replace it")
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  print_only, kwargs)
     from accel_images import compat
@@ -134,8 +136,6 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
     if print_only:
         click.echo(text, nl=False)
         return
-    if out_file.exists() and not force:
-        raise InputError(f"{out_file} exists", field="--out", hint="pass --force to replace it")
     try:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(text)
