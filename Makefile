@@ -32,7 +32,7 @@ SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000
 LOCAL_WHEELS    := /var/cache/accel-images/wheelhouse
 
-.PHONY: help install test ci render check lint image image-offline engine nightly bench bench-quick clean
+.PHONY: help install test ci render check lint image images image-offline engine nightly bench bench-quick clean
 
 help:  ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -63,7 +63,10 @@ check: $(CLI) ## Fail if images/ is stale.
 lint: $(CLI) ## hadolint over every rendered Dockerfile.
 	find images -name Dockerfile -print0 | xargs -0 -n1 $(BIN)/hadolint
 
-image: $(CLI) ## Render, build and smoke-test: make image VENDOR=rocm TORCH=2.14 PYTHON=3.12
+image: $(CLI) ## One image: the newest the filters match (none: this host's vendor), e.g. make image VENDOR=rocm TORCH=2.13
+	$(CLI) build $(FILTERS) --newest $(SOURCES) --jobs $(JOBS)
+
+images: $(CLI) ## Every image the filters match (no VENDOR: all of this host's vendor), e.g. make images VENDOR=cpu
 	$(CLI) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
 
 image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`).

@@ -166,6 +166,15 @@ def select(variants: Iterable[Variant], filters: Mapping[str, str | None]) -> tu
     return tuple(v for v in variants if keep(v))
 
 
+def newest_per_vendor(variants: Iterable[Variant]) -> tuple[Variant, ...]:
+    """One variant per vendor, the one a newcomer wants: runtime flavor where the vendor has it, then the
+    newest by sort_key (torch, stack, Python, OS): the variant that `latest-<vendor>` names."""
+    best: dict[str, Variant] = {}
+    for variant in sorted(variants, key=lambda v: (v.flavor != "runtime", v.sort_key())):
+        best.setdefault(variant.vendor, variant)
+    return tuple(sorted(best.values(), key=Variant.sort_key))
+
+
 def select_or_explain(expansion: Expansion, filters: Mapping[str, str | None]) -> tuple[Variant, ...]:
     """Like select(), but an empty result is an error that says why (pruned, or not in the matrix)."""
     chosen = select(expansion.variants, filters)

@@ -32,7 +32,7 @@ from accel_images.progress import progress_for
 from accel_images.report import write_reports
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import run_smoke
-from accel_images.variant import LABEL_PREFIX, Expansion, Variant
+from accel_images.variant import LABEL_PREFIX, Expansion, Variant, newest_per_vendor
 
 
 def resolve_vendor(kwargs: dict[str, Any]) -> None:
@@ -54,6 +54,9 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
 @click.option("--no-cache", is_flag=True, help="Run every step afresh, without the layer cache (implies --force).")
 @click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
+@click.option("--newest", is_flag=True,
+              help="Only one image per vendor: the newest torch with its newest Python and OS, runtime flavor where"
+                   " there is one (what `latest-<vendor>` names). `make image` passes it; `make images` does not.")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
               help="When to pull base images.")
@@ -66,14 +69,15 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
                   pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
-                  jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
+                  jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, quiet: bool, verbose: bool, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
-    expansion, variants = chosen_variants(matrix_path, kwargs, options)
+    expansion, every = chosen_variants(matrix_path, kwargs, options)
+    variants = newest_per_vendor(every) if newest else every
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
@@ -98,6 +102,9 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
         click.echo(line, err=True)
     click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}", err=True)
+    if newest and len(variants) < len(every):
+        click.echo(f"chose the newest of {len(every)} matching variants; without --newest (make images) all of them,"
+                   " or choose with --torch, --python, --os, --flavor", err=True)
     sys.exit(failure.run_exit_code(o.exit_code or 1 for o in failed))
 
 
@@ -146,7 +153,8 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
 @click.argument("image")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the accelerator is missing.")
 @click.option("--timeout", "timeout_s", default=600, show_default=True, type=click.IntRange(10, 7200))
-@click.option("--json", "as_json", is_flag=True, help="Print the workload's JSON report.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the workload's JSON report (alone on stdout; the verdict goes to stderr).")
 @expected_failures
 def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool) -> None:
     """Run the smoke workload in IMAGE and check it against what the image's labels promise."""
@@ -159,9 +167,10 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
     result = run_smoke(engine, image, expectation,
                        vendor_options=devices.device_options(expectation.vendor) if present else None,
                        require_accelerator=require_accelerator, timeout_s=timeout_s)
-    if as_json and result.raw is not None:
-        click.echo(json.dumps(result.raw, indent=2))
-    click.echo(f"{image}: {result.summary()}")
+    if as_json:  # one JSON document on stdout, nothing else: `| jq` must work
+        click.echo(json.dumps(result.raw if result.raw is not None else
+                              {"ok": False, "failures": list(result.failures)}, indent=2))
+    click.echo(f"{image}: {result.summary()}", err=as_json)
     sys.exit(0 if result.ok else 1)
 
 

@@ -1,0 +1,97 @@
+"""`--json` on every command: one JSON document on stdout and nothing else, so `| jq` works.
+
+Each command runs as a separate process, as a pipe would run it, and its whole standard output
+goes through json.loads. A command with a `--json` option missing from these tests fails the last
+test, so a new one cannot slip by.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import click
+import pytest
+
+from accel_images.cli import COMMANDS
+from nightly_fixture.rawregistry import RawRegistry
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+
+
+def only_json(result: subprocess.CompletedProcess[str]) -> object:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # raises on anything before or after the document
+
+
+@pytest.fixture
+def cpu_host(tmp_path: Path) -> str:
+    path = tmp_path / "host.json"
+    path.write_text('{"vendor": "cpu"}')
+    return str(path)
+
+
+@pytest.fixture
+def catalogue_registry(registry: str) -> str:
+    """A repository of its own holding one published, smoke-tested CPU image (layer-less)."""
+    from accel_images.catalogue import write_record
+    from accel_images.registry import RegistryClient
+    from accel_images.smoke.judge import SmokeResult
+    from test_catalogue import VARIANTS, CPU_OLD
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    digest = RawRegistry(registry).push_config_image(f"{namespace}/pytorch", CPU_OLD, VARIANTS[CPU_OLD].labels())
+    write_record(RegistryClient(registry), f"{namespace}/pytorch", digest,
+                 SmokeResult(True, "cpu", False, (), ()), "test")
+    yield f"{registry}/{namespace}"
+    RawRegistry(registry).delete_repository(f"{namespace}/pytorch")
+
+
+COVERED = {"compat", "list", "recommend", "run", "catalogue", "smoke", "pull"}
+
+
+def test_compat_list_recommend_run(cpu_host: str, tmp_path: Path) -> None:
+    assert only_json(cli("compat", "torch==2.14", "cuda==13.0", "--json"))
+    assert only_json(cli("list", "--vendor", "cpu", "--json"))
+    assert only_json(cli("recommend", "--host-json", cpu_host, "--json"))["image"]  # type: ignore[index]
+    assert only_json(cli("run", "--host-json", cpu_host, "--json", "--", "true"))["argv"]  # type: ignore[index]
+
+
+@pytest.mark.registry
+def test_catalogue_and_recommend_from_a_registry(catalogue_registry: str, cpu_host: str) -> None:
+    listed = only_json(cli("catalogue", "--registry", catalogue_registry, "--image", "pytorch", "--json"))
+    assert [image["tag"] for image in listed["images"]] == ["2.13.0-cpu-py3.11-debian12"]  # type: ignore[index]
+    chosen = only_json(cli("recommend", "--registry", catalogue_registry, "--image", "pytorch", "--host-json",
+                           cpu_host, "--json"))
+    assert chosen["source"]["kind"] == "registry"  # type: ignore[index]
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_pull(catalogue_registry: str, cpu_host: str, docker_client) -> None:
+    result = cli("pull", "--registry", catalogue_registry, "--image", "pytorch", "--host-json", cpu_host, "--json")
+    try:
+        assert only_json(result)["image"].startswith(catalogue_registry)  # type: ignore[index]
+    finally:
+        docker_client.images.remove(f"{catalogue_registry}/pytorch:2.13.0-cpu-py3.11-debian12", force=True)
+
+
+@pytest.mark.engine
+def test_smoke(docker_client) -> None:
+    result = cli("smoke", CPU_IMAGE, "--json")
+    assert only_json(result)["ok"] is True  # type: ignore[index]
+    assert result.stderr.strip().splitlines()[-1] == f"{CPU_IMAGE}: smoke passed on cpu"
+
+
+def test_every_command_with_a_json_option_is_covered_here() -> None:
+    with_json = {lazy.name for lazy in COMMANDS
+                 if any(isinstance(p, click.Option) and "--json" in p.opts for p in lazy.load().params)}
+    assert with_json == COVERED
