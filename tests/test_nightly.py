@@ -9,6 +9,7 @@ Registry state is checked over the registry's HTTP API directly, not through acc
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -554,3 +555,53 @@ def test_registry_down_is_one_clear_line_and_promotes_nothing(site: Site) -> Non
     assert "Traceback" not in result.output
     assert site.raw.tags(site.repository) == []
     assert not (site.state / "contexts").exists()      # nothing was even rendered
+
+
+# ---- from the registry to a shell, with nothing but the wheel ------------------------------------
+
+@pytest.fixture(scope="module")
+def installed_cli(tmp_path_factory) -> Path:
+    """accel-images from its wheel, in a fresh virtual environment outside the checkout."""
+    root = tmp_path_factory.mktemp("installed")
+    checkout = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(checkout)],
+                   check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=120)
+    [wheel] = (root / "dist").glob("accel_images-*.whl")
+    subprocess.run([str(root / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], check=True,
+                   capture_output=True, timeout=600)
+    return root / "venv" / "bin" / "accel-images"
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_an_installed_cli_outside_a_checkout_recommends_and_runs_what_nightly_published(
+        site: Site, installed_cli: Path, tmp_path: Path) -> None:
+    first = CliRunner().invoke(nightly_command, site.cli_args())
+    assert first.exit_code == 0, first.output
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    host = elsewhere / "host.json"
+    host.write_text('{"vendor": "cpu"}')
+    where = ["--registry", site.registry, "--image", site.repository]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(installed_cli), *args], cwd=elsewhere, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+
+    listed = cli("catalogue", *where, "--json")
+    assert listed.returncode == 0, listed.stderr
+    images = {image["tag"]: image for image in json.loads(listed.stdout)["images"]}
+    assert sorted(images) == sorted([DEBIAN, UBUNTU])
+    assert all(image["offered"] and image["smoke"]["ran_on"] == "cpu" for image in images.values())
+
+    chosen = cli("recommend", *where, "--host-json", str(host))
+    assert chosen.returncode == 0, chosen.stderr
+    ref = f"{site.registry}/{site.repository}:{UBUNTU}"
+    assert chosen.stdout.strip() == f"docker run --rm -it --ipc host {ref}"
+    assert f"from: chosen from registry {site.registry}/{site.repository}: 2 image(s) published" in chosen.stderr
+
+    ran = cli("run", *where, "--host-json", str(host), "--", "sh", "-c", "id -u > out.txt && pwd >> out.txt")
+    assert ran.returncode == 0, ran.stderr
+    assert (elsewhere / "out.txt").read_text().split() == [str(os.getuid()), "/workspace"]
+    assert (elsewhere / "out.txt").stat().st_uid == os.getuid()
