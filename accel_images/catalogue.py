@@ -28,10 +28,11 @@ every request, 40 images take well under a second instead of 4 (benchmarks/pure_
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from accel_images import tags, vendors
 from accel_images.errors import AccelError, RegistryError

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from accel_images import compat, vendors
 from accel_images.errors import AcceleratorUnusable, IncompatibleError, InputError
 from accel_images.hostinfo import HostInfo
-from accel_images.recommend import Recommendation, default_vendor, recommend, unusable_warning
+from accel_images.recommend import (
+    Recommendation,
+    default_vendor,
+    recommend,
+    unusable_warning,
+)
 
 if TYPE_CHECKING:
     from accel_images.variant import Expansion
@@ -107,9 +113,8 @@ def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | No
     unoffered = [f"{entry.tag}: {entry.why_not}" for entry in catalogue.entries if not entry.offered]
     warnings = list(rec.warnings)
     chosen = by_variant.get(rec.variant) if rec.variant else None
-    if chosen is not None and chosen.smoke is not None:
-        if chosen.smoke.cpu_mode:
-            warnings.append(f"{chosen.tag} was smoke-tested in CPU mode only: no {rec.variant.vendor} runner ran it")
+    if chosen is not None and chosen.smoke is not None and chosen.smoke.cpu_mode and rec.variant is not None:
+        warnings.append(f"{chosen.tag} was smoke-tested in CPU mode only: no {rec.variant.vendor} runner ran it")
     rec = replace(rec, reasons=(*rec.reasons, *unoffered), warnings=tuple(warnings))
     passed = f"{len(catalogue.offered())} passed their smoke test"
     note = f"chosen from registry {catalogue.where}: {len(catalogue.entries)} image(s) published, {passed}"

@@ -17,11 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness  # noqa: E402
 from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable  # noqa: E402
 from benchmarks.pure_benches import PURE_BENCHES  # noqa: E402
+from benchmarks.registry_benches import REGISTRY_BENCHES  # noqa: E402
 from benchmarks.startup_benches import STARTUP_BENCHES  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency")
-ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES}
+ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "catalogue")
+ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

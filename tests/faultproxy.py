@@ -47,6 +47,8 @@ class Faults:
     fail_put: dict[str, set[int]] = field(default_factory=dict)  # 'manifest'|'blob' -> which PUTs get a 500
     cut_upload: int = 0                                        # Nth blob upload request: connection closed
     delay_s: float = 0.0                                       # added to every request (a far registry)
+    in_flight: int = 0                                         # requests being answered now
+    peak_in_flight: int = 0                                    # the most at any one time
     seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
 
 
@@ -128,7 +130,14 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             faults = proxy.faults
             faults.seen.append(f"{self.command} {self.path}")
             if faults.delay_s:
-                time.sleep(faults.delay_s)
+                with proxy._lock:
+                    faults.in_flight += 1
+                    faults.peak_in_flight = max(faults.peak_in_flight, faults.in_flight)
+                try:
+                    time.sleep(faults.delay_s)
+                finally:
+                    with proxy._lock:
+                        faults.in_flight -= 1
             if faults.unauthorized:
                 self._body()
                 self._answer(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 import pytest
+from nightly_fixture.rawregistry import RawRegistry
 
 from accel_images.cli import COMMANDS
-from nightly_fixture.rawregistry import RawRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
@@ -25,7 +25,7 @@ CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+                          timeout=300, stdin=subprocess.DEVNULL, check=False)
 
 
 def only_json(result: subprocess.CompletedProcess[str]) -> object:
@@ -43,10 +43,11 @@ def cpu_host(tmp_path: Path) -> str:
 @pytest.fixture
 def catalogue_registry(registry: str) -> str:
     """A repository of its own holding one published, smoke-tested CPU image (layer-less)."""
+    from test_catalogue import CPU_OLD, VARIANTS
+
     from accel_images.catalogue import write_record
     from accel_images.registry import RegistryClient
     from accel_images.smoke.judge import SmokeResult
-    from test_catalogue import VARIANTS, CPU_OLD
     namespace = f"test-{uuid.uuid4().hex[:12]}"
     digest = RawRegistry(registry).push_config_image(f"{namespace}/pytorch", CPU_OLD, VARIANTS[CPU_OLD].labels())
     write_record(RegistryClient(registry), f"{namespace}/pytorch", digest,

@@ -21,11 +21,29 @@ from typing import Any
 import click
 
 from accel_images import tags, vendors
-from accel_images.choosing import Choice, choose, load_expansion, load_host, nothing_fits
-from accel_images.cli.options import (choice_options, choice_request, expected_failures, matrix_option, print_table,
-                                      show_choice)
+from accel_images.choosing import (
+    Choice,
+    choose,
+    load_expansion,
+    load_host,
+    nothing_fits,
+)
+from accel_images.cli.options import (
+    choice_options,
+    choice_request,
+    expected_failures,
+    matrix_option,
+    print_table,
+    show_choice,
+)
 from accel_images.errors import EngineError, InputError
-from accel_images.session import DEVCONTAINER_FILE, Session, devcontainer, devcontainer_text, docker_run_argv
+from accel_images.session import (
+    DEVCONTAINER_FILE,
+    Session,
+    devcontainer,
+    devcontainer_text,
+    docker_run_argv,
+)
 
 COMMAND_KEY = "accel_images.command"
 
@@ -42,7 +60,11 @@ class CommandAfterDashes(click.Command):
         return super().parse_args(ctx, args)
 
 
-def target(image: str | None, request_args: tuple[Any, ...], host_json: Path | None, as_json: bool,
+RequestArgs = tuple[str | None, str | None, str | None, bool, str]
+"""matrix_path, registry, image_name, from_matrix, flavor: the choice options, in choice_request's order."""
+
+
+def target(image: str | None, request_args: RequestArgs, host_json: Path | None, as_json: bool,
            kwargs: dict[str, Any]) -> tuple[str, str, Choice | None]:
     """(image reference, its vendor, the choice when none was given)."""
     if image:
