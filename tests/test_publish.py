@@ -128,6 +128,31 @@ def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Va
     assert engine.calls.index(("push", TARGET.ref(candidate))) < engine.calls.index(("push", TARGET.ref(newest.tag)))
 
 
+def test_the_smoke_record_is_written_after_the_green_smoke_and_before_any_real_tag(
+        variants: tuple[Variant, ...]) -> None:
+    engine, registry, smoke = FakeEngine(), FakeRegistry(), Smoke()
+    vouched: list[tuple[str, int]] = []
+    registry.serving.setdefault(variants[0].tag, DIGEST)
+    publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
+                          tags.all_tags(variants[0], variants, DAY), "run1", smoke, retry=no_sleep()[0],
+                          vouch=lambda digest, result: vouched.append((digest, len(pushes(engine)))))
+    assert publication.ok and vouched == [(DIGEST, 1)]          # only the candidate was pushed by then
+
+
+def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[Variant, ...]) -> None:
+    engine, registry = FakeEngine(), FakeRegistry()
+    registry.serving.setdefault(variants[0].tag, DIGEST)
+
+    def refuse(digest: str, result: SmokeResult) -> None:
+        raise RegistryError("registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke")
+
+    publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
+                          tags.all_tags(variants[0], variants, DAY), "run1", Smoke(), retry=no_sleep()[0],
+                          vouch=refuse)
+    assert publication.error == "registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke"
+    assert publication.promoted == () and pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+
+
 def test_older_variant_gets_only_its_own_aliases(variants: tuple[Variant, ...]) -> None:
     older = variants[1]
     publication = run(older, variants, FakeEngine(), FakeRegistry(), Smoke())
