@@ -42,8 +42,8 @@ from accel_images.variant import Variant
 ROOT = Path(__file__).resolve().parents[1]
 KB = compat.load_kb()
 VARIANTS = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants}
-CPU_NEW, CPU_OLD = "2.14.0-cpu-py3.12-ubuntu24.04", "2.13.0-cpu-py3.11-debian12"
-CUDA = "2.14.0-cuda13.0-py3.12-ubuntu24.04"
+CPU_NEW, CPU_OLD = "2.15.0-cpu-py3.12-ubuntu24.04", "2.13.0-cpu-py3.11-debian12"
+CUDA = "2.14.1-cuda13.0-py3.12-ubuntu24.04"
 PASSED = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=(),
                      raw={"backend": "cpu", "device_name": ""})
 

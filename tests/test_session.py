@@ -96,7 +96,7 @@ def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(tmp
                     "--print", "--", "python", "-c", "print(1)")
     assert result.exit_code == 0, result.output
     assert result.stdout == (f"docker run --rm -i --ipc host --user {os.getuid()}:{os.getgid()} -v {tmp_path}:/workspace"
-                             " -w /workspace accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
+                             " -w /workspace accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
     assert "from: chosen from" in result.stderr and "not checked against a registry" in result.stderr
 
 
@@ -114,7 +114,7 @@ def test_run_on_a_broken_gpu_host_starts_the_cpu_image_and_says_why(tmp_path: Pa
     broken = host_json(tmp_path, vendor="cuda", unusable="nvidia-smi: Driver/library version mismatch")
     result = invoke(cli_session.run_command, "--host-json", broken, "--print")
     assert result.exit_code == 0, result.output
-    assert "--gpus" not in result.stdout and "2.14.0-cpu-py3.12-ubuntu24.04" in result.stdout
+    assert "--gpus" not in result.stdout and "2.15.0-cpu-py3.12-ubuntu24.04" in result.stdout
     assert "warning: accelerator present but unusable: nvidia-smi: Driver/library version mismatch" in result.stderr
 
 
@@ -124,7 +124,7 @@ def test_devcontainer_writes_the_file_once(tmp_path: Path) -> None:
     first = invoke(cli_session.devcontainer_command, *args)
     assert first.exit_code == 0, first.output
     config = json.loads(out.read_text())
-    assert config["image"] == "accel-images/pytorch:2.14.0-cpu-py3.12-ubuntu24.04" and config["remoteUser"] == "dev"
+    assert config["image"] == "accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04" and config["remoteUser"] == "dev"
     assert config["runArgs"] == ["--ipc", "host"]
     again = invoke(cli_session.devcontainer_command, *args)
     assert again.exit_code == 2
