@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from accel_images import compat, devices, failure
@@ -126,7 +127,7 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
     for o in outcomes:
         smoke = "not run" if o.smoke is None else o.smoke.summary().removeprefix("smoke ")
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
-        cause = [o.error or "-" if not o.ok else ""] if failed else []
+        cause = [escape(o.error or "-") if not o.ok else ""] if failed else []  # "[/PATH]" is not markup
         table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)
     return table
 
