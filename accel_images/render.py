@@ -28,7 +28,7 @@ from typing import Iterable, Mapping
 
 import jinja2
 
-from accel_images import apt, companions, vendors
+from accel_images import apt, companions, state, vendors
 from accel_images.compat import KnowledgeBase
 from accel_images.credentials import index_credentials
 from accel_images.errors import InputError
@@ -379,11 +379,18 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
 
     Unchanged files are left alone and wheels are hard-linked where the file system allows,
     so a no-op rebuild neither copies a 200 MB wheelhouse nor disturbs the cached digests.
+    `dest` is a directory of the state directory, whose files the tool owns: extra files are
+    deleted. A symbolic link there is refused (accel_images.state.StateLinkError), never
+    followed, so neither the deletions nor the writes can reach a directory elsewhere; a link
+    in place of a rendered file is replaced, not written through.
     """
+    if dest.is_symlink():
+        raise state.link_error(dest.parent, dest)
     dest.mkdir(parents=True, exist_ok=True)
     keep = {name.split("/", 1)[0] for name in context.files}  # apt/... files keep their directory
     for name, data in context.files.items():
         target = dest / name
+        state.refuse_link_below(dest, target.parent)  # `apt/...`: its directory must be no link either
         if not (target.is_file() and not target.is_symlink() and target.read_bytes() == data):
             _atomic_write(target, data)
     if wheelhouse is not None:
@@ -392,21 +399,28 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
     for extra in dest.iterdir():
         if extra.name in keep:
             continue
-        if extra.is_dir() and not extra.is_symlink():
-            shutil.rmtree(extra)
-        else:
-            extra.unlink()
+        _remove_entry(extra)
     return dest
+
+
+def _remove_entry(entry: Path) -> None:
+    """Remove a file, a link (the link, not what it points to) or a directory tree (links in it unfollowed)."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
 
 
 def _link_wheelhouse(source: Path, target: Path) -> None:
     if not source.is_dir():
         raise InputError("wheelhouse directory not found", file=str(source), field="--pip-find-links")
+    if target.is_symlink():
+        raise state.link_error(target.parent, target)
     target.mkdir(exist_ok=True)
     wheels = {w.name: w for w in sorted(source.iterdir()) if w.is_file()}
     for present in target.iterdir():
-        if present.name not in wheels:
-            present.unlink()
+        if present.name not in wheels or present.is_symlink() or not present.is_file():
+            _remove_entry(present)
     for name, wheel in wheels.items():
         linked = target / name
         if linked.exists() and os.path.samefile(linked, wheel):

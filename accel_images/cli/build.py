@@ -78,6 +78,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
+    settings.state_dir.refuse_links()
     engine = Engine.connect()
     meta = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
