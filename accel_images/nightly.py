@@ -3,8 +3,10 @@
 For every variant: render its context and resolve its base with pull policy `always` (so a
 base image that moved under its tag is seen), fingerprint the result, and compare it with
 the fingerprint label of the image the registry serves under the variant's full tag. An
-unchanged image younger than the maximum age is skipped (its floating aliases are moved
-onto it when the matrix now gives it new ones); an unchanged image past that age is rebuilt
+unchanged image younger than the maximum age is skipped only when its digest is one this tool
+smoke-tested (accel_images.tested: a label can be copied onto anything), and then every other
+real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
+dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
 same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish). One variant's failure never stops the others; the caller turns
 the outcomes into reports and an exit code.
@@ -28,6 +30,7 @@ from accel_images.outcome import Outcome, outcome_record
 from accel_images.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
+from accel_images.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
 from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
@@ -65,7 +68,7 @@ class NightlyOutcome:
     reason: str
     publication: Publication | None = None
     registry_digest: str | None = None     # what the full tag serves after this run
-    realigned: tuple[str, ...] = ()        # aliases moved onto an unchanged image (the matrix changed)
+    realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
 
     @property
     def status(self) -> str:
@@ -167,18 +170,36 @@ class _Night:
         remote = with_retries(lambda: self.registry.image(target.repository, variant.tag), self.options.retry,
                               f"reading {target.ref(variant.tag)}")
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
+        fresh = aged_only(remote, prepared)
         if reason is None and remote is not None:
-            return self._skipped(prepared, remote)
+            record = self._record(variant)
+            entry = record.find(remote.digest)
+            if entry is not None:
+                return self._skipped(prepared, remote, entry)
+            reason, fresh = untested_reason(variant.tag, remote.digest, record), False
         night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
-        return self._rebuilt(prepared, night, fresh=aged_only(remote, prepared))
+        return self._rebuilt(prepared, night, fresh=fresh)
 
-    def _skipped(self, prepared: Prepared, remote: RemoteImage) -> NightlyOutcome:
+    def _record(self, variant: Variant) -> SmokedRecord:
+        """The digests this tool smoke-tested for the variant (accel_images.tested)."""
+        target = self.options.target
+        return with_retries(lambda: read_record(self.registry, target.repository, tags.tested_tag(variant)),
+                            self.options.retry, f"reading {target.ref(tags.tested_tag(variant))}")
+
+    def _record_tested(self, variant: Variant, digest: str) -> None:
+        """Add a smoke-tested digest to the variant's record, before any real tag moves onto it."""
+        target, tag = self.options.target, tags.tested_tag(variant)
+        record = self._record(variant).adding(SmokedDigest(digest, self.options.day, self.options.run_id))
+        with_retries(lambda: write_record(self.registry, target.repository, tag, record), self.options.retry,
+                     f"writing {target.ref(tag)}")
+
+    def _skipped(self, prepared: Prepared, remote: RemoteImage, entry: SmokedDigest) -> NightlyOutcome:
         variant = prepared.variant
         created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
         skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag),
                           fingerprint=prepared.fingerprint, base_digest=prepared.base_digest)
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
-                              registry_digest=remote.digest, realigned=self._realign(variant, remote.digest))
+                              registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
     def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool) -> NightlyOutcome:
         """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
@@ -193,7 +214,8 @@ class _Night:
             return replace(night, outcome=built)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
         publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
-                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status)
+                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
+                              on_green=lambda digest: self._record_tested(variant, digest))
         serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
         night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
@@ -217,22 +239,28 @@ class _Night:
         return Outcome(prepared.variant, "built", prepared.ref, local.id, local.size, None, prepared.fingerprint,
                        prepared.base_digest)
 
-    def _realign(self, variant: Variant, digest: str) -> tuple[str, ...]:
-        """Move the floating aliases an unchanged image now wins onto it.
+    def _heal(self, variant: Variant, entry: SmokedDigest) -> tuple[str, ...]:
+        """Point every other real tag of an unchanged, smoke-tested image at it; the tags moved.
 
-        Aliases follow the matrix: when a newer variant leaves it, an older one that is not
-        rebuilt inherits `latest-<vendor>`. Its image passed its smoke test when it was
-        promoted, so this is a manifest copy in the registry, nothing more.
+        The dated tag of the run that tested it and the floating aliases the matrix now gives
+        it: aliases follow the matrix (when a newer variant leaves it, an older one that is not
+        rebuilt inherits `latest-<vendor>`), and a run killed part-way through its promotion
+        (SIGKILL: no rollback) left some of them behind. Each copy is of the tested digest
+        itself, never of whatever the full tag serves by then, so a tag can only move onto a
+        digest this tool smoke-tested.
         """
         target, retry, moved = self.options.target, self.options.retry, []
-        for alias in tags.aliases_of(variant, self.expansion.variants):
-            current = with_retries(lambda: self.registry.manifest_digest(target.repository, alias), retry,
-                                   f"reading {target.ref(alias)}")
-            if current != digest:
-                self.status(variant, f"moving alias {alias} onto the unchanged image")
-                with_retries(lambda: self.registry.copy_tag(target.repository, variant.tag, alias), retry,
-                             f"tagging {target.ref(alias)}")
-                moved.append(alias)
+        full = tags.full_tag(variant)
+        for tag in tags.all_tags(variant, self.expansion.variants, entry.day):
+            if tag == full:
+                continue
+            current = with_retries(lambda: self.registry.manifest_digest(target.repository, tag), retry,
+                                   f"reading {target.ref(tag)}")
+            if current != entry.digest:
+                self.status(variant, f"moving {tag} onto the smoke-tested image")
+                with_retries(lambda: self.registry.copy_tag(target.repository, entry.digest, tag), retry,
+                             f"tagging {target.ref(tag)}")
+                moved.append(tag)
         return tuple(moved)
 
 

@@ -118,16 +118,20 @@ def with_retries(action: Callable[[], T], policy: RetryPolicy, what: str = "regi
 
 def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
             real_tags: Sequence[str], run_id: str, smoke: SmokeRunner, *,
-            retry: RetryPolicy = RetryPolicy(), status: Status | None = None) -> Publication:
+            retry: RetryPolicy = RetryPolicy(), status: Status | None = None,
+            on_green: Callable[[str], None] | None = None) -> Publication:
     """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
 
     `real_tags` are the tags a green image is promoted to, the full tag first
-    (accel_images.tags.all_tags). Ctrl-C still removes the candidate, then propagates.
+    (accel_images.tags.all_tags). `on_green` hears the smoke-tested digest before any real
+    tag moves (the nightly records it, accel_images.tested); when it fails, nothing is
+    promoted. Ctrl-C still removes the candidate, then propagates.
     """
     say = status or (lambda v, text: None)
     steps = _Steps(target.ref(candidate_tag(variant, run_id)))
     try:
-        publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps)
+        publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps,
+                               on_green or (lambda digest: None))
     except AccelError as error:
         publication = replace(steps.failed(error.one_line()), exit_code=error.exit_code)
     finally:
@@ -150,7 +154,7 @@ class _Steps:
 
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
              real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
-             steps: _Steps) -> Publication:
+             steps: _Steps, on_green: Callable[[str], None]) -> Publication:
     stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
@@ -160,6 +164,8 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
     steps.smoke = smoke(steps.candidate, variant)
     if not steps.smoke.ok:
         return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
+    stopping.checkpoint()
+    on_green(steps.digest)
     say(variant, "promoting")
     before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
                                 f"reading {target.ref(tag)}") for tag in real_tags}

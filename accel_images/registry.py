@@ -206,10 +206,22 @@ class RegistryClient:
         return True
 
     def _put_tombstone(self, repository: str, tag: str, scope: str) -> str:
+        return self._put_labels_image(repository, tag, {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}, scope,
+                                      f"deleting {repository}:{tag}")
+
+    def put_labels_image(self, repository: str, tag: str, labels: Mapping[str, str]) -> str:
+        """Point `tag` at a tiny image of its own: no layers, only a config carrying `labels`; its digest.
+
+        What the tool keeps in the registry beside the images (accel_images.tested) is stored
+        this way: any registry that holds images holds it, and it is read like any image.
+        """
+        return self._put_labels_image(repository, tag, labels, _scope(repository, "pull,push"),
+                                      f"writing {repository}:{tag}")
+
+    def _put_labels_image(self, repository: str, tag: str, labels: Mapping[str, str], scope: str, where: str) -> str:
         config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
-                             "config": {"Labels": {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}}}).encode()
+                             "config": {"Labels": dict(labels)}}, sort_keys=True).encode()
         config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-        where = f"deleting {repository}:{tag}"
         started = self._call("POST", f"/v2/{repository}/blobs/uploads/", scope=scope, ok=(202,), what=where)
         location = started.headers.get("Location") or ""
         if not location:

@@ -5,6 +5,8 @@ Full tag (immutable):  `<torch>-<vendor><stack>-py<python>-<os>[-<flavor>]`,
                        the runtime flavor carries no suffix, others do (`-devel`).
 Dated tag (nightly):   `<full>-YYYYMMDD`.
 Candidate tag:         `<full>-candidate-<run id>`: pushed before the smoke test, never pulled by users.
+Tested record:         `<full>-tested`: the digests this tool smoke-tested for the full tag (accel_images.tested);
+                       a config-only image, never pulled by users.
 Floating aliases:      `<torch minor>-<vendor><stack>`, `<torch minor>-<vendor>`, `latest-<vendor>`
                        (each with the flavor suffix), given to the preferred variant of its group:
                        newest torch, newest stack, newest Python, newest OS.
@@ -37,6 +39,14 @@ def dated_tag(variant: "Variant", day: _dt.date) -> str:
 
 def candidate_tag(variant: "Variant", run_id: str) -> str:
     return f"{full_tag(variant)}-candidate-{run_id}"
+
+
+CANDIDATE_RE = re.compile(r"^(?P<full>.+)-candidate-(?P<run>\d{8}T\d{6}-[0-9a-f]+)\Z")
+"""A candidate tag and its parts; the run id starts with its UTC start time (accel_images.nightly.new_run_id)."""
+
+
+def tested_tag(variant: "Variant") -> str:
+    return f"{full_tag(variant)}-tested"
 
 
 def alias_groups(variant: "Variant") -> tuple[str, ...]:

@@ -41,6 +41,7 @@ from accel_images.publish import RetryPolicy, Target
 from accel_images.registry import RegistryClient, RemoteImage
 from accel_images.render import Mirror, RenderOptions
 from accel_images.smoke.judge import SmokeResult
+from accel_images.tested import RECORD_LABEL, SmokedRecord
 from accel_images.variant import Expansion
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
@@ -87,7 +88,7 @@ def prepared(fingerprint: str = "sha256:new", base: str = "base@sha256:bbb") -> 
 
 
 def remote(labels: dict[str, str], created: datetime | None = None) -> RemoteImage:
-    return RemoteImage("team/img", "tag", "sha256:ddd", labels, created)
+    return RemoteImage("team/img", "tag", "sha256:" + "d" * 64, labels, created)
 
 
 @pytest.mark.parametrize("image,reason", [
@@ -171,11 +172,26 @@ class FakeRegistry:
 
     def copy_tag(self, repository: str, source: str, tag: str) -> str:
         self.copied.append((source, tag))
-        return self.serving.setdefault(tag, self.images[source].digest)
+        digest = source if source.startswith("sha256:") else self.images[source].digest
+        self.serving[tag] = digest
+        return digest
 
     def delete_tag(self, repository: str, tag: str) -> bool:
         self.deleted.append(tag)
         return True
+
+    def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
+        return self.images[tag].digest
+
+
+TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
+
+
+def record_of(*digests: str, day: str = "20261201") -> RemoteImage:
+    """The record a nightly leaves under `<full tag>-tested` (accel_images.tested)."""
+    entries = [{"digest": digest, "day": day, "run": "r0"} for digest in digests]
+    return RemoteImage("team/pytorch", "x-tested", "sha256:" + "e" * 64, {RECORD_LABEL: json.dumps(entries)})
 
 
 @pytest.fixture
@@ -205,8 +221,9 @@ def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansi
     assert [night.status for night in first] == ["built", "built"]
     [ubuntu, debian] = first                         # newest first, as the matrix expands
     registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})},
-                            serving={"2.13-cpu": "sha256:ddd"})
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": TESTED, f"{DEBIAN}-20261201": TESTED})
     engine = FakeEngine()
     second = fake_run(expansion, engine, registry, tmp_path)
     assert [(n.outcome.variant.tag, n.status) for n in second] == [(UBUNTU, "built"), (DEBIAN, "skipped")]
@@ -219,11 +236,65 @@ def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansi
 def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansion, tmp_path: Path) -> None:
     [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
     registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})},
-                            serving={"2.13-cpu": "sha256:elsewhere"})
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": "sha256:elsewhere", f"{DEBIAN}-20261201": TESTED})
     [_, night] = fake_run(expansion, FakeEngine(), registry, tmp_path)
     assert night.status == "skipped" and night.realigned == ("2.13-cpu",)
-    assert registry.copied == [(DEBIAN, "2.13-cpu")]
+    assert registry.copied == [(TESTED, "2.13-cpu")]          # the tested digest, not whatever the tag serves
+
+
+@pytest.mark.parametrize("record", [None, record_of("sha256:" + "f" * 64),
+                                    RemoteImage("team/pytorch", "x", "sha256:e", {RECORD_LABEL: "[{]"})],
+                         ids=["no-record", "another-digest", "malformed-record"])
+def test_an_image_this_tool_never_smoke_tested_is_rebuilt_and_gets_no_alias(
+        expansion: Expansion, tmp_path: Path, record: RemoteImage | None) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    images = {DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"})}
+    if record is not None:
+        images[f"{DEBIAN}-tested"] = record
+    registry = FakeRegistry(images=images, serving={"2.13-cpu": "sha256:elsewhere"})
+    engine = FakeEngine()
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.status == "built", night.outcome.error
+    assert night.reason.startswith(f"{DEBIAN} points at sha256:dddddddddddd, which this tool never smoke-tested")
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    assert registry.copied == []
+    assert SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).find(TESTED) is not None
+
+
+def test_the_tested_digest_is_recorded_before_any_real_tag_moves(expansion: Expansion, tmp_path: Path) -> None:
+    order: list[str] = []
+
+    class Watching(FakeRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+            order.append(f"record {tag}")
+            return super().put_labels_image(repository, tag, labels)
+
+    class Pushing(FakeEngine):
+        def push(self, ref: str) -> str:
+            order.append(f"push {ref.rsplit(':', 1)[1]}")
+            return super().push(ref)
+
+    registry = Watching()
+    fake_run(expansion, Pushing(), registry, tmp_path)
+    debian = [step for step in order if DEBIAN in step]
+    assert debian[:3] == [f"push {DEBIAN}-candidate-r1", f"record {DEBIAN}-tested", f"push {DEBIAN}"]
+    [entry] = SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).entries
+    assert (entry.digest, entry.day, entry.run_id) == (TESTED, NOW.date(), "r1")
+
+
+def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion, tmp_path: Path) -> None:
+    class Refusing(FakeRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+            raise RegistryError("registry reg.example:5000 denied access")
+
+    engine = FakeEngine()
+    nights = fake_run(expansion, engine, Refusing(), tmp_path)
+    assert [night.status for night in nights] == ["failed", "failed"]
+    assert all(night.publication is not None and night.publication.promoted == () for night in nights)
+    assert {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"} == {
+        f"{UBUNTU}-candidate-r1", f"{DEBIAN}-candidate-r1"}
 
 
 @pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
@@ -399,7 +470,14 @@ class Site:
                 "--network", "none"]
 
     def digests(self) -> dict[str, str | None]:
-        return {tag: self.raw.digest(self.repository, tag) for tag in self.raw.tags(self.repository)}
+        """Every tag but the tested records (`<full>-tested`, see records()) and its digest."""
+        return {tag: self.raw.digest(self.repository, tag) for tag in self.raw.tags(self.repository)
+                if not tag.endswith("-tested")}
+
+    def records(self) -> dict[str, SmokedRecord]:
+        """The smoke-tested digests recorded for each full tag, read over the registry's API."""
+        return {tag.removesuffix("-tested"): SmokedRecord.from_labels(self.raw.labels(self.repository, tag))
+                for tag in self.raw.tags(self.repository) if tag.endswith("-tested")}
 
 
 @pytest.fixture
@@ -462,6 +540,8 @@ def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> N
         assert {digests[t] for t in group} == {records[tag]["digest"]}
         assert site.raw.labels(site.repository, tag)[FINGERPRINT_LABEL] == records[tag]["fingerprint"]
     assert digests["latest-cpu"] == records[UBUNTU]["digest"] and digests["2.13-cpu"] == records[DEBIAN]["digest"]
+    assert {tag: [e.digest for e in record.entries] for tag, record in site.records().items()} == {
+        tag: [records[tag]["digest"]] for tag in expected}
     assert {path.name for path in (site.state / "reports").glob("*/*")} >= {"report.json", "summary.md",
                                                                              "index.html", "junit.xml"}
 
