@@ -14,6 +14,7 @@ the outcomes into reports and an exit code.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
@@ -27,7 +28,8 @@ from accel_images.engine import Engine
 from accel_images.errors import AccelError
 from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.outcome import Outcome, outcome_record
-from accel_images.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
+from accel_images.publish import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
+                                  with_retries)
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
@@ -35,6 +37,7 @@ from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
 DEFAULT_MAX_AGE_DAYS = 7.0
+log = logging.getLogger(__name__)
 Status = Callable[[Variant, str], None]
 
 
@@ -69,6 +72,7 @@ class NightlyOutcome:
     publication: Publication | None = None
     registry_digest: str | None = None     # what the full tag serves after this run
     realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
+    swept: tuple[str, ...] = ()            # candidate tags of earlier runs this run deleted
 
     @property
     def status(self) -> str:
@@ -169,6 +173,11 @@ class _Night:
         self.status(variant, "reading the registry")
         remote = with_retries(lambda: self.registry.image(target.repository, variant.tag), self.options.retry,
                               f"reading {target.ref(variant.tag)}")
+        swept = self._sweep(variant)
+        return replace(self._decide(prepared, remote, night), swept=swept)
+
+    def _decide(self, prepared: Prepared, remote: RemoteImage | None, night: NightlyOutcome) -> NightlyOutcome:
+        variant = prepared.variant
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
         fresh = aged_only(remote, prepared)
         if reason is None and remote is not None:
@@ -179,6 +188,37 @@ class _Night:
             reason, fresh = untested_reason(variant.tag, remote.digest, record), False
         night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
         return self._rebuilt(prepared, night, fresh=fresh)
+
+    def _sweep(self, variant: Variant) -> tuple[str, ...]:
+        """Delete the variant's candidate tags that runs started before this one left behind.
+
+        A run killed outright (SIGKILL, a lost CI runner) or one that could not reach the
+        registry to clean up leaves its candidate; nobody else removes it. Candidates of runs
+        started later are left alone: they may be mid-smoke-test. Best effort: a failure here
+        is logged and fails nothing.
+        """
+        mine = _run_started(self.options.run_id)
+        if not mine:
+            return ()
+        target, retry, swept = self.options.target, self.options.retry, []
+        try:
+            names = with_retries(lambda: self.registry.tags(target.repository), retry,
+                                 f"listing the tags of {target.host}/{target.repository}")
+        except AccelError as error:
+            log.warning("old candidates of %s not swept: %s", variant.tag, error.one_line())
+            return ()
+        for name in names:
+            found = tags.CANDIDATE_RE.match(name) if isinstance(name, str) else None
+            if found is None or found["full"] != variant.tag or _run_started(found["run"]) >= mine:
+                continue
+            try:
+                with_retries(lambda: self.registry.delete_tag(target.repository, name), retry,
+                             f"deleting {target.ref(name)}")
+            except AccelError as error:
+                log.warning("old candidate %s not swept: %s", target.ref(name), error.one_line())
+                continue
+            swept.append(name)
+        return tuple(swept)
 
     def _record(self, variant: Variant) -> SmokedRecord:
         """The digests this tool smoke-tested for the variant (accel_images.tested)."""
@@ -213,15 +253,29 @@ class _Night:
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
-        publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
-                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
-                              on_green=lambda digest: self._record_tested(variant, digest))
+        try:
+            publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
+                                  self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
+                                  on_green=lambda digest: self._record_tested(variant, digest))
+        except KeyboardInterrupt as interrupt:
+            self._stopped(night, built, stopped_publication(interrupt))
+            raise
         serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
         night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
             return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
                                                   error=publication.error, exit_code=publication.exit_code))
         return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
+
+    def _stopped(self, night: NightlyOutcome, built: Outcome, publication: Publication | None) -> None:
+        """Report a publication the stop cut short as it ended: interrupted, with the tags read back."""
+        serving = night.registry_digest
+        if publication is not None and publication.tags_after is not None:
+            serving = publication.tags_after.get(night.outcome.variant.tag, serving)
+        stopped = replace(night, publication=publication, registry_digest=serving,
+                          outcome=replace(built, status="interrupted", error="interrupted during publication"))
+        self.status(stopped.outcome.variant, "interrupted")
+        self.on_done(stopped)
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:
         """A local image with this fingerprint, young enough to publish, as a build outcome.
@@ -264,6 +318,12 @@ class _Night:
         return tuple(moved)
 
 
+def _run_started(run_id: str) -> str:
+    """`YYYYMMDDTHHMMSS` of a run id from new_run_id (sortable as text); '' for any other id."""
+    stamp = run_id[:15]
+    return stamp if len(stamp) == 15 and stamp[8] == "T" and (stamp[:8] + stamp[9:]).isdigit() else ""
+
+
 def describe(night: NightlyOutcome) -> str:
     """A short status line for progress displays."""
     if night.status == "failed":
@@ -290,6 +350,9 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         "candidate": publication.candidate if publication else None,
         "candidate_digest": publication.digest if publication else None,
         "candidate_left": publication.candidate_left if publication else False,
+        "swept_candidates": list(night.swept),
+        "tags_after_stop": dict(publication.tags_after) if publication and publication.tags_after is not None
+        else None,
         "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
     })
     return record

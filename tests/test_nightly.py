@@ -184,6 +184,9 @@ class FakeRegistry:
         self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
         return self.images[tag].digest
 
+    def tags(self, repository: str) -> list[str]:
+        return sorted({*self.images, *self.serving} - set(self.deleted))
+
 
 TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
 
@@ -200,9 +203,9 @@ def expansion(tmp_path: Path) -> Expansion:
 
 
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
-             jobs: int = 1) -> list[NightlyOutcome]:
+             jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
-    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id="r1", retry=NO_WAIT)
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
@@ -282,6 +285,18 @@ def test_the_tested_digest_is_recorded_before_any_real_tag_moves(expansion: Expa
     assert debian[:3] == [f"push {DEBIAN}-candidate-r1", f"record {DEBIAN}-tested", f"push {DEBIAN}"]
     [entry] = SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).entries
     assert (entry.digest, entry.day, entry.run_id) == (TESTED, NOW.date(), "r1")
+
+
+def test_candidates_of_earlier_runs_are_swept_and_later_ones_left(expansion: Expansion, tmp_path: Path) -> None:
+    older, newer = "20261201T030000-aaaaaa", "20261202T040000-bbbbbb"
+    left = {f"{DEBIAN}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-{newer}": TESTED,
+            f"{UBUNTU}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-not-a-run": TESTED}
+    registry = FakeRegistry(serving=dict(left))
+    nights = fake_run(expansion, FakeEngine(), registry, tmp_path, run_id="20261202T030000-cccccc")
+    assert {night.outcome.variant.tag: night.swept for night in nights} == {
+        UBUNTU: (f"{UBUNTU}-candidate-{older}",), DEBIAN: (f"{DEBIAN}-candidate-{older}",)}
+    assert f"{DEBIAN}-candidate-{newer}" not in registry.deleted
+    assert f"{DEBIAN}-candidate-not-a-run" not in registry.deleted
 
 
 def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion, tmp_path: Path) -> None:
