@@ -54,6 +54,7 @@ TOMBSTONE_LABEL = "io.accel-images.tombstone"
 
 _HOST_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$")
 _PATH_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 Credentials = Callable[[str], Mapping[str, str] | None]
@@ -149,8 +150,8 @@ class RegistryClient:
                 raise RegistryError(f"{self.host}/{repository}:{tag} lists {chosen}, which the registry lacks")
             manifest = inner[1]
         config = self._config(repository, manifest, f"{repository}:{tag}")
-        labels = (config.get("config") or {}).get("Labels") or {}
-        return RemoteImage(repository, tag, digest, dict(labels), parse_time(config.get("created")))
+        labels = _config_labels(config, f"{self.host}/{repository}:{tag}")
+        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")))
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         """The digest `repository:tag` points at, None when the tag is absent."""
@@ -174,7 +175,10 @@ class RegistryClient:
                                      what=f"listing the tags of {repository}")
             if response is None:
                 return names
-            names += _json(response, f"listing the tags of {repository}").get("tags") or []
+            page = _json(response, f"listing the tags of {repository}").get("tags") or []
+            if not isinstance(page, list) or not all(isinstance(name, str) for name in page):
+                raise malformed(f"{self.host}/{repository}", "the tag list is not a list of names")
+            names += page
             path = _next_page(response.headers.get("Link"))
         return names
 
@@ -249,7 +253,9 @@ class RegistryClient:
     def _config(self, repository: str, manifest: Mapping[str, Any], what: str) -> dict[str, Any]:
         descriptor = manifest.get("config")
         if not isinstance(descriptor, Mapping) or not descriptor.get("digest"):
-            raise RegistryError(f"{self.host}/{what}: the manifest has no image config (schema 1 is not supported)")
+            raise malformed(f"{self.host}/{what}", "the manifest has no image config (schema 1 is not supported)")
+        if not isinstance(descriptor["digest"], str) or not DIGEST_RE.match(descriptor["digest"]):
+            raise malformed(f"{self.host}/{what}", "the manifest's config digest is not a sha256 digest")
         response = self._call("GET", f"/v2/{repository}/blobs/{descriptor['digest']}", scope=_scope(repository),
                               what=f"reading the config of {what}")
         return _json(response, f"reading the config of {what}")
@@ -428,11 +434,48 @@ def _error_text(response: requests.Response) -> str:
         return ""
 
 
+def malformed(what: str, problem: str) -> RegistryError:
+    """Registry content that does not have the shape the API defines: permanent, one line."""
+    error = RegistryError(f"{what}: {problem}", hint="the registry holds an image this tool cannot read; "
+                                                    "push a good one under the tag or delete it")
+    error.transient = False
+    return error
+
+
+def _config_labels(config: Mapping[str, Any], what: str) -> dict[str, str]:
+    """`config.Labels` of an image config, checked: a mapping of strings to strings, or absent."""
+    inner = config.get("config")
+    if inner is None:
+        return {}
+    if not isinstance(inner, Mapping):
+        raise malformed(what, f"the image config's 'config' is {_kind_of(inner)}, not an object")
+    labels = inner.get("Labels")
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise malformed(what, f"the image config's Labels is {_kind_of(labels)}, not an object")
+    bad = next((key for key, value in labels.items() if not isinstance(value, str)), None)
+    if bad is not None:
+        raise malformed(what, f"the image config's label {str(bad)[:80]!r} is {_kind_of(labels[bad])}, not a string")
+    return dict(labels)
+
+
+def _kind_of(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
 def _platform_entry(index: Mapping[str, Any], what: str) -> str:
-    for entry in index.get("manifests") or []:
-        platform = entry.get("platform") or {}
-        if all(platform.get(key) == value for key, value in PLATFORM.items()):
-            return str(entry["digest"])
+    entries = index.get("manifests")
+    if not isinstance(entries, list):
+        raise malformed(what, f"the image index's manifests is {_kind_of(entries)}, not a list")
+    for entry in entries:
+        platform = entry.get("platform") if isinstance(entry, Mapping) else None
+        if isinstance(platform, Mapping) and all(platform.get(key) == value for key, value in PLATFORM.items()):
+            digest = entry.get("digest")
+            if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+                raise malformed(what, "the linux/amd64 entry of the image index has no valid digest")
+            return digest
     raise RegistryError(f"{what} has no linux/amd64 image")
 
 
