@@ -339,7 +339,15 @@ _TRANSIENT_REASONS = (
     ("no route to host", "no route to host"),
     ("unexpected eof", "connection closed early"),
     ("broken pipe", "connection closed early"),
+    ("use of closed network connection", "connection closed early"),
+    ("server closed idle connection", "connection closed early"),
+    ("connection closed", "connection closed early"),
 )
+_BARE_EOF = re.compile(r"(:\s*|\b)EOF\s*$|: EOF\b")
+"""Go's io.EOF as the daemon prints it: the registry closed the connection mid-request (`Put "...": EOF`)."""
+_URL_QUERY = re.compile(r"((?:https?://)[^\s\"'?]+)\?[^\s\"']*")
+"""The query of a URL: upload URLs carry the registry's `_state` token there, which no message may show."""
+_DETAIL_CHARS = 300
 _SERVER_ERROR = re.compile(
     r"(status|code)\D{0,12}5\d\d\b|internal server error|bad gateway|service unavailable"
     r"|gateway time-?out", re.IGNORECASE)
@@ -367,8 +375,9 @@ def registry_error(action: str, ref: str, detail: str) -> RegistryError:
 
     A registry that answered "no such image" is NotInRegistry (exit 1): it was reached. A pull
     from a registry that cannot be reached suggests pulling through a mirror, which is what a
-    firewalled or offline site needs.
+    firewalled or offline site needs. URL queries (upload tokens) are left out.
     """
+    detail = without_url_queries(detail)
     reason, transient = _classify_registry_failure(detail)
     registry = _registry_of(ref)
     kind = NotInRegistry if reason.startswith("not found") else RegistryError
@@ -389,11 +398,26 @@ def _classify_registry_failure(detail: str) -> tuple[str, bool]:
     for needle, reason in _TRANSIENT_REASONS:
         if needle in lowered:
             return f"registry {{registry}} unreachable ({reason})", True
+    if _BARE_EOF.search(detail):
+        return "registry {registry} unreachable (connection closed early)", True
     for needle, reason in _PERMANENT_REASONS:
         if needle in lowered:
             return reason, False
-    unknown = " ".join(detail.split())[:300]
+    unknown = _shortened(" ".join(detail.split()))
     return unknown.replace("{", "{{").replace("}", "}}"), False
+
+
+def without_url_queries(text: str) -> str:
+    """`text` with every URL's query replaced by `?…`: tokens (`_state=...`) never reach a message."""
+    return _URL_QUERY.sub(r"\1?…", text)
+
+
+def _shortened(text: str, limit: int = _DETAIL_CHARS) -> str:
+    """At most `limit` characters, keeping both ends: the cause is usually last (`Put "URL": CAUSE`)."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half].rstrip()} … {text[-half:].lstrip()}"
 
 
 def _registry_of(ref: str) -> str:

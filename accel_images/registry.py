@@ -74,7 +74,9 @@ class Destination:
         if not sep:
             scheme, rest = None, text.strip()
         host, _, namespace = rest.rstrip("/").partition("/")
+        port = host.rsplit(":", 1)[1] if _HOST_RE.match(host) and host.rsplit("]", 1)[-1].count(":") else None
         if scheme not in (None, "http", "https") or not _HOST_RE.match(host) \
+                or (port is not None and not 0 < int(port) <= 65535) \
                 or (namespace and not _PATH_RE.match(namespace)):
             raise InputError(f"'{text}' is not [http[s]://]HOST[:PORT][/NAMESPACE]"
                              " (e.g. 127.0.0.1:5000 or ghcr.io/my-team)", field="--registry")

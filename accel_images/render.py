@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import jinja2
+import jinja2.sandbox
 
 from accel_images import apt, companions, state, vendors
 from accel_images.compat import KnowledgeBase
@@ -163,13 +164,18 @@ def oci_labels(variant: Variant, image: str) -> dict[str, str]:
 
 
 class Renderer:
-    """One Jinja2 environment over templates/, shared by every variant."""
+    """One Jinja2 environment over templates/, shared by every variant.
+
+    Sandboxed (jinja2.sandbox): a template (`--templates DIR`, a plug-in vendor's) may read the
+    values it is given and call their public methods, but not reach Python internals
+    (`cycler.__init__.__globals__.os.popen(...)`): rendering runs no code a template smuggles in.
+    """
 
     def __init__(self, kb: KnowledgeBase, templates_dir: Path | None = None) -> None:
         self.kb = kb
         self.templates_dir = templates_dir or default_templates()
         self._static: dict[str, dict[str, bytes]] = {}
-        self.env = jinja2.Environment(
+        self.env = jinja2.sandbox.SandboxedEnvironment(
             loader=jinja2.FileSystemLoader([str(self.templates_dir), *_vendor_template_dirs()]),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
@@ -225,6 +231,9 @@ class Renderer:
                              file=file, line=line, field=variant.key) from None
         except jinja2.TemplateNotFound as err:
             raise InputError(f"template not found: {err.name}", file=str(self.templates_dir)) from None
+        except jinja2.exceptions.SecurityError as err:
+            file, line = self._failing_template_line(err, name)
+            raise InputError(f"template reaches outside its sandbox: {err}", file=file, line=line) from None
         return _tidy(text), apt_repos.files
 
     def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
@@ -384,6 +393,14 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
     followed, so neither the deletions nor the writes can reach a directory elsewhere; a link
     in place of a rendered file is replaced, not written through.
     """
+    try:
+        return _write_build_context(dest, context, wheelhouse)
+    except OSError as err:
+        raise InputError(f"cannot write the build context: {err.strerror}", file=str(err.filename or dest),
+                         hint="the state directory must be writable") from None
+
+
+def _write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | None) -> Path:
     if dest.is_symlink():
         raise state.link_error(dest.parent, dest)
     dest.mkdir(parents=True, exist_ok=True)

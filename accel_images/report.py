@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import jinja2
 
 from accel_images import vendors
+from accel_images.errors import InputError
 from accel_images.versions import key as version_key, newest_first
 
 SCHEMA = 1
@@ -508,11 +509,15 @@ def write_reports(records: Sequence[Mapping[str, Any]], out_dir: Path, meta: Map
     """Render all four reports first, then move each into `out_dir`; returns their paths by kind."""
     texts = render_all(records, meta)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for kind, text in texts.items():
-        paths[kind] = out_dir / REPORT_FILES[kind]
-        atomic_write(paths[kind], text)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for kind, text in texts.items():
+            paths[kind] = out_dir / REPORT_FILES[kind]
+            atomic_write(paths[kind], text)
+    except OSError as err:
+        raise InputError(f"cannot write the reports: {err.strerror}", file=str(err.filename or out_dir),
+                         hint="the report directory must be a writable directory") from None
     return paths
 
 

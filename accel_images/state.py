@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -148,6 +149,31 @@ class StateDir:
     def nightly_lock(self) -> Path:
         """`nightly.lock`: one nightly at a time per state directory (accel_images.lock)."""
         return self._checked(self.root / "nightly.lock")
+
+    def check(self) -> None:
+        """Refuse, with one line (InputError, exit 2), a state directory a run could not use.
+
+        Called by the commands before they talk to Docker or write anything: a symbolic link
+        below the root (`refuse_links`), a file where a directory of the layout belongs (or a
+        directory where the lock or the digest cache belongs), a root that cannot be created
+        or written (a read-only mount). Without this they would fail half-way with an OSError.
+        """
+        self.refuse_links()
+        for directory in (self.contexts, self.logs, self.reports, self.root / "cache", self.root / "smoke"):
+            if directory.exists() and not directory.is_dir():
+                raise InputError("is a file where the state directory keeps a directory", file=str(directory),
+                                 hint="remove it, or choose another --state-dir")
+        for file in (self.nightly_lock, self.digest_cache):
+            if file.exists() and not file.is_file():
+                raise InputError("is not a plain file", file=str(file), hint="remove it, or choose another --state-dir")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.root, prefix=".write-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            raise InputError(f"the state directory cannot be written: {err.strerror}", file=str(self.root),
+                             hint="make it writable, or choose another --state-dir") from None
 
     def refuse_links(self) -> None:
         """Raise StateLinkError for the first symbolic link anywhere below the root.

@@ -443,11 +443,25 @@ def test_command_refuses_while_another_nightly_runs(tmp_path: Path, holder) -> N
     assert "Traceback" not in result.output
 
 
-def test_command_rejects_a_malformed_registry(tmp_path: Path) -> None:
-    result = CliRunner().invoke(nightly_command, ["--registry", "not a host", "--matrix",
-                                                  str(write_matrix(tmp_path, "team/pytorch"))])
-    assert result.exit_code == 2
-    assert "--registry: 'not a host' is not" in result.output
+@pytest.mark.parametrize("registry", ["not a host", "127.0.0.1:99999", "127.0.0.1:0", "[::1]:70000"])
+def test_command_rejects_a_malformed_registry(tmp_path: Path, registry: str) -> None:
+    result = CliRunner().invoke(nightly_command, ["--registry", registry, "--matrix",
+                                                  str(write_matrix(tmp_path, "team/pytorch")),
+                                                  "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2, result.output
+    assert f"--registry: '{registry}' is not" in result.output
+
+
+def test_build_refuses_while_a_nightly_holds_the_state_directory(tmp_path: Path, holder) -> None:
+    """A build would rewrite the contexts the running nightly builds from."""
+    from accel_images.cli.build import build_command
+    state = tmp_path / "state"
+    process = holder(state / "nightly.lock", 60)
+    result = CliRunner(env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}).invoke(
+        build_command, ["--matrix", str(write_matrix(tmp_path, "team/pytorch")), "--state-dir", str(state)])
+    assert result.exit_code == 75, result.output
+    assert f"accel-images: error: another run of accel-images (PID {process.pid}) holds" in result.output
+    assert not (state / "contexts").exists()
 
 
 # ---- end to end: real engine, real local registry ----------------------------------------------

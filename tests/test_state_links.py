@@ -166,3 +166,57 @@ def test_a_state_root_that_is_a_link_is_the_users_choice(tmp_path: Path) -> None
     state = StateDir(tmp_path / "state")
     state.refuse_links()
     assert state.context("cpu", TAG) == tmp_path / "state" / "contexts" / "cpu" / TAG
+
+
+# ---- a state directory a run could not use: one line, exit 2, before anything is written ----------
+
+def a_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("in the way\n")
+
+
+def a_directory(path: Path) -> None:
+    path.mkdir(parents=True)
+
+
+@pytest.mark.parametrize(("command", "plant", "where", "message"), [
+    ("build", lambda s: a_file(s / "reports"), "reports", "is a file where the state directory keeps a directory"),
+    ("nightly", lambda s: a_file(s / "reports"), "reports", "is a file where the state directory keeps a directory"),
+    ("build", lambda s: a_file(s / "contexts"), "contexts", "is a file where the state directory keeps a directory"),
+    ("nightly", lambda s: a_directory(s / "nightly.lock"), "nightly.lock", "is not a plain file"),
+    ("build", lambda s: a_directory(s / "cache" / "digests.json"), "cache/digests.json", "is not a plain file"),
+    ("nightly", lambda s: a_file(s), "", "is a file."),
+], ids=["build-reports-file", "nightly-reports-file", "contexts-file", "lock-directory", "cache-directory",
+        "state-is-a-file"])
+def test_an_unusable_state_directory_is_one_line_and_exit_2(tmp_path: Path, command: str, plant, where: str,
+                                                           message: str) -> None:
+    state = tmp_path / "state"
+    plant(state)
+    args = [command, "--matrix", str(SMALL), "--vendor", "cpu", "--state-dir", str(state)]
+    if command == "nightly":
+        args += ["--registry", "127.0.0.1:1"]
+    result = CliRunner(env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}).invoke(main, args)
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("accel-images: error: ") and message in line, line
+    assert "Traceback" not in result.output
+    if where:
+        assert f"{state / where}:" in line
+
+
+def test_a_build_context_that_cannot_be_written_is_one_error(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state")
+    variant, rendered = a_context(state)
+    blocked = state.context(variant.vendor, variant.tag)
+    a_file(blocked.parent)           # contexts/cpu is a file: the context cannot be made below it
+    with pytest.raises(InputError) as caught:
+        write_build_context(blocked, rendered, None)
+    assert "cannot write the build context" in caught.value.one_line()
+
+
+def test_reports_that_cannot_be_written_are_one_error(tmp_path: Path) -> None:
+    from accel_images.report import write_reports
+    a_file(tmp_path / "reports")
+    with pytest.raises(InputError) as caught:
+        write_reports([], tmp_path / "reports" / "build", {"kind": "build"})
+    assert caught.value.one_line().startswith(f"{tmp_path / 'reports'}")

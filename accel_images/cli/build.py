@@ -29,6 +29,7 @@ from accel_images.cli.options import (chosen_variants, err, expected_failures, f
 from accel_images.engine import Engine
 from accel_images.errors import InputError
 from accel_images.progress import progress_for
+from accel_images.lock import held
 from accel_images.report import write_reports
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import run_smoke
@@ -78,22 +79,24 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
-    settings.state_dir.refuse_links()
-    engine = Engine.connect()
+    settings.state_dir.check()
     meta = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
-    try:
-        with progress_for(variants, level) as progress:
-            builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
-                              templates_dir=templates_dir)
-            outcomes = builder.run(variants)
-    except KeyboardInterrupt:
-        finished = builder.finished if builder is not None else []
-        path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
-                                  {**meta, "finished": datetime.now(timezone.utc), "partial": True})
-        click.echo(f"accel-images: stopped; partial report: {path}", err=True)
-        raise
-    report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
+    # The nightly's lock: a build rewrites the contexts a running nightly builds from.
+    with held(settings.state_dir.nightly_lock, what="run of accel-images"):
+        engine = Engine.connect()
+        try:
+            with progress_for(variants, level) as progress:
+                builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
+                                  templates_dir=templates_dir)
+                outcomes = builder.run(variants)
+        except KeyboardInterrupt:
+            finished = builder.finished if builder is not None else []
+            path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
+                                      {**meta, "finished": datetime.now(timezone.utc), "partial": True})
+            click.echo(f"accel-images: stopped; partial report: {path}", err=True)
+            raise
+        report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
     out().print(outcome_table(outcomes))
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):

@@ -68,7 +68,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
     state = StateDir.at(state_dir)
-    state.refuse_links()
+    state.check()
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
