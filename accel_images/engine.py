@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
@@ -34,6 +35,7 @@ from docker.utils import parse_repository_tag
 from accel_images import buildlog
 from accel_images import failure
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
+from accel_images.leftovers import OWNER_LABEL, ContainerInfo, owner_token
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 MANAGED_LABEL = "io.accel-images.managed"
@@ -272,7 +274,8 @@ class Engine:
             with self._daemon_errors(f"running {image}"):
                 try:
                     container = self._client.containers.create(
-                        image, command, labels={MANAGED_LABEL: "true", **(labels or {})},
+                        image, command,
+                        labels={MANAGED_LABEL: "true", OWNER_LABEL: owner_token(), **(labels or {})},
                         **dict(options or {}))
                 except docker.errors.ImageNotFound as err:
                     raise EngineError(f"image {image} not found locally:"
@@ -292,6 +295,15 @@ class Engine:
         with self._daemon_errors(f"listing containers labelled {label}"):
             found = self._client.api.containers(all=True, filters={"label": label})
         return [entry["Id"] for entry in found]
+
+    def managed_containers(self) -> list[ContainerInfo]:
+        """Every container `run` made (MANAGED_LABEL), running or not, with its labels and creation time."""
+        with self._daemon_errors(f"listing containers labelled {MANAGED_LABEL}"):
+            found = self._client.api.containers(all=True, filters={"label": MANAGED_LABEL})
+        return [ContainerInfo(str(entry.get("Id")), dict(entry.get("Labels") or {}),
+                              datetime.fromtimestamp(entry["Created"], timezone.utc)
+                              if isinstance(entry.get("Created"), (int, float)) else None,
+                              entry.get("State") == "running") for entry in found]
 
     def remove_container(self, container_id: str) -> None:
         """Force-remove a container and its anonymous volumes; absent is fine."""

@@ -357,6 +357,7 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
 
     monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
     monkeypatch.setattr(cli_nightly.Engine, "connect", classmethod(lambda cls: None))
+    monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
     with pytest.raises(KeyboardInterrupt):
         cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]

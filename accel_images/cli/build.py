@@ -29,6 +29,7 @@ from accel_images.cli.options import (chosen_variants, err, expected_failures, f
 from accel_images.engine import Engine
 from accel_images.errors import InputError
 from accel_images.progress import progress_for
+from accel_images.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.report import write_reports
 from accel_images.smoke.judge import Expectation
@@ -85,6 +86,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     # The nightly's lock: a build rewrites the contexts a running nightly builds from.
     with held(settings.state_dir.nightly_lock, what="run of accel-images"):
         engine = Engine.connect()
+        reclaim(engine, meta["started"])
         try:
             with progress_for(variants, level) as progress:
                 builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,

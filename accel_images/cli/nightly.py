@@ -21,6 +21,7 @@ from accel_images.cli.options import (chosen_variants, expected_failures, filter
                                       verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.engine import Engine
+from accel_images.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
 from accel_images.outcome import Outcome
@@ -98,6 +99,7 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
             "run_id": nightly.run_id, "max_age_days": nightly.max_age_days}
     finished: list[NightlyOutcome] = []
     engine = Engine.connect()
+    reclaim(engine, nightly.now)
     try:
         with progress_for(variants, level) as progress:
             nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,
