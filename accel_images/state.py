@@ -29,7 +29,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from accel_images.errors import InputError
