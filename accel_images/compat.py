@@ -346,4 +346,4 @@ def parse_query(terms: Iterable[str]) -> dict[str, str]:
     return query
 
 
-__all__ += ["parse", "parse_kb", "parse_section", "stack_keys", "vendor_of"]
+__all__ += ["Unverified", "parse", "parse_kb", "parse_section", "stack_keys", "vendor_of"]
