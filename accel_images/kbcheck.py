@@ -23,11 +23,11 @@ and 0.29.2 (uploaded with torch 2.15.0) is a patch of that line, not a companion
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from accel_images import compat, kbsources, vendors
 from accel_images.errors import AccelError, InputError
@@ -338,19 +338,20 @@ def companion_findings(kb: compat.KnowledgeBase, pairing: Mapping[str, Mapping[s
 
 def _indexed(kb: compat.KnowledgeBase) -> list[tuple[vendors.Vendor, str | None, str]]:
     """(vendor, stack, index) for every build the vendor sections list, and the fixed indexes."""
-    found = []
+    found: list[tuple[vendors.Vendor, str | None, str]] = []
     for vendor in vendors.registry().values():
         section = kb.section(vendor.name)
+        wheel_index = getattr(vendor, "wheel_index", None)   # VendorBase's; a plug-in may have none
         if section.rules.index:
             found.append((vendor, None, section.rules.index))
             continue
-        if not vendor.stack_name:
+        if not vendor.stack_name or not callable(wheel_index):
             continue
         stacks = {s for builds in section.builds.values() for s in builds}
         stacks |= {s for pending in section.unverified.values() for s in pending if s != "*"}
         for stack in sort_versions(stacks):
-            index = vendor.wheel_index(kb, stack)
-            if index:
+            index = wheel_index(kb, stack)
+            if isinstance(index, str) and index:
                 found.append((vendor, stack, index))
     return found
 

@@ -189,7 +189,8 @@ def parse_pypi_project(body: bytes, url: str, package: str) -> Project:
 def _release(version: str, files: list[Mapping[str, Any]]) -> Release:
     times = sorted(str(f.get("upload_time_iso_8601") or f.get("upload_time") or "") for f in files)
     times = [t for t in times if t]
-    tags, platforms = set(), set()
+    tags: set[str] = set()
+    platforms: set[str] = set()
     for entry in files:
         wheel = WHEEL_NAME.match(str(entry.get("filename", "")))
         if wheel:

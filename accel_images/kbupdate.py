@@ -45,7 +45,10 @@ def _yaml() -> Any:
 
 def _flow(values: Iterable[str], quote: str = '"') -> Any:
     from ruamel.yaml.comments import CommentedSeq
-    from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
+    from ruamel.yaml.scalarstring import (
+        DoubleQuotedScalarString,
+        SingleQuotedScalarString,
+    )
     kind = DoubleQuotedScalarString if quote == '"' else SingleQuotedScalarString
     seq = CommentedSeq([kind(v) for v in values])
     seq.fa.set_flow_style()

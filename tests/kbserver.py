@@ -44,7 +44,7 @@ class World:
     asked: list[str] = field(default_factory=list)
 
     @classmethod
-    def recorded(cls) -> "World":
+    def recorded(cls) -> World:
         world = cls()
         for package in ("torch", "torchvision", "torchaudio"):
             body = gzip.decompress((DATA / "recorded" / "pypi" / f"{package}.json.gz").read_bytes())
@@ -81,10 +81,10 @@ class _Handler(BaseHTTPRequestHandler):
     world: World
     base: str
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = urlsplit(self.path).path
         self.world.asked.append(self.path)
         if path == "/token":
