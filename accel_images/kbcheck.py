@@ -97,32 +97,37 @@ class KbFiles:
         local = self.root / "vendors" / vendor.kb_file.name
         return local if local.is_file() else vendor.kb_file
 
+    def raw_sections(self) -> dict[str, Mapping[str, Any]]:
+        """Each vendor's file as read (the tables its module parses, by their own names)."""
+        return {vendor.name: _read(self.vendor_file(vendor)) for vendor in vendors.registry().values()}
+
     def load(self) -> compat.KnowledgeBase:
         """The knowledge base these files hold; InputError (exit 2) naming the file when one is unreadable."""
-        def read(path: Path) -> Any:
-            try:
-                raw = compat.read_yaml(path)
-            except OSError as err:
-                raise InputError(f"cannot read the knowledge base: {err.strerror}", file=str(path)) from None
-            except Exception as err:  # noqa: BLE001 - yaml's errors carry the position
-                mark = getattr(err, "problem_mark", None)
-                raise InputError(f"not valid YAML: {getattr(err, 'problem', err)}", file=str(path),
-                                 line=mark.line + 1 if mark else None) from None
-            if not isinstance(raw, dict):
-                raise InputError("not a knowledge-base file (a mapping)", file=str(path))
-            return raw
-
         sections = {}
         for vendor in vendors.registry().values():
             path = self.vendor_file(vendor)
             try:
-                sections[vendor.name] = compat.parse_section(vendor, read(path))
+                sections[vendor.name] = compat.parse_section(vendor, _read(path))
             except (KeyError, TypeError, ValueError, AttributeError) as err:
                 raise InputError(f"malformed vendor section: {err}", file=str(path)) from None
         try:
-            return compat.parse_kb(read(self.kb_yaml), sections)
+            return compat.parse_kb(_read(self.kb_yaml), sections)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InputError(f"malformed knowledge base: {err}", file=str(self.kb_yaml)) from None
+
+
+def _read(path: Path) -> Any:
+    try:
+        raw = compat.read_yaml(path)
+    except OSError as err:
+        raise InputError(f"cannot read the knowledge base: {err.strerror}", file=str(path)) from None
+    except Exception as err:  # noqa: BLE001 - yaml's errors carry the position
+        mark = getattr(err, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(err, 'problem', err)}", file=str(path),
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(raw, dict):
+        raise InputError("not a knowledge-base file (a mapping)", file=str(path))
+    return raw
 
 
 # ---- gathering --------------------------------------------------------------------------------
@@ -193,10 +198,11 @@ def check(files: KbFiles, urls: SourceUrls, images: Iterable[str] = (), get: Get
     kb = files.load()
     images = tuple(images)
     observed = gather(index_names(kb), images, urls, get, list_tags)
-    return compare(kb, observed, urls, images)
+    return compare(kb, observed, urls, images, files.raw_sections())
 
 
-def compare(kb: compat.KnowledgeBase, observed: Observed, urls: SourceUrls, images: Iterable[str] = ()) -> Report:
+def compare(kb: compat.KnowledgeBase, observed: Observed, urls: SourceUrls, images: Iterable[str] = (),
+            raw_sections: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
     evidence = {"pypi": "V" if urls.default_for("pypi") else "Vm",
                 "wheel_index": "V" if urls.default_for("wheel_index") else "Vm"}
     findings: list[Finding] = []
@@ -208,7 +214,7 @@ def compare(kb: compat.KnowledgeBase, observed: Observed, urls: SourceUrls, imag
         findings += release_findings
         new_minors = [f.facts["minor"] for f in release_findings if f.kind == "new-release"]
         findings += companion_findings(kb, pairing, evidence["pypi"])
-    findings += variants(kb, observed.pages, new_minors, urls, evidence["wheel_index"])
+    findings += variants(kb, observed.pages, new_minors, urls, evidence["wheel_index"], raw_sections or {})
     findings += base_tags(images, observed.tags, urls)
     return Report(kb.as_of, tuple(findings), observed.unreachable, observed.sources)
 
@@ -369,7 +375,7 @@ def index_names(kb: compat.KnowledgeBase) -> list[str]:
 
 
 def variants(kb: compat.KnowledgeBase, pages: Mapping[str, tuple[Wheel, ...] | None], new_minors: Iterable[str],
-             urls: SourceUrls, evidence: str) -> list[Finding]:
+             urls: SourceUrls, evidence: str, raw_sections: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
     minors = sort_versions({*kb.torch_minors()[-WINDOW:], *new_minors})
     findings = []
     for vendor, stack, index in _indexed(kb):
@@ -392,11 +398,11 @@ def variants(kb: compat.KnowledgeBase, pages: Mapping[str, tuple[Wheel, ...] | N
                     and (stack is None or stack not in pending):
                 name = vendor.stack_name or vendor.name
                 what = f"{name} {stack}" if stack else f"{name} (index {index})"
-                to_fill = vendor_facts_to_fill(vendor, stack)
+                to_fill = vendor_facts_to_fill(vendor, minor, stack, raw_sections.get(vendor.name, {}), kb)
                 findings.append(Finding(
                     "new-variant", f"torch {minor} {vendor.name} {stack or f'(index {index})'}",
                     f"{on_page[minor].filename} is on the {index} index: a torch {minor} {what} build the"
-                    f" {vendor.name} section does not list" + (f" (to fill: {', '.join(to_fill)})" if to_fill else ""),
+                    f" {vendor.name} section does not list" + (f" (to fill: {', '.join(to_fill)})" if to_fill else " (to confirm)"),
                     url, evidence, file=f"vendors/{vendor.kb_file.name}",
                     facts={"vendor": vendor.name, "minor": minor, "stack": stack, "index": index,
                            "wheel": on_page[minor].filename},
@@ -412,12 +418,30 @@ def variants(kb: compat.KnowledgeBase, pages: Mapping[str, tuple[Wheel, ...] | N
     return findings
 
 
-def vendor_facts_to_fill(vendor: vendors.Vendor, stack: str | None) -> tuple[str, ...]:
-    """What a wheel index cannot say about a new build: the stack version of a fixed index (which
-    oneAPI is `xpu`?), the toolkit, GPU architectures and driver floor of a CUDA or ROCm build."""
+GENERIC_KEYS = frozenset({"vendor", "source", "sources", "rules", "builds", "unverified", "notes", "notes_source"})
+"""Keys every vendor section has (compat.parse_section): not tables of per-build facts."""
+
+
+def vendor_facts_to_fill(vendor: vendors.Vendor, minor: str, stack: str | None, raw: Mapping[str, Any],
+                         kb: compat.KnowledgeBase) -> tuple[str, ...]:
+    """What a wheel index cannot say about a new build: the stack version behind a fixed index
+    (which oneAPI is `xpu`?), and every row the vendor's own tables keep per torch minor or per
+    stack version that this build lacks (cuda: `toolkits`, `archs`; a new stack: its `families`
+    or `devel_images` row). Read from the section itself, so a vendor's tables name themselves."""
     if stack is None:
         return (f"{vendor.stack_name} version",) if vendor.stack_name else ()
-    return ("toolkit", "GPU architectures", "driver floor") if vendor.name == "cuda" else ("GPU architectures",)
+    section = kb.section(vendor.name)
+    stacks = {s for builds in section.builds.values() for s in builds}
+    missing = []
+    for key, table in raw.items():
+        if key in GENERIC_KEYS or not isinstance(table, Mapping) or not table:
+            continue
+        keys = {str(k) for k in table}
+        if keys & set(kb.torch) and minor not in keys:
+            missing.append(f"{key}[{minor}]")
+        elif keys & stacks and stack not in keys:
+            missing.append(f"{key}[{stack}]")
+    return tuple(missing)
 
 
 # ---- base images --------------------------------------------------------------------------------

@@ -216,7 +216,7 @@ class Wheel:
 
 
 class _Anchors(HTMLParser):
-    """The anchors of a PEP 503 page: (href, text). Attributes may come in any order."""
+    """The anchors of a PEP 503 page: (href, text), yanked ones left out. Attributes may come in any order."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -228,7 +228,9 @@ class _Anchors(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags += 1
         if tag == "a":
-            self._href = dict(attrs).get("href") or ""
+            found = dict(attrs)
+            # PEP 592: a yanked file is not a build anyone should install
+            self._href = None if "data-yanked" in found else found.get("href") or ""
             self._text = []
 
     def handle_data(self, data: str) -> None:
@@ -292,7 +294,10 @@ def registry_tags(registry: str, repository: str, urls: SourceUrls) -> tuple[str
     try:
         return tuple(client.tags(repository))
     except RegistryError as err:
-        raise SourceUnreachable(f"registry {registry}", where, err.message) from None
+        reason = err.message
+        for prefix in (f"registry {client.host} unreachable ", f"registry {client.host} "):
+            reason = reason.removeprefix(prefix)
+        raise SourceUnreachable(f"registry {registry}", where, re.sub(r"^\((.*?)\) while ", r"\1 while ", reason)) from None
 
 
 __all__ = ["MAX_BYTES", "PYPI_URL", "WHEEL_INDEX_URL", "Getter", "Project", "Release", "SourceUnreachable",

@@ -253,7 +253,7 @@ def _new_variant(file: _File, finding: Finding, today: str) -> list[Change]:
     if current == "*":
         return []
     note = (f"# kb update {today}: {facts['wheel']} on the {facts['index']} index ({finding.evidence});"
-            f" to fill: {', '.join(finding.to_fill) or 'confirm'}, then move to builds")
+            + (f" to fill: {', '.join(finding.to_fill)}, then" if finding.to_fill else " confirm, then") + " move to builds")
     if stack is None:
         pending[_q(minor)] = _q("*")
     else:

@@ -79,7 +79,9 @@ def test_check_lists_the_new_patch_the_new_release_and_their_companions():
     assert release["source"] == "https://pypi.org/project/torch/2.15.0/" and release["evidence"] == "Vm"
     variants = by_kind(report, "new-variant")
     assert set(variants) == {"torch 2.15 cuda 13.2", "torch 2.14 rocm 7.2", "torch 2.15 xpu (index xpu)"}
-    assert variants["torch 2.15 cuda 13.2"]["to_fill"] == ["toolkit", "GPU architectures", "driver floor"]
+    # what the vendor's own tables keep per torch minor (toolkits, archs) and this build lacks
+    assert variants["torch 2.15 cuda 13.2"]["to_fill"] == ["toolkits[2.15]", "archs[2.15]"]
+    assert variants["torch 2.14 rocm 7.2"]["to_fill"] == []   # rocm's tables already cover 7.2
     assert variants["torch 2.15 xpu (index xpu)"]["to_fill"] == ["oneAPI version"]
     assert {f["kind"] for f in report["findings"]} == {"new-patch", "new-release", "new-variant"}
 
@@ -375,6 +377,14 @@ def test_recorded_index_lines_from_real_pages_are_read():
             seen[wheel.filename] = (wheel.version, wheel.local)
     assert seen["torch-2.11.0+cu128-cp310-cp310-manylinux_2_28_x86_64.whl"] == ("2.11.0", "cu128")
     assert seen["torch-2.6.0+cu126-cp310-cp310-manylinux_2_28_x86_64.whl"] == ("2.6.0", "cu126")
+
+
+def test_a_yanked_file_on_an_index_page_is_no_build():
+    body = (b'<html><body><a href="/whl/cu130/torch-2.15.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl"'
+            b' data-yanked="broken">torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl</a>'
+            b'<a href="/whl/cu130/torch-2.14.1%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl#sha256=00"></a></body></html>')
+    wheels = kbsources.parse_wheel_index(body, "http://mirror/whl/cu130/torch/")
+    assert [(w.version, w.local) for w in wheels] == [("2.14.1", "cu130")]   # the name from the href
 
 
 def test_the_recorded_package_index_is_read():

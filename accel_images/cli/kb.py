@@ -6,7 +6,7 @@ import datetime
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import click
 
 from accel_images.cli.options import expected_failures
 from accel_images.errors import InputError
+from accel_images.kbsources import SourceUnreachable
 
 
 def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -76,9 +77,19 @@ def check_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, w
     else:
         for line in kbcheck.describe(report):
             click.echo(line)
-    for failure in report.unreachable:
-        click.echo(f"accel-images: error: {failure.one_line()}", err=True)
+    if report.unreachable:
+        click.echo(f"accel-images: error: {unreachable_line(report.unreachable)}", err=True)
     sys.exit(report.exit_code)
+
+
+def unreachable_line(failures: Sequence[SourceUnreachable]) -> str:
+    """One line for every source that could not be read: the first in full, the others by name."""
+    first, others = failures[0], failures[1:]
+    if not others:
+        return first.one_line()
+    names = sorted({f.source for f in others} - {first.source})
+    more = f"; {len(others)} more request(s) failed" + (f" ({', '.join(names)})" if names else "")
+    return f"{first.message}{more} (`kb check --json` lists each; every source URL can point at a mirror)"
 
 
 @kb_group.command("update")
