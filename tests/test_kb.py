@@ -26,18 +26,21 @@ from accel_images.errors import InputError
 from accel_images.kbsources import SourceUnreachable, SourceUrls
 
 ROOT = Path(__file__).resolve().parents[1]
-MATRIX = str(ROOT / "matrix.yaml")
+PINNED_KB = DATA / "knowledge-base"
+"""The knowledge base and matrix as of 2026-12-03, so the findings below stay what they were when
+the sources were recorded, whatever the package's own data files learn later."""
+MATRIX = str(DATA / "matrix.yaml")
 TODAY = "2026-12-03"
 
 
-def run_kb(*args: str, base: str, kb_dir: Path | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "accel_images", "kb", *args, "--matrix", MATRIX, *source_args(base), *extra]
-    if kb_dir is not None:
-        command += ["--kb-dir", str(kb_dir)]
+def run_kb(*args: str, base: str, kb_dir: Path = PINNED_KB, extra: tuple[str, ...] = (),
+           matrix: str = MATRIX) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "accel_images", "kb", *args, "--matrix", matrix, *source_args(base),
+               "--kb-dir", str(kb_dir), *extra]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
 
 
-def check_json(world: World, kb_dir: Path | None = None) -> tuple[int, dict[str, Any], str]:
+def check_json(world: World, kb_dir: Path = PINNED_KB) -> tuple[int, dict[str, Any], str]:
     with serving(world) as base:
         result = run_kb("check", "--json", base=base, kb_dir=kb_dir)
     return result.returncode, json.loads(result.stdout), result.stderr
@@ -50,7 +53,15 @@ def by_kind(report: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 @pytest.fixture
 def kb_copy(tmp_path: Path) -> Path:
     target = tmp_path / "kb"
-    shutil.copytree(compat.DATA_FILE.parent, target, ignore=shutil.ignore_patterns("apt-keys"))
+    shutil.copytree(PINNED_KB, target)
+    return target
+
+
+@pytest.fixture
+def package_kb_copy(tmp_path: Path) -> Path:
+    """The package's own knowledge base, whatever it holds today: what the nightly updates."""
+    target = tmp_path / "package-kb"
+    shutil.copytree(compat.DATA_FILE.parent, target)
     return target
 
 
@@ -142,14 +153,17 @@ def test_after_update_compat_answers_unverified_for_what_a_person_must_fill(kb_c
     assert not any(reason for reason in kb.why_not("cpu", None, "2.15", "3.12") if "unverified" not in reason)
 
 
-def test_after_update_the_matrix_renders_and_render_check_is_green(kb_copy: Path, tmp_path: Path):
+def test_after_update_the_matrix_renders_and_render_check_is_green(package_kb_copy: Path, tmp_path: Path):
+    """What the nightly does: `kb update` on the package's knowledge base, then render the repository's matrix."""
     from accel_images.matrix import load_matrix
     from accel_images.render import Renderer, RenderOptions, stale_paths, write_tree
     from accel_images.variant import expand
     with serving(World.recorded()) as base:
-        assert run_kb("update", "--date", TODAY, base=base, kb_dir=kb_copy).returncode == 0
-    kb = kbcheck.KbFiles(kb_copy).load()
-    expansion = expand(load_matrix(MATRIX), kb)
+        result = run_kb("update", "--date", TODAY, base=base, kb_dir=package_kb_copy, matrix=str(ROOT / "matrix.yaml"))
+    assert result.returncode == 0, result.stderr
+    kb = kbcheck.KbFiles(package_kb_copy).load()
+    assert kb.resolve_torch("2.14") == "2.14.1"
+    expansion = expand(load_matrix(str(ROOT / "matrix.yaml")), kb)
     assert {v.torch for v in expansion.variants if v.torch.startswith("2.14")} == {"2.14.1"}
     contexts = Renderer(kb).render_all(expansion, expansion.variants, RenderOptions())
     out = tmp_path / "images"
@@ -254,7 +268,7 @@ def test_a_repository_the_registry_does_not_know_loses_all_its_tags():
     world = World.recorded()
     del world.routes["/v2/rocm/dev-ubuntu-22.04/tags/list"]   # the server answers NAME_UNKNOWN, 404
     _, report, _ = check_json(world)
-    assert set(by_kind(report, "base-tag-gone")) == {"rocm/dev-ubuntu-22.04:7.2"}
+    assert set(by_kind(report, "base-tag-gone")) == {"rocm/dev-ubuntu-22.04:7.2.4-complete"}
 
 
 # ---- sources that fail ---------------------------------------------------------------------------
@@ -436,7 +450,7 @@ def test_split_image():
 
 
 def test_release_rows_marked_unverified_answer_unverified():
-    kb = compat.load_kb()
+    kb = kbcheck.KbFiles(PINNED_KB).load()
     row = kb.torch["2.14"]
     open_row = type(row)(**{**row.__dict__, "unverified": ("python",), "python": ()})
     edited = type(kb)(**{**kb.__dict__, "torch": {**kb.torch, "2.14": open_row}})

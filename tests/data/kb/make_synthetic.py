@@ -35,7 +35,9 @@ TAGS = {  # repository -> tags: the base images matrix.yaml uses, and neighbours
                     for os in ("ubuntu22.04", "ubuntu24.04")],
     "rocm/dev-ubuntu-22.04": ["7.2", "7.2-complete", "7.2.4", "7.2.4-complete"],
     "rocm/dev-ubuntu-24.04": ["7.2", "7.2-complete", "7.2.4", "7.2.4-complete", "7.14.0-full", "7.14.0"],
+    "intel/deep-learning-essentials": ["2026.0.0-devel-ubuntu24.04", "2026.1.0-devel-ubuntu24.04", "latest"],
     "gaudi-docker/1.24.0/ubuntu22.04/habanalabs/pytorch-installer-2.10.0": ["1.24.0-1007", "latest"],
+    "gaudi-docker/1.24.0/ubuntu24.04/habanalabs/pytorch-installer-2.10.0": ["1.24.0-1007", "latest"],
     "gaudi-docker/1.24.1/ubuntu22.04/habanalabs/pytorch-installer-2.11.0": ["1.24.1-482", "latest"],
     "gaudi-docker/1.24.1/ubuntu24.04/habanalabs/pytorch-installer-2.11.0": ["1.24.1-482", "latest"],
 }
