@@ -24,7 +24,8 @@ import signal
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, TypeAlias
+from typing import TypeAlias
+from collections.abc import Callable
 
 
 
@@ -38,7 +39,7 @@ class ToolOutput(str):
     exit_code: int
     stderr: str
 
-    def __new__(cls, stdout: str, exit_code: int = 0, stderr: str = "") -> "ToolOutput":
+    def __new__(cls, stdout: str, exit_code: int = 0, stderr: str = "") -> ToolOutput:
         output = super().__new__(cls, stdout)
         output.exit_code, output.stderr = exit_code, stderr
         return output

@@ -19,7 +19,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image

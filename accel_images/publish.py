@@ -23,7 +23,8 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Protocol, Sequence, TypeVar
+from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping
 from accel_images.errors import AccelError, RegistryError

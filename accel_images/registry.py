@@ -30,7 +30,8 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 import docker.auth
 import docker.errors
@@ -69,7 +70,7 @@ class Destination:
     scheme: str | None = None     # None: http for loopback, https otherwise
 
     @classmethod
-    def parse(cls, text: str) -> "Destination":
+    def parse(cls, text: str) -> Destination:
         scheme, sep, rest = text.strip().partition("://")
         if not sep:
             scheme, rest = None, text.strip()
@@ -127,7 +128,7 @@ class RegistryClient:
         self._basic: str | None = None
 
     @classmethod
-    def for_destination(cls, destination: Destination, **kwargs: Any) -> "RegistryClient":
+    def for_destination(cls, destination: Destination, **kwargs: Any) -> RegistryClient:
         return cls(destination.host, scheme=destination.scheme, **kwargs)
 
     # -- queries ----------------------------------------------------------------------------

@@ -17,14 +17,13 @@ Credentials in the index URL never reach a rendered file: the renderer writes th
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import jinja2
 import jinja2.sandbox
@@ -76,7 +75,7 @@ class Mirror:
     prefix: str
 
     @classmethod
-    def parse(cls, text: str) -> "Mirror":
+    def parse(cls, text: str) -> Mirror:
         registry, sep, prefix = text.partition("=")
         registry, prefix = registry.strip(), prefix.strip().rstrip("/")
         if not (sep and REGISTRY_RE.match(registry) and MIRROR_PREFIX_RE.match(prefix)) or any(c.isspace() for c in text):

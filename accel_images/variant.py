@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
 from accel_images import tags, vendors
 from accel_images.compat import KnowledgeBase, minor_of

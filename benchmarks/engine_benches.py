@@ -15,12 +15,11 @@ import uuid
 import shutil
 import subprocess
 import tempfile
-import time
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from benchmarks.harness import (PYTHON, ROOT, BenchResult, Row, Series, alternating, interleaved, repeat,
                                 run_checked, shown, speedup, time_once)

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable

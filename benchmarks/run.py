@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import harness  # noqa: E402
-from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable  # noqa: E402
-from benchmarks.pure_benches import PURE_BENCHES  # noqa: E402
-from benchmarks.startup_benches import STARTUP_BENCHES  # noqa: E402
+from benchmarks import harness
+from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable
+from benchmarks.pure_benches import PURE_BENCHES
+from benchmarks.startup_benches import STARTUP_BENCHES
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency")

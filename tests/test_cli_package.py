@@ -147,7 +147,7 @@ def cli_imports(path: Path) -> set[str]:
         else:
             continue
         found |= {name for name in names if name == "accel_images.cli" or name in SHARED
-                  or name.startswith("accel_images.cli.") and (CLI_DIR / f"{name.rsplit('.', 1)[1]}.py").is_file()}
+                  or (name.startswith("accel_images.cli.") and (CLI_DIR / f"{name.rsplit('.', 1)[1]}.py").is_file())}
     return found
 
 

@@ -399,9 +399,8 @@ def holder() -> Iterator[Callable[[Path, float], subprocess.Popen[str]]]:
 def test_lock_refuses_at_once_naming_the_holder(tmp_path: Path, holder) -> None:
     lock = tmp_path / "state" / "nightly.lock"
     process = holder(lock, 60)
-    with pytest.raises(LockBusy) as caught:
-        with held(lock):
-            pytest.fail("got a lock another process holds")
+    with pytest.raises(LockBusy) as caught, held(lock):
+        pytest.fail("got a lock another process holds")
     assert f"(PID {process.pid}) holds {lock}" in caught.value.one_line()
     assert "--lock-wait" in caught.value.one_line()
 
@@ -426,9 +425,8 @@ def test_lock_wait_gives_up_at_its_deadline(tmp_path: Path, holder) -> None:
 
 def test_lock_is_released_after_an_exception(tmp_path: Path) -> None:
     lock = tmp_path / "nightly.lock"
-    with pytest.raises(RuntimeError):
-        with held(lock):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), held(lock):
+        raise RuntimeError("boom")
     probe = subprocess.run([sys.executable, "-c", HOLDER, str(lock), "0"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0 and probe.stdout.strip() == "held"
 

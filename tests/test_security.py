@@ -12,7 +12,8 @@ import sys
 import tarfile
 import uuid
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO
+from collections.abc import Iterable, Iterator
 
 import docker
 import pytest
@@ -69,7 +70,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.engine
 @pytest.mark.registry
-def test_published_image_runs_as_a_non_root_user(published_build: dict, docker_client) -> None:  # noqa: F811
+def test_published_image_runs_as_a_non_root_user(published_build: dict, docker_client) -> None:
     user = docker_client.api.inspect_image(IMAGE)["Config"]["User"]
     uid = user.split(":")[0]
     assert uid not in ("", "0", "root"), user

@@ -8,7 +8,8 @@ result says so.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
+from collections.abc import Mapping
 
 from accel_images.devices import DeviceOptions
 from accel_images.smoke.judge import Expectation, SmokeResult, judge

@@ -34,7 +34,8 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 SCHEMA = 1
 BUILD_KINDS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
