@@ -189,7 +189,7 @@ def distinct(values: list[str | None]) -> tuple[str, ...]:
 
 def leading_version(text: str | None, parts: int = 3) -> str | None:
     """The dotted version a text starts with, at most `parts` numbers: '6.4.1-120' -> '6.4.1'."""
-    match = re.match(r"\s*(\d+(?:\.\d+){1,%d})" % (parts - 1), text or "")
+    match = re.match(rf"\s*(\d+(?:\.\d+){{1,{parts - 1}}})", text or "")
     return match.group(1) if match else None
 
 

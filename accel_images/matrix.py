@@ -139,7 +139,8 @@ class _Validator:
         groups: list[Group] = []
         for vendor, blocks in declared.items():
             if vendor not in vendors.names():
-                raise self.fail(("vendors", vendor), f"unknown vendor '{_show(vendor)}' (known: {', '.join(vendors.names())})")
+                raise self.fail(("vendors", vendor),
+                                f"unknown vendor '{_show(vendor)}' (known: {', '.join(vendors.names())})")
             if not isinstance(blocks, list) or not blocks:
                 raise self.fail(("vendors", vendor), "must be a non-empty list of groups")
             for i, block in enumerate(blocks):
@@ -178,7 +179,7 @@ class _Validator:
         items = raw if isinstance(raw, list) else [raw]
         paths = [path + (i,) for i in range(len(items))] if isinstance(raw, list) else [path]
         values: list[str] = []
-        for item, item_path in zip(items, paths):
+        for item, item_path in zip(items, paths, strict=True):
             value = self.string(item, item_path, what)
             if not shape.match(value):
                 raise self.fail(item_path, f"'{_show(value)}' is not {what}")

@@ -8,8 +8,9 @@ smoke-tested (accel_images.tested: a label can be copied onto anything), and the
 real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
 dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish). One variant's failure never stops the others; the caller turns
-the outcomes into reports and an exit code.
+same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish).
+One variant's failure never stops the others; the caller turns the outcomes into reports and an
+exit code.
 """
 
 from __future__ import annotations

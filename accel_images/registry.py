@@ -250,7 +250,8 @@ class RegistryClient:
                                  headers={"Accept": ", ".join(MANIFEST_TYPES)}, missing_ok=True, what=what)
         if response is None:
             return None
-        digest = response.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(response.content).hexdigest()
+        digest = (response.headers.get("Docker-Content-Digest")
+                  or "sha256:" + hashlib.sha256(response.content).hexdigest())
         return digest, _json(response, what)
 
     def _config(self, repository: str, manifest: Mapping[str, Any], what: str) -> dict[str, Any]:

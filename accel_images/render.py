@@ -78,7 +78,8 @@ class Mirror:
     def parse(cls, text: str) -> Mirror:
         registry, sep, prefix = text.partition("=")
         registry, prefix = registry.strip(), prefix.strip().rstrip("/")
-        if not (sep and REGISTRY_RE.match(registry) and MIRROR_PREFIX_RE.match(prefix)) or any(c.isspace() for c in text):
+        if (not (sep and REGISTRY_RE.match(registry) and MIRROR_PREFIX_RE.match(prefix))
+                or any(c.isspace() for c in text)):
             raise InputError(f"'{text}' is not REGISTRY=HOST[/PATH] (e.g. docker.io=mirror.example.com/dockerhub)",
                              field="--registry-mirror")
         return cls(registry, prefix)

@@ -524,7 +524,8 @@ def write_reports(records: Sequence[Mapping[str, Any]], out_dir: Path, meta: Map
 
 def atomic_write(path: Path, text: str) -> None:
     """Write beside the target, then rename over it: readers see the old file or the new one."""
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+    # Not opened in the with below: its name is needed after it closes, for the rename or the cleanup.
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",  # noqa: SIM115
                                          suffix=".tmp", delete=False)
     try:
         with handle:

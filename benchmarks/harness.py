@@ -103,7 +103,7 @@ def alternating(actions: Sequence[tuple[str, Callable[[], object]]], times: int)
     for _ in range(times):
         for index, (_, action) in enumerate(actions):
             values[index].append(time_once(action))
-    return [Series(label, tuple(v)) for (label, _), v in zip(actions, values)]
+    return [Series(label, tuple(v)) for (label, _), v in zip(actions, values, strict=True)]
 
 
 def shown(command: Sequence[str]) -> str:

@@ -41,7 +41,7 @@ def run_one(name: str, quick: bool, engine_problem: str | None) -> harness.Bench
     print(f"running {name}{' (quick)' if quick else ''} ...", file=sys.stderr, flush=True)
     try:
         return ALL[name](quick)
-    except Exception as error:  # one failing benchmark never hides the others' numbers
+    except Exception as error:  # noqa: BLE001 - one failing benchmark never hides the others' numbers
         return harness.BenchResult(name, error=f"{error}\n{traceback.format_exc()}")
 
 
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and not args.quick:
         results = with_earlier_results(results, out_dir / "results.json")
     host = {**host, "load average at end": harness.load_average()}
-    command = "benchmarks/run.py" + (" --quick" if args.quick else "") + "".join(f" --only {n}" for n in args.only or [])
+    only = "".join(f" --only {n}" for n in args.only or [])
+    command = "benchmarks/run.py" + (" --quick" if args.quick else "") + only
     (out_dir / "RESULTS.md").write_text(harness.markdown(results, quick=args.quick, command=command,
                                                          started=started, host=host))
     (out_dir / "results.json").write_text(json.dumps(harness.as_json(results, quick=args.quick, host=host,

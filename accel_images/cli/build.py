@@ -56,7 +56,8 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--force", is_flag=True, help="Rebuild even when an image with the same fingerprint exists.")
 @click.option("--no-cache", is_flag=True, help="Run every step afresh, without the layer cache (implies --force).")
 @click.option("--no-smoke", is_flag=True, help="Build only; do not run the smoke workload.")
-@click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
+@click.option("--require-accelerator", is_flag=True,
+              help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
               help="When to pull base images.")
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host).")
@@ -66,8 +67,9 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
               help="Where contexts, logs and reports go (default .accel-images/).")
 @verbosity_options
 @expected_failures
-def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
-                  pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
+def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
+                  pip_index_url: str | None, pip_find_links: Path | None, templates_dir: Path | None,
+                  pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, quiet: bool, verbose: bool, **kwargs: Any) -> None:

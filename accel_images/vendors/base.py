@@ -211,8 +211,9 @@ class VendorBase:
             return []
         open_question = self.section(kb).unverified.get(row.minor, ())
         if "*" in open_question or any(version_matches(combo.stack, s) for s in open_question):
+            confirmed = f" (confirmed: {', '.join(builds)})" if builds else ""
             return [Unverified(f"whether torch {row.minor} has a {name} {combo.stack} build is unverified in the"
-                               f" knowledge base of {kb.as_of}" + (f" (confirmed: {', '.join(builds)})" if builds else ""))]
+                               f" knowledge base of {kb.as_of}{confirmed}")]
         if not builds:
             note = self.section(kb).notes.get(row.minor)
             return [f"torch {row.minor} has no {name} build" + (f" ({note})" if note else "")]

@@ -150,7 +150,8 @@ class Cuda(VendorBase):
             "ACCEL_IMAGES_MIN_DRIVER": variant.min_driver or "",
             "ACCEL_IMAGES_DRIVER_FLOOR": variant.mvc_driver or "",
             "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
-            "ACCEL_IMAGES_FOR_OLDER_DRIVER": _pick(siblings, variant, lambda v: parse(v.mvc_driver or "0"), lowest=True),
+            "ACCEL_IMAGES_FOR_OLDER_DRIVER": _pick(siblings, variant, lambda v: parse(v.mvc_driver or "0"),
+                                                   lowest=True),
             "ACCEL_IMAGES_FOR_NEWER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[1], lowest=False),
             "ACCEL_IMAGES_FOR_OLDER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[0], lowest=True),
         }
@@ -161,7 +162,8 @@ class Cuda(VendorBase):
         if host.driver_version is None:
             warnings.append("the NVIDIA driver version is unknown: driver rules were not applied")
         if host.device_count and not host.gpu_archs:
-            warnings.append("the GPU compute capability is unknown: the image's compiled architectures were not checked")
+            warnings.append("the GPU compute capability is unknown:"
+                            " the image's compiled architectures were not checked")
         return warnings
 
     def describe_host(self, host: HostInfo) -> list[str]:
@@ -233,7 +235,8 @@ def _arch_decision(gpu_archs: Sequence[str], variant: Variant) -> Decision:
     problems = [problem for problem, _ in verdicts.values() if problem]
     if not served:
         return Decision(refusals=tuple(problems))
-    warnings = [f"{problem}; only the GPUs of compute capability {', '.join(served)} can use it" for problem in problems]
+    warnings = [f"{problem}; only the GPUs of compute capability {', '.join(served)} can use it"
+                for problem in problems]
     warnings += [f"compute capability {cc} runs through PTX JIT of the {ptx} code: the first run of each kernel "
                  "compiles it" for cc in served if verdicts[cc][1] == "ptx"]
     exact = all(verdicts[cc][1] == "exact" for cc in served)
@@ -641,7 +644,7 @@ check_vendor() {
     fi
     refuse "no kernels for GPU compute capability $capability in ${ACCEL_IMAGES_TAG:-this image} (compiled for $ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_NEWER_GPU:-}")"
 }
-'''
+'''  # noqa: E501 - each of the guard's messages is one line of shell
 
 VENDOR = Cuda(
     name="cuda",

@@ -152,7 +152,8 @@ class Gaudi(VendorBase):
         table_driver, table_gpus = parse_hl_smi_table(table or "")
         driver, gpus = table_driver or query_driver, query_gpus or table_gpus
         if not (driver and gpus):
-            notes.append(f"gaudi: hl-smi answered without a device row and driver version: {quote(table or query or '')}")
+            notes.append("gaudi: hl-smi answered without a device row and driver version:"
+                         f" {quote(table or query or '')}")
             return None
         version = leading_version(driver)
         gpus = [Gpu(gpu.name, generation(gpu.name)) for gpu in gpus]
@@ -241,7 +242,7 @@ GUARD = r'''check_vendor() {
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
     fi
 }
-'''
+'''  # noqa: E501 - each of the guard's messages is one line of shell
 
 VENDOR = Gaudi(
     name="gaudi",

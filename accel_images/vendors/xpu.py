@@ -193,7 +193,8 @@ def parse_sycl_ls(text: str) -> list[IntelDevice]:
     """Level Zero GPUs, each with the driver version sycl-ls prints in brackets."""
     matches = [match for match in map(_SYCL_LEVEL_ZERO.fullmatch, text.splitlines()) if match]
     drivers = [m.group("driver") if _DRIVER_VERSION.fullmatch(m.group("driver")) else None for m in matches]
-    return [IntelDevice(m.group("name"), driver=driver) for m, driver in zip(matches, drivers) if "Intel" in m.group("name")]
+    return [IntelDevice(m.group("name"), driver=driver)
+            for m, driver in zip(matches, drivers, strict=True) if "Intel" in m.group("name")]
 
 
 def _uevent(device: Path) -> dict[str, str]:
