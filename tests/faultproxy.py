@@ -128,12 +128,12 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                               "Content-Type": "application/json",
                               "Docker-Distribution-API-Version": "registry/2.0"})
                 return
-            if faults.cut_upload and self.command in ("PATCH", "PUT") and "/blobs/uploads/" in self.path:
-                if proxy.count("upload") == faults.cut_upload:
-                    self.rfile.read(min(int(self.headers.get("Content-Length") or 1024), 1024))
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    self.close_connection = True
-                    return
+            if (faults.cut_upload and self.command in ("PATCH", "PUT") and "/blobs/uploads/" in self.path
+                    and proxy.count("upload") == faults.cut_upload):
+                self.rfile.read(min(int(self.headers.get("Content-Length") or 1024), 1024))
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
             body = self._body()
             kind = _kind(self.command, self.path)
             if kind and proxy.count(kind) in faults.fail_put.get(kind, set()):

@@ -108,7 +108,7 @@ def stop(process: subprocess.Popen[str], signum: int) -> tuple[str, str]:
         return process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         process.kill()
-        raise AssertionError("the builder did not stop after the signal")
+        raise AssertionError("the builder did not stop after the signal") from None
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

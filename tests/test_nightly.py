@@ -222,7 +222,7 @@ def test_unreachable_registry_stops_the_run_before_any_build(expansion: Expansio
 def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansion, tmp_path: Path) -> None:
     first = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
     assert [night.status for night in first] == ["built", "built"]
-    [ubuntu, debian] = first                         # newest first, as the matrix expands
+    [_ubuntu, debian] = first                        # newest first, as the matrix expands
     registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
                                                     CREATED_LABEL: "2026-12-01T00:00:00Z"}),
                                     f"{DEBIAN}-tested": record_of(TESTED)},
@@ -417,9 +417,9 @@ def test_lock_wait_gives_up_at_its_deadline(tmp_path: Path, holder) -> None:
     holder(lock, 60)
     clock = iter(range(0, 1000, 2))
     slept: list[float] = []
-    with pytest.raises(LockBusy, match="after waiting 5 s"):
-        with held(lock, wait_s=5, clock=lambda: next(clock), sleep=slept.append):
-            pass
+    with pytest.raises(LockBusy, match="after waiting 5 s"), \
+            held(lock, wait_s=5, clock=lambda: next(clock), sleep=slept.append):
+        pass
     assert slept and all(0 < s <= 0.2 for s in slept)
 
 

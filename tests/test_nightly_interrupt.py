@@ -128,7 +128,7 @@ def stop(process: subprocess.Popen[str], signum: int) -> int:
         return process.wait(timeout=120)
     except subprocess.TimeoutExpired:
         process.kill()
-        raise AssertionError("the nightly did not stop after the signal")
+        raise AssertionError("the nightly did not stop after the signal") from None
 
 
 def log_says(state: Path, text: str) -> bool:

@@ -147,7 +147,8 @@ def _files_holding(archive: tarfile.TarFile, needle: bytes, where: str) -> Itera
         content = archive.extractfile(member)
         assert content is not None
         if member.name.endswith("layer.tar"):
-            yield from _files_holding(tarfile.open(fileobj=content, mode="r|"), needle, f"{where}{member.name}:")
+            with tarfile.open(fileobj=content, mode="r|") as layer:
+                yield from _files_holding(layer, needle, f"{where}{member.name}:")
         elif _holds(content, needle):
             yield f"{where}{member.name}"
 
@@ -166,10 +167,10 @@ def saved_file(client: docker.DockerClient, image_id: str, path: str) -> bytes:
     with tarfile.open(fileobj=stream, mode="r|") as archive:
         for member in archive:
             if member.isfile() and member.name.endswith("layer.tar"):
-                layer = tarfile.open(fileobj=archive.extractfile(member), mode="r|")
-                for entry in layer:
-                    if entry.isfile() and entry.name == path:
-                        found = layer.extractfile(entry).read()  # type: ignore[union-attr]
+                with tarfile.open(fileobj=archive.extractfile(member), mode="r|") as layer:
+                    for entry in layer:
+                        if entry.isfile() and entry.name == path:
+                            found = layer.extractfile(entry).read()  # type: ignore[union-attr]
     return found
 
 
