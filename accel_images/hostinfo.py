@@ -147,7 +147,8 @@ def run_command(argv: list[str], timeout_s: float = TOOL_TIMEOUT_S) -> ToolOutpu
         return None
     if process.returncode < 0:
         return None
-    decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
+    def decode(data: bytes) -> str:
+        return data.decode("utf-8", errors="replace")
     return ToolOutput(decode(stdout), exit_code=process.returncode, stderr=decode(stderr))
 
 

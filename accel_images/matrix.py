@@ -194,7 +194,7 @@ class _Validator:
 
     def string(self, item: Any, path: tuple[Any, ...], what: str) -> str:
         if isinstance(item, Scalar) and item.yaml_type == "str":
-            return item.value
+            return str(item.value)
         if isinstance(item, Scalar) and item.yaml_type in ("float", "int"):
             why = ", since 12.10 would read as 12.1" if item.yaml_type == "float" else ""
             raise self.fail(path, f"{_raw_hint(item)} is a YAML number, not a string: quote it "

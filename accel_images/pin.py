@@ -26,7 +26,10 @@ DIGEST_PREFIX = "sha256:"
 
 
 class PulledImage(Protocol):
-    repo_digests: tuple[str, ...]
+    """What a pull answers (engine.ImageInfo); read-only, so a frozen dataclass satisfies it."""
+
+    @property
+    def repo_digests(self) -> tuple[str, ...]: ...
 
 
 class Puller(Protocol):

@@ -85,7 +85,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
-        return min(self.max_delay_s, self.first_delay_s * 2 ** (attempt - 1))
+        return min(self.max_delay_s, self.first_delay_s * 2.0 ** (attempt - 1))
 
 
 @dataclass(frozen=True)

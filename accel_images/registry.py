@@ -71,6 +71,7 @@ class Destination:
 
     @classmethod
     def parse(cls, text: str) -> Destination:
+        scheme: str | None
         scheme, sep, rest = text.strip().partition("://")
         if not sep:
             scheme, rest = None, text.strip()

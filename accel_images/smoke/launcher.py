@@ -22,10 +22,16 @@ SMOKE_LABEL = "io.accel-images.smoke"
 
 
 class RunOutcome(Protocol):
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
+    """What a run answers (engine.RunResult); read-only, so a frozen dataclass satisfies it."""
+
+    @property
+    def exit_code(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def timed_out(self) -> bool: ...
 
 
 class Runner(Protocol):
