@@ -172,9 +172,9 @@ def test_the_old_flat_modules_are_gone() -> None:
 def rich_output(renderable: object) -> str:
     """What out() writes into a pipe or a file: the same console settings, a non-terminal file."""
     from rich.console import Console
-    console = Console(file=io.StringIO(), highlight=False, width=options.PIPE_WIDTH)
-    console.print(renderable)
-    return console.file.getvalue()
+    buffer = io.StringIO()
+    Console(file=buffer, highlight=False, width=options.PIPE_WIDTH).print(renderable)
+    return buffer.getvalue()
 
 
 TEXT = st.one_of(

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from accel_images import vendors
-from accel_images.compat import (DATA_FILE, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
-                                 sort_versions, version_matches)
+from accel_images.compat import (DATA_FILE, KnowledgeBase, OsInfo, load_kb, parse_query, sort_versions,
+                                 version_matches)
+from accel_images.errors import IncompatibleError
 from accel_images.errors import InputError
 from accel_images.versions import parse as vkey
 

@@ -161,7 +161,7 @@ def test_registry_failures_are_classified(detail: str, reason: str, transient: b
     assert reason in err.message
     assert err.message.startswith("push of 127.0.0.1:5999/x:1 failed")
     assert "registry 127.0.0.1:5999" in err.message
-    assert err.transient is transient  # type: ignore[attr-defined]
+    assert err.transient is transient
 
 
 def test_an_unknown_failure_keeps_its_cause_and_never_the_upload_token() -> None:
@@ -327,7 +327,7 @@ def test_pull_from_a_closed_port_is_a_transient_registry_error(engine: Engine) -
     with pytest.raises(RegistryError, match="connection refused") as caught:
         engine.pull("127.0.0.1:5999/nope:1")
     assert "127.0.0.1:5999/nope:1" in caught.value.message
-    assert caught.value.transient  # type: ignore[attr-defined]
+    assert caught.value.transient
 
 
 @pytest.mark.engine
@@ -339,7 +339,7 @@ def test_push_to_a_closed_port_is_a_transient_registry_error(engine: Engine, tmp
     engine.tag(built.id, ref)
     with pytest.raises(RegistryError, match="connection refused") as caught:
         engine.push(ref)
-    assert caught.value.transient  # type: ignore[attr-defined]
+    assert caught.value.transient
 
 
 @pytest.mark.engine
@@ -364,7 +364,7 @@ def test_pull_of_an_unknown_repository_is_not_found(engine: Engine, registry_500
     with pytest.raises(RegistryError, match="not found") as caught:
         engine.pull(f"{registry_5000}/nope/nothing:1")
     assert f"{registry_5000}/nope/nothing:1" in caught.value.message
-    assert not caught.value.transient  # type: ignore[attr-defined]
+    assert not caught.value.transient
 
 
 @pytest.mark.engine

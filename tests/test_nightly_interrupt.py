@@ -381,7 +381,7 @@ def test_a_run_killed_during_promotion_is_healed_and_swept_by_the_next_run(
 # ---- --max-age: a rebuild for age fetches afresh ---------------------------------------------------
 
 def test_only_an_unchanged_fingerprint_makes_a_rebuild_one_for_age() -> None:
-    prepared = Prepared(variant=None, ref="x", context_dir=Path("."), args={},  # type: ignore[arg-type]
+    prepared = Prepared(variant=None, ref="x", context_dir=Path("."), args={},
                         fingerprint="sha256:same", base_digest="base@sha256:b")
     same = RemoteImage("team/img", DEBIAN, "sha256:d", {FINGERPRINT_LABEL: "sha256:same"}, None)
     other = RemoteImage("team/img", DEBIAN, "sha256:d", {FINGERPRINT_LABEL: "sha256:other"}, None)

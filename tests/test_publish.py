@@ -81,6 +81,10 @@ class FakeRegistry:
         self.deleted.append(tag)
         return True
 
+    def copy_tag(self, repository: str, source: str, tag: str) -> str:
+        self.serving[tag] = self.serving.get(source, DIGEST)
+        return self.serving[tag]
+
 
 @dataclass
 class Smoke:

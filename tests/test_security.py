@@ -117,7 +117,7 @@ class _Chunks(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer) -> int:
         while not self._pending:
             self._pending = next(self._chunks, b"")
             if not self._pending:
@@ -170,7 +170,7 @@ def saved_file(client: docker.DockerClient, image_id: str, path: str) -> bytes:
                 with tarfile.open(fileobj=archive.extractfile(member), mode="r|") as layer:
                     for entry in layer:
                         if entry.isfile() and entry.name == path:
-                            found = layer.extractfile(entry).read()  # type: ignore[union-attr]
+                            found = layer.extractfile(entry).read()
     return found
 
 
