@@ -103,7 +103,7 @@ class Engine:
         try:
             client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
             client.ping()
-        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as err:
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as err:  # type: ignore[misc]  # mypy reads no * here
             raise _unreachable(where, err) from err
         return cls(client, where)
 
@@ -173,7 +173,7 @@ class Engine:
         """The local image `ref` (tag, ID or digest reference), or None when absent."""
         with self._daemon_errors(f"inspecting image {ref}"):
             try:
-                raw = self._client.api.inspect_image(ref)
+                raw = self._client.api.inspect_image(ref)  # type: ignore[no-untyped-call]  # untyped in types-docker
             except docker.errors.NotFound:
                 return None
         return ImageInfo(
@@ -287,7 +287,7 @@ class Engine:
             return RunResult(exit_code=exit_code, stdout=_text(stdout), stderr=_text(stderr),
                              timed_out=timed_out)
         finally:
-            if container is not None:
+            if container is not None and container.id is not None:  # a created container has an id
                 self._remove_container_quietly(container.id)
 
     def list_containers(self, label: str) -> list[str]:

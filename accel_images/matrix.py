@@ -151,7 +151,7 @@ class _Validator:
         if not isinstance(block, dict):
             raise self.fail(path, "each group must be a mapping of axes (stack, torch, python, os, flavor)")
         self.no_unknown(block, path, GROUP_KEYS)
-        self.written: list[AxisValue] = []
+        self.written = []
         axes = {axis: self.axis(block, path + (axis,), VERSION_RE, "a version like 2.14")
                 for axis in VERSION_AXES}
         axes.update({axis: self.axis(block, path + (axis,), NAME_RE, "a lower-case name like ubuntu24.04")

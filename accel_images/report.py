@@ -342,7 +342,8 @@ def _md_failure(group: FailureView) -> list[str]:
     lines = [f"### {heading}", ""] + _md_fenced(group.cause) + [""]
     for item in group.items:
         log = f"log: {_md_code(item.log)}" if item.log else "no log"
-        lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1 else f"Log: {_md_code(item.log) if item.log else 'none'}")
+        lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1
+                     else f"Log: {_md_code(item.log) if item.log else 'none'}")
         lines += [f"  - {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
     return lines + [""]
 

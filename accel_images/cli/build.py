@@ -144,7 +144,8 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
     records), Markdown, HTML grid, JUnit. The page's path is returned: what a person opens."""
     records = [outcome_record(o) for o in outcomes]
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
-    started = meta.get("started") if isinstance(meta.get("started"), datetime) else datetime.now(timezone.utc)
+    given = meta.get("started")
+    started = given if isinstance(given, datetime) else datetime.now(timezone.utc)
     paths = write_reports(records, state_dir.run_reports("build", started), meta)
     state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]
