@@ -402,7 +402,8 @@ def variants(kb: compat.KnowledgeBase, pages: Mapping[str, tuple[Wheel, ...] | N
                 findings.append(Finding(
                     "new-variant", f"torch {minor} {vendor.name} {stack or f'(index {index})'}",
                     f"{on_page[minor].filename} is on the {index} index: a torch {minor} {what} build the"
-                    f" {vendor.name} section does not list" + (f" (to fill: {', '.join(to_fill)})" if to_fill else " (to confirm)"),
+                    f" {vendor.name} section does not list"
+                    + (f" (to fill: {', '.join(to_fill)})" if to_fill else " (to confirm)"),
                     url, evidence, file=f"vendors/{vendor.kb_file.name}",
                     facts={"vendor": vendor.name, "minor": minor, "stack": stack, "index": index,
                            "wheel": on_page[minor].filename},
@@ -449,7 +450,8 @@ def vendor_facts_to_fill(vendor: vendors.Vendor, minor: str, stack: str | None, 
 _VERSION = re.compile(r"\d+(?:\.\d+){2,}")
 
 
-def base_tags(images: Iterable[str], tags: Mapping[tuple[str, str], tuple[str, ...]], urls: SourceUrls) -> list[Finding]:
+def base_tags(images: Iterable[str], tags: Mapping[tuple[str, str], tuple[str, ...]],
+              urls: SourceUrls) -> list[Finding]:
     findings = []
     for ref in sorted(set(images)):
         registry, repository, tag = kbsources.split_image(ref)
@@ -481,8 +483,8 @@ def newer_patch_tags(tag: str, tags: Iterable[str]) -> list[str]:
     for other in tags:
         if other.startswith(prefix) and other.endswith(suffix) and len(other) > len(prefix) + len(suffix):
             middle = other[len(prefix):len(other) - len(suffix)]
-            if _VERSION.fullmatch(middle) and version_matches(head, middle) and middle.count(".") == version.count(".") \
-                    and parse(middle) > parse(version):
+            if _VERSION.fullmatch(middle) and version_matches(head, middle) \
+                    and middle.count(".") == version.count(".") and parse(middle) > parse(version):
                 found.append(other)
     return sorted(found, key=lambda t: parse(_VERSION.search(t).group(0)))  # type: ignore[union-attr]
 
@@ -499,7 +501,8 @@ def matrix_images(matrix_path: str | None, kb: compat.KnowledgeBase) -> list[str
 def describe(report: Report) -> list[str]:
     """The report as lines: one per finding, then the sources that could not be read."""
     if not report.findings and not report.unreachable:
-        return [f"up to date: the knowledge base of {report.as_of} has everything its {len(report.sources)} sources list"]
+        return [f"up to date: the knowledge base of {report.as_of} has everything its"
+                f" {len(report.sources)} sources list"]
     lines = [f"{f.kind}: {f.subject}: {f.message} [{f.evidence}: {f.source}]" for f in report.findings]
     lines += [f"unreachable: {u.one_line()}" for u in report.unreachable]
     return lines

@@ -297,7 +297,8 @@ def registry_tags(registry: str, repository: str, urls: SourceUrls) -> tuple[str
         reason = err.message
         for prefix in (f"registry {client.host} unreachable ", f"registry {client.host} "):
             reason = reason.removeprefix(prefix)
-        raise SourceUnreachable(f"registry {registry}", where, re.sub(r"^\((.*?)\) while ", r"\1 while ", reason)) from None
+        raise SourceUnreachable(f"registry {registry}", where,
+                                re.sub(r"^\((.*?)\) while ", r"\1 while ", reason)) from None
 
 
 __all__ = ["MAX_BYTES", "PYPI_URL", "WHEEL_INDEX_URL", "Getter", "Project", "Release", "SourceUnreachable",

@@ -198,7 +198,8 @@ def _insert_release(torch: Any, finding: Finding, today: str) -> None:
     wheels = ", ".join(facts.get("wheel_pythons") or []) or "none"
     note = (f"{minor}: written by `accel-images kb update` on {today} from the package index ({finding.evidence}):"
             f" {', '.join(written)}. Fill what `unverified` lists, then delete that key (python: RELEASE.md;"
-            f" the package index has wheels for {wheels}, requires_python {facts.get('requires_python') or 'unstated'}).")
+            f" the package index has wheels for {wheels},"
+            f" requires_python {facts.get('requires_python') or 'unstated'}).")
     torch.yaml_set_comment_before_after_key(_q(minor), before="\n".join(_wrap(note, 96)), indent=2)
 
 
@@ -253,7 +254,8 @@ def _new_variant(file: _File, finding: Finding, today: str) -> list[Change]:
     if current == "*":
         return []
     note = (f"# kb update {today}: {facts['wheel']} on the {facts['index']} index ({finding.evidence});"
-            + (f" to fill: {', '.join(finding.to_fill)}, then" if finding.to_fill else " confirm, then") + " move to builds")
+            + (f" to fill: {', '.join(finding.to_fill)}, then" if finding.to_fill else " confirm, then")
+            + " move to builds")
     if stack is None:
         pending[_q(minor)] = _q("*")
     else:

@@ -18,7 +18,8 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping, Protocol
+from typing import Protocol
+from collections.abc import Mapping
 
 from accel_images.errors import AccelError
 

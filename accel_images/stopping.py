@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
 T = TypeVar("T")
 _STOP = threading.Event()
@@ -62,7 +63,7 @@ def finish_in_flight(action: Callable[[], T], max_wait_s: float = IN_FLIGHT_WAIT
     def run() -> None:
         try:
             outcome["value"] = action()
-        except BaseException as error:  # handed to the caller below, whatever it is
+        except BaseException as error:  # noqa: BLE001 - handed to the caller below, whatever it is
             outcome["error"] = error
         finally:
             ended.set()

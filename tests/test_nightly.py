@@ -83,7 +83,7 @@ def write_matrix(directory: Path, image: str) -> Path:
 # ---- why a variant is rebuilt ----------------------------------------------------------------------
 
 def prepared(fingerprint: str = "sha256:new", base: str = "base@sha256:bbb") -> Prepared:
-    return Prepared(variant=None, ref="x", context_dir=Path("."), args={},  # type: ignore[arg-type]
+    return Prepared(variant=None, ref="x", context_dir=Path("."), args={},
                     fingerprint=fingerprint, base_digest=base)
 
 
@@ -356,7 +356,7 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
-    monkeypatch.setattr(cli_nightly.Engine, "connect", classmethod(lambda cls: None))
+    monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
     monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
     with pytest.raises(KeyboardInterrupt):

@@ -22,7 +22,8 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
     from accel_images.kbsources import PYPI_URL, WHEEL_INDEX_URL
     options = [
         click.option("--kb-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="The knowledge base to check: a directory with kb.yaml and vendors/ (default: the package's)."),
+                     help="The knowledge base to check: a directory with kb.yaml and vendors/"
+                          " (default: the package's)."),
         click.option("--matrix", "matrix_path", default=None,
                      help="The matrix whose base images must exist (default matrix.yaml)."),
         click.option("--pypi-url", default=PYPI_URL, show_default=True,
