@@ -60,7 +60,9 @@ render: $(CLI) ## Regenerate images/ from matrix.yaml and templates/.
 check: $(CLI) ## Fail if images/ is stale.
 	$(CLI) render --check
 
-lint: $(CLI) ## hadolint over every rendered Dockerfile.
+lint: $(CLI) ## ruff, mypy (strict on accel_images) and hadolint over every rendered Dockerfile.
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	find images -name Dockerfile -print0 | xargs -0 -n1 $(BIN)/hadolint
 
 image: $(CLI) ## One image: the newest the filters match (none: this host's vendor), e.g. make image VENDOR=rocm TORCH=2.13

@@ -11,7 +11,7 @@ CACHE=/var/cache/accel-images
 REGISTRY="${ACCEL_TEST_REGISTRY:-127.0.0.1:5000}"
 WHEELHOUSE="${ACCEL_TEST_WHEELHOUSE:-$CACHE/wheelhouse}"
 HOST_SOURCES=/etc/apt/sources.list.d/debian.sources
-PACKAGES=(docker.io docker-registry debootstrap skopeo curl)
+PACKAGES=(docker.io docker-registry debootstrap skopeo curl make)
 SUITE=bookworm
 
 # local image -> debootstrap --include list ("" = minbase only, like the real slim image)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from accel_images.errors import InputError
@@ -34,7 +35,7 @@ class AptMirror:
     prefix: str
 
     @classmethod
-    def parse(cls, text: str) -> "AptMirror":
+    def parse(cls, text: str) -> AptMirror:
         host, sep, prefix = text.partition("=")
         host, prefix = host.strip().lower(), prefix.strip().rstrip("/")
         if not (sep and HOST_RE.match(host) and MIRROR_URL_RE.match(prefix)):
@@ -56,7 +57,7 @@ class Repository:
     source: str
 
     @classmethod
-    def from_kb(cls, name: str, raw: Mapping[str, Any]) -> "Repository":
+    def from_kb(cls, name: str, raw: Mapping[str, Any]) -> Repository:
         return cls(name, str(raw["uri"]), {str(k): str(v) for k, v in raw["suites"].items()},
                    str(raw.get("components", "main")), str(raw["key"]), str(raw["fingerprint"]), str(raw["source"]))
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import devices, failure, stopping
 from accel_images.bases import pinned_base, with_newer_bases

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accel_images import tags, vendors
 from accel_images.errors import AccelError, RegistryError
@@ -60,8 +60,8 @@ class CatalogueRegistry(Protocol):
     def tags(self, repository: str, page_size: int = 1000) -> list[str]: ...
     def image(self, repository: str, tag: str) -> RemoteImage | None: ...
     def manifest_digest(self, repository: str, tag: str) -> str | None: ...
-    def manifest(self, repository: str, reference: str) -> tuple[str, dict] | None: ...
-    def descriptor(self, repository: str, reference: str) -> dict | None: ...
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None: ...
+    def descriptor(self, repository: str, reference: str) -> dict[str, Any] | None: ...
     def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str: ...
 
 
@@ -242,7 +242,7 @@ def variant_of(entry: Entry, kb: KnowledgeBase) -> Variant | None:
                    gpu_archs=tuple(arch for arch in entry.label("gpu-archs").split(",") if arch))
 
 
-def _newest_first(entry: Entry) -> tuple:
+def _newest_first(entry: Entry) -> tuple[Any, ...]:
     from accel_images.versions import newest_first
     return (vendors.rank(entry.label("vendor")) if entry.label("vendor") in vendors.names() else 99,
             newest_first(entry.label("torch")), newest_first(entry.label("stack")),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 UPSTREAM_WHEEL_INDEX = "https://download.pytorch.org/whl"

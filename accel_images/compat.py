@@ -14,7 +14,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 import yaml
 
@@ -24,6 +25,8 @@ from accel_images.vendors.base import Combo, Rules, Section, Unverified, minor_o
 from accel_images.versions import parse, sort_versions
 
 DATA_FILE = Path(__file__).with_name("data") / "kb.yaml"
+UNVERIFIED_FIELDS = {"python": "Python support", "glibc_min": "the glibc floor"}
+"""How an answer names a release-row field that is still to be filled."""
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}\Z")
 TORCH_RE = re.compile(r"^\d+(\.\d+){0,3}(\+[a-z0-9]+(\.[a-z0-9]+)*)?\Z")  # 2.4.1+cu124
 
@@ -40,6 +43,7 @@ class TorchRelease:
     glibc_min: str | None
     source: str
     companions: Mapping[str, str] = field(default_factory=dict)   # package -> its release line ('0.29')
+    unverified: tuple[str, ...] = ()   # fields a person has yet to fill ('python'): `kb update` never guesses them
 
     @property
     def latest(self) -> str:
@@ -154,8 +158,20 @@ class KnowledgeBase:
             row = self.release(torch)
         except IncompatibleError as err:
             return [err.message]
+        open_questions = self.unverified(row, python, os)
+        if open_questions:
+            return open_questions
         combo = Combo(vendor, stack, torch, python, os, flavor)
         return vendors.get(vendor).reasons(self, combo, row, experimental_python)
+
+    def unverified(self, row: TorchRelease, python: str | None, os: str | None = None) -> list[str]:
+        """What the release row leaves for a person to fill and this question depends on: a
+        combination with a Python is unverified, not incompatible, while the row's Pythons are
+        open (`kb update` writes a new release's row so, never a guess)."""
+        asked = {"python": python, "glibc_min": os}
+        return [Unverified(f"{UNVERIFIED_FIELDS.get(name, name)} of torch {row.minor} is unverified in the knowledge"
+                           f" base of {self.as_of} (to fill: torch {row.minor} {name} in {DATA_FILE.name})")
+                for name in row.unverified if asked.get(name, "") is not None]
 
     # ---- compat queries -------------------------------------------------------------------
 
@@ -185,6 +201,9 @@ class KnowledgeBase:
 
     def _stack_listing(self, query: Mapping[str, str], row: TorchRelease, torch: str, python: str | None,
                        experimental: bool) -> Verdict:
+        open_questions = self.unverified(row, python or "")   # the listing shows the row's Pythons
+        if open_questions:
+            return Verdict(query, tuple(open_questions), unknown=True)
         if python and not self.python_ok(row.minor, python, experimental):
             combo = Combo("", None, row.minor, python)
             return Verdict(query, tuple(_python_range_reason(combo, row, experimental)))
@@ -249,6 +268,7 @@ def _torch_row(minor: str, raw: Mapping[str, Any]) -> TorchRelease:
         glibc_min=raw.get("glibc_min"),
         source=raw["source"],
         companions={str(k): str(v) for k, v in (raw.get("companions") or {}).items()},
+        unverified=_strs(raw.get("unverified") or ()),
     )
 
 
@@ -327,4 +347,4 @@ def parse_query(terms: Iterable[str]) -> dict[str, str]:
     return query
 
 
-__all__ += ["parse", "parse_kb", "parse_section", "stack_keys", "vendor_of"]
+__all__ += ["Unverified", "parse", "parse_kb", "parse_section", "stack_keys", "vendor_of"]

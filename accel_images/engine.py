@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
@@ -34,6 +35,7 @@ from docker.utils import parse_repository_tag
 from accel_images import buildlog
 from accel_images import failure
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
+from accel_images.leftovers import OWNER_LABEL, ContainerInfo, owner_token
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 MANAGED_LABEL = "io.accel-images.managed"
@@ -101,7 +103,7 @@ class Engine:
         try:
             client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
             client.ping()
-        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as err:
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as err:  # type: ignore[misc]  # mypy reads no * here
             raise _unreachable(where, err) from err
         return cls(client, where)
 
@@ -171,7 +173,7 @@ class Engine:
         """The local image `ref` (tag, ID or digest reference), or None when absent."""
         with self._daemon_errors(f"inspecting image {ref}"):
             try:
-                raw = self._client.api.inspect_image(ref)
+                raw = self._client.api.inspect_image(ref)  # type: ignore[no-untyped-call]  # untyped in types-docker
             except docker.errors.NotFound:
                 return None
         return ImageInfo(
@@ -272,7 +274,8 @@ class Engine:
             with self._daemon_errors(f"running {image}"):
                 try:
                     container = self._client.containers.create(
-                        image, command, labels={MANAGED_LABEL: "true", **(labels or {})},
+                        image, command,
+                        labels={MANAGED_LABEL: "true", OWNER_LABEL: owner_token(), **(labels or {})},
                         **dict(options or {}))
                 except docker.errors.ImageNotFound as err:
                     raise EngineError(f"image {image} not found locally:"
@@ -284,7 +287,7 @@ class Engine:
             return RunResult(exit_code=exit_code, stdout=_text(stdout), stderr=_text(stderr),
                              timed_out=timed_out)
         finally:
-            if container is not None:
+            if container is not None and container.id is not None:  # a created container has an id
                 self._remove_container_quietly(container.id)
 
     def list_containers(self, label: str) -> list[str]:
@@ -292,6 +295,15 @@ class Engine:
         with self._daemon_errors(f"listing containers labelled {label}"):
             found = self._client.api.containers(all=True, filters={"label": label})
         return [entry["Id"] for entry in found]
+
+    def managed_containers(self) -> list[ContainerInfo]:
+        """Every container `run` made (MANAGED_LABEL), running or not, with its labels and creation time."""
+        with self._daemon_errors(f"listing containers labelled {MANAGED_LABEL}"):
+            found = self._client.api.containers(all=True, filters={"label": MANAGED_LABEL})
+        return [ContainerInfo(str(entry.get("Id")), dict(entry.get("Labels") or {}),
+                              datetime.fromtimestamp(entry["Created"], timezone.utc)
+                              if isinstance(entry.get("Created"), (int, float)) else None,
+                              entry.get("State") == "running") for entry in found]
 
     def remove_container(self, container_id: str) -> None:
         """Force-remove a container and its anonymous volumes; absent is fine."""
@@ -339,7 +351,15 @@ _TRANSIENT_REASONS = (
     ("no route to host", "no route to host"),
     ("unexpected eof", "connection closed early"),
     ("broken pipe", "connection closed early"),
+    ("use of closed network connection", "connection closed early"),
+    ("server closed idle connection", "connection closed early"),
+    ("connection closed", "connection closed early"),
 )
+_BARE_EOF = re.compile(r"(:\s*|\b)EOF\s*$|: EOF\b")
+"""Go's io.EOF as the daemon prints it: the registry closed the connection mid-request (`Put "...": EOF`)."""
+_URL_QUERY = re.compile(r"((?:https?://)[^\s\"'?]+)\?[^\s\"']*")
+"""The query of a URL: upload URLs carry the registry's `_state` token there, which no message may show."""
+_DETAIL_CHARS = 300
 _SERVER_ERROR = re.compile(
     r"(status|code)\D{0,12}5\d\d\b|internal server error|bad gateway|service unavailable"
     r"|gateway time-?out", re.IGNORECASE)
@@ -367,8 +387,9 @@ def registry_error(action: str, ref: str, detail: str) -> RegistryError:
 
     A registry that answered "no such image" is NotInRegistry (exit 1): it was reached. A pull
     from a registry that cannot be reached suggests pulling through a mirror, which is what a
-    firewalled or offline site needs.
+    firewalled or offline site needs. URL queries (upload tokens) are left out.
     """
+    detail = without_url_queries(detail)
     reason, transient = _classify_registry_failure(detail)
     registry = _registry_of(ref)
     kind = NotInRegistry if reason.startswith("not found") else RegistryError
@@ -389,11 +410,26 @@ def _classify_registry_failure(detail: str) -> tuple[str, bool]:
     for needle, reason in _TRANSIENT_REASONS:
         if needle in lowered:
             return f"registry {{registry}} unreachable ({reason})", True
+    if _BARE_EOF.search(detail):
+        return "registry {registry} unreachable (connection closed early)", True
     for needle, reason in _PERMANENT_REASONS:
         if needle in lowered:
             return reason, False
-    unknown = " ".join(detail.split())[:300]
+    unknown = _shortened(" ".join(detail.split()))
     return unknown.replace("{", "{{").replace("}", "}}"), False
+
+
+def without_url_queries(text: str) -> str:
+    """`text` with every URL's query replaced by `?…`: tokens (`_state=...`) never reach a message."""
+    return _URL_QUERY.sub(r"\1?…", text)
+
+
+def _shortened(text: str, limit: int = _DETAIL_CHARS) -> str:
+    """At most `limit` characters, keeping both ends: the cause is usually last (`Put "URL": CAUSE`)."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half].rstrip()} … {text[-half:].lstrip()}"
 
 
 def _registry_of(ref: str) -> str:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import stat
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -115,9 +116,15 @@ def save_digest_cache(path: Path) -> None:
     """Persist the digests for the next run (atomically; losing it only costs time)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_digest_cache))
-    os.replace(tmp, path)
+    # A fresh temporary file (O_EXCL): a link planted at a fixed temporary name is never written through.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(_digest_cache))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _sha256_hex(data: bytes) -> str:

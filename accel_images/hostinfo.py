@@ -24,7 +24,8 @@ import signal
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, TypeAlias
+from typing import TypeAlias
+from collections.abc import Callable
 
 
 
@@ -38,7 +39,7 @@ class ToolOutput(str):
     exit_code: int
     stderr: str
 
-    def __new__(cls, stdout: str, exit_code: int = 0, stderr: str = "") -> "ToolOutput":
+    def __new__(cls, stdout: str, exit_code: int = 0, stderr: str = "") -> ToolOutput:
         output = super().__new__(cls, stdout)
         output.exit_code, output.stderr = exit_code, stderr
         return output
@@ -146,7 +147,8 @@ def run_command(argv: list[str], timeout_s: float = TOOL_TIMEOUT_S) -> ToolOutpu
         return None
     if process.returncode < 0:
         return None
-    decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
+    def decode(data: bytes) -> str:
+        return data.decode("utf-8", errors="replace")
     return ToolOutput(decode(stdout), exit_code=process.returncode, stderr=decode(stderr))
 
 
@@ -188,7 +190,7 @@ def distinct(values: list[str | None]) -> tuple[str, ...]:
 
 def leading_version(text: str | None, parts: int = 3) -> str | None:
     """The dotted version a text starts with, at most `parts` numbers: '6.4.1-120' -> '6.4.1'."""
-    match = re.match(r"\s*(\d+(?:\.\d+){1,%d})" % (parts - 1), text or "")
+    match = re.match(rf"\s*(\d+(?:\.\d+){{1,{parts - 1}}})", text or "")
     return match.group(1) if match else None
 
 

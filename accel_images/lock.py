@@ -13,9 +13,9 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from accel_images.errors import AccelError
+from accel_images.errors import AccelError, InputError
 
 POLL_S = 0.2
 
@@ -34,8 +34,13 @@ def held(path: Path, wait_s: float = 0, *, what: str = "nightly", poll_s: float 
     Raises LockBusy naming the holder's PID when it stays taken; released on exit, also
     after an exception.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # O_NOFOLLOW: a link planted at the lock's name is refused, not written through.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise InputError(f"cannot open the lock file: {err.strerror}", file=str(path),
+                         hint="it must be a plain file in a writable directory") from None
     try:
         _acquire(fd, path, wait_s, what, poll_s, clock, sleep)
         try:

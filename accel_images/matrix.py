@@ -139,7 +139,8 @@ class _Validator:
         groups: list[Group] = []
         for vendor, blocks in declared.items():
             if vendor not in vendors.names():
-                raise self.fail(("vendors", vendor), f"unknown vendor '{_show(vendor)}' (known: {', '.join(vendors.names())})")
+                raise self.fail(("vendors", vendor),
+                                f"unknown vendor '{_show(vendor)}' (known: {', '.join(vendors.names())})")
             if not isinstance(blocks, list) or not blocks:
                 raise self.fail(("vendors", vendor), "must be a non-empty list of groups")
             for i, block in enumerate(blocks):
@@ -150,7 +151,7 @@ class _Validator:
         if not isinstance(block, dict):
             raise self.fail(path, "each group must be a mapping of axes (stack, torch, python, os, flavor)")
         self.no_unknown(block, path, GROUP_KEYS)
-        self.written: list[AxisValue] = []
+        self.written = []
         axes = {axis: self.axis(block, path + (axis,), VERSION_RE, "a version like 2.14")
                 for axis in VERSION_AXES}
         axes.update({axis: self.axis(block, path + (axis,), NAME_RE, "a lower-case name like ubuntu24.04")
@@ -178,7 +179,7 @@ class _Validator:
         items = raw if isinstance(raw, list) else [raw]
         paths = [path + (i,) for i in range(len(items))] if isinstance(raw, list) else [path]
         values: list[str] = []
-        for item, item_path in zip(items, paths):
+        for item, item_path in zip(items, paths, strict=True):
             value = self.string(item, item_path, what)
             if not shape.match(value):
                 raise self.fail(item_path, f"'{_show(value)}' is not {what}")
@@ -193,7 +194,7 @@ class _Validator:
 
     def string(self, item: Any, path: tuple[Any, ...], what: str) -> str:
         if isinstance(item, Scalar) and item.yaml_type == "str":
-            return item.value
+            return str(item.value)
         if isinstance(item, Scalar) and item.yaml_type in ("float", "int"):
             why = ", since 12.10 would read as 12.1" if item.yaml_type == "float" else ""
             raise self.fail(path, f"{_raw_hint(item)} is a YAML number, not a string: quote it "

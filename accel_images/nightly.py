@@ -3,38 +3,45 @@
 For every variant: render its context and resolve its base with pull policy `always` (so a
 base image that moved under its tag is seen), fingerprint the result, and compare it with
 the fingerprint label of the image the registry serves under the variant's full tag. An
-unchanged image younger than the maximum age is skipped (its floating aliases are moved
-onto it when the matrix now gives it new ones); an unchanged image past that age is rebuilt
+unchanged image younger than the maximum age is skipped only when its digest is one this tool
+smoke-tested (accel_images.tested: a label can be copied onto anything), and then every other
+real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
+dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested, given its smoke record (the registry's
-catalogue, accel_images.catalogue) and promoted (accel_images.publish). One variant's failure never stops the others; the caller turns
-the outcomes into reports and an exit code.
+same fingerprint, then pushed as a candidate, smoke-tested, recorded (accel_images.tested, and the
+smoke record of the registry's catalogue, accel_images.catalogue) and promoted (accel_images.publish).
+One variant's failure never stops the others; the caller turns the outcomes into reports and an
+exit code.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
-from accel_images import tags
+from accel_images import catalogue, tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
-from accel_images.catalogue import write_record
 from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine
 from accel_images.errors import AccelError
 from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.outcome import Outcome, outcome_record
-from accel_images.publish import Publication, RetryPolicy, SmokeRunner, Target, publish, with_retries
+from accel_images.publish import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
+                                  with_retries)
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
+from accel_images.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
 from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
 DEFAULT_MAX_AGE_DAYS = 7.0
+log = logging.getLogger(__name__)
 Status = Callable[[Variant, str], None]
 
 
@@ -68,7 +75,8 @@ class NightlyOutcome:
     reason: str
     publication: Publication | None = None
     registry_digest: str | None = None     # what the full tag serves after this run
-    realigned: tuple[str, ...] = ()        # aliases moved onto an unchanged image (the matrix changed)
+    realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
+    swept: tuple[str, ...] = ()            # candidate tags of earlier runs this run deleted
 
     @property
     def status(self) -> str:
@@ -169,19 +177,73 @@ class _Night:
         self.status(variant, "reading the registry")
         remote = with_retries(lambda: self.registry.image(target.repository, variant.tag), self.options.retry,
                               f"reading {target.ref(variant.tag)}")
-        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
-        if reason is None and remote is not None:
-            return self._skipped(prepared, remote)
-        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
-        return self._rebuilt(prepared, night, fresh=aged_only(remote, prepared))
+        swept = self._sweep(variant)
+        return replace(self._decide(prepared, remote, night), swept=swept)
 
-    def _skipped(self, prepared: Prepared, remote: RemoteImage) -> NightlyOutcome:
+    def _decide(self, prepared: Prepared, remote: RemoteImage | None, night: NightlyOutcome) -> NightlyOutcome:
+        variant = prepared.variant
+        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
+        fresh = aged_only(remote, prepared)
+        if reason is None and remote is not None:
+            record = self._record(variant)
+            entry = record.find(remote.digest)
+            if entry is not None:
+                return self._skipped(prepared, remote, entry)
+            reason, fresh = untested_reason(variant.tag, remote.digest, record), False
+        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
+        return self._rebuilt(prepared, night, fresh=fresh)
+
+    def _sweep(self, variant: Variant) -> tuple[str, ...]:
+        """Delete the variant's candidate tags that runs started before this one left behind.
+
+        A run killed outright (SIGKILL, a lost CI runner) or one that could not reach the
+        registry to clean up leaves its candidate; nobody else removes it. Candidates of runs
+        started later are left alone: they may be mid-smoke-test. Best effort: a failure here
+        is logged and fails nothing.
+        """
+        mine = _run_started(self.options.run_id)
+        if not mine:
+            return ()
+        target, retry, swept = self.options.target, self.options.retry, []
+        try:
+            names = with_retries(lambda: self.registry.tags(target.repository), retry,
+                                 f"listing the tags of {target.host}/{target.repository}")
+        except AccelError as error:
+            log.warning("old candidates of %s not swept: %s", variant.tag, error.one_line())
+            return ()
+        for name in names:
+            found = tags.CANDIDATE_RE.match(name) if isinstance(name, str) else None
+            if found is None or found["full"] != variant.tag or _run_started(found["run"]) >= mine:
+                continue
+            try:
+                with_retries(lambda: self.registry.delete_tag(target.repository, name), retry,
+                             f"deleting {target.ref(name)}")
+            except AccelError as error:
+                log.warning("old candidate %s not swept: %s", target.ref(name), error.one_line())
+                continue
+            swept.append(name)
+        return tuple(swept)
+
+    def _record(self, variant: Variant) -> SmokedRecord:
+        """The digests this tool smoke-tested for the variant (accel_images.tested)."""
+        target = self.options.target
+        return with_retries(lambda: read_record(self.registry, target.repository, tags.tested_tag(variant)),
+                            self.options.retry, f"reading {target.ref(tags.tested_tag(variant))}")
+
+    def _record_tested(self, variant: Variant, digest: str) -> None:
+        """Add a smoke-tested digest to the variant's record, before any real tag moves onto it."""
+        target, tag = self.options.target, tags.tested_tag(variant)
+        record = self._record(variant).adding(SmokedDigest(digest, self.options.day, self.options.run_id))
+        with_retries(lambda: write_record(self.registry, target.repository, tag, record), self.options.retry,
+                     f"writing {target.ref(tag)}")
+
+    def _skipped(self, prepared: Prepared, remote: RemoteImage, entry: SmokedDigest) -> NightlyOutcome:
         variant = prepared.variant
         created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
         skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag),
                           fingerprint=prepared.fingerprint, base_digest=prepared.base_digest)
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
-                              registry_digest=remote.digest, realigned=self._realign(variant, remote.digest))
+                              registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
     def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool) -> NightlyOutcome:
         """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
@@ -195,9 +257,13 @@ class _Night:
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
-        publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
-                              self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
-                              vouch=self._vouch)
+        try:
+            publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
+                                  self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
+                                  on_green=lambda digest, smoke: self._green(variant, digest, smoke))
+        except KeyboardInterrupt as interrupt:
+            self._stopped(night, built, stopped_publication(interrupt))
+            raise
         serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
         night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
@@ -205,9 +271,23 @@ class _Night:
                                                   error=publication.error, exit_code=publication.exit_code))
         return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
 
-    def _vouch(self, digest: str, smoke: SmokeResult) -> None:
-        """The smoke record `recommend --registry` reads (accel_images.catalogue)."""
-        write_record(self.registry, self.options.target.repository, digest, smoke, self.options.run_id)
+    def _stopped(self, night: NightlyOutcome, built: Outcome, publication: Publication | None) -> None:
+        """Report a publication the stop cut short as it ended: interrupted, with the tags read back."""
+        serving = night.registry_digest
+        if publication is not None and publication.tags_after is not None:
+            serving = publication.tags_after.get(night.outcome.variant.tag, serving)
+        stopped = replace(night, publication=publication, registry_digest=serving,
+                          outcome=replace(built, status="interrupted", error="interrupted during publication"))
+        self.status(stopped.outcome.variant, "interrupted")
+        self.on_done(stopped)
+
+    def _green(self, variant: Variant, digest: str, smoke: SmokeResult) -> None:
+        """Before any real tag moves: this tool's own record of the tested digest, then the smoke record
+        that `recommend --registry` reads (accel_images.catalogue)."""
+        self._record_tested(variant, digest)
+        with_retries(lambda: catalogue.write_record(self.registry, self.options.target.repository, digest, smoke,
+                                                    self.options.run_id),
+                     self.options.retry, f"writing the smoke record of {self.options.target.ref(variant.tag)}")
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:
         """A local image with this fingerprint, young enough to publish, as a build outcome.
@@ -225,23 +305,35 @@ class _Night:
         return Outcome(prepared.variant, "built", prepared.ref, local.id, local.size, None, prepared.fingerprint,
                        prepared.base_digest)
 
-    def _realign(self, variant: Variant, digest: str) -> tuple[str, ...]:
-        """Move the floating aliases an unchanged image now wins onto it.
+    def _heal(self, variant: Variant, entry: SmokedDigest) -> tuple[str, ...]:
+        """Point every other real tag of an unchanged, smoke-tested image at it; the tags moved.
 
-        Aliases follow the matrix: when a newer variant leaves it, an older one that is not
-        rebuilt inherits `latest-<vendor>`. Its image passed its smoke test when it was
-        promoted, so this is a manifest copy in the registry, nothing more.
+        The dated tag of the run that tested it and the floating aliases the matrix now gives
+        it: aliases follow the matrix (when a newer variant leaves it, an older one that is not
+        rebuilt inherits `latest-<vendor>`), and a run killed part-way through its promotion
+        (SIGKILL: no rollback) left some of them behind. Each copy is of the tested digest
+        itself, never of whatever the full tag serves by then, so a tag can only move onto a
+        digest this tool smoke-tested.
         """
         target, retry, moved = self.options.target, self.options.retry, []
-        for alias in tags.aliases_of(variant, self.expansion.variants):
-            current = with_retries(lambda: self.registry.manifest_digest(target.repository, alias), retry,
-                                   f"reading {target.ref(alias)}")
-            if current != digest:
-                self.status(variant, f"moving alias {alias} onto the unchanged image")
-                with_retries(lambda: self.registry.copy_tag(target.repository, variant.tag, alias), retry,
-                             f"tagging {target.ref(alias)}")
-                moved.append(alias)
+        full = tags.full_tag(variant)
+        for tag in tags.all_tags(variant, self.expansion.variants, entry.day):
+            if tag == full:
+                continue
+            current = with_retries(lambda: self.registry.manifest_digest(target.repository, tag), retry,
+                                   f"reading {target.ref(tag)}")
+            if current != entry.digest:
+                self.status(variant, f"moving {tag} onto the smoke-tested image")
+                with_retries(lambda: self.registry.copy_tag(target.repository, entry.digest, tag), retry,
+                             f"tagging {target.ref(tag)}")
+                moved.append(tag)
         return tuple(moved)
+
+
+def _run_started(run_id: str) -> str:
+    """`YYYYMMDDTHHMMSS` of a run id from new_run_id (sortable as text); '' for any other id."""
+    stamp = run_id[:15]
+    return stamp if len(stamp) == 15 and stamp[8] == "T" and (stamp[:8] + stamp[9:]).isdigit() else ""
 
 
 def describe(night: NightlyOutcome) -> str:
@@ -270,6 +362,9 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         "candidate": publication.candidate if publication else None,
         "candidate_digest": publication.digest if publication else None,
         "candidate_left": publication.candidate_left if publication else False,
+        "swept_candidates": list(night.swept),
+        "tags_after_stop": dict(publication.tags_after) if publication and publication.tags_after is not None
+        else None,
         "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
     })
     return record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 from accel_images.formatting import human_size
 from accel_images.smoke.judge import SmokeResult

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
 
 from accel_images.errors import InputError, RegistryError
 from accel_images.render import Mirror, mirrored
@@ -25,7 +26,10 @@ DIGEST_PREFIX = "sha256:"
 
 
 class PulledImage(Protocol):
-    repo_digests: tuple[str, ...]
+    """What a pull answers (engine.ImageInfo); read-only, so a frozen dataclass satisfies it."""
+
+    @property
+    def repo_digests(self) -> tuple[str, ...]: ...
 
 
 class Puller(Protocol):

@@ -3,15 +3,18 @@
 For one variant:
 1. push the local image as `<registry>/<repository>:<candidate tag>` (never pulled by users);
 2. run the smoke workload on exactly that pushed image;
-3. only when it is green, record that (`vouch`: the smoke record the registry's catalogue reads),
+3. only when it is green, record that (`on_green`: accel_images.tested and the catalogue's smoke record),
    then tag and push the real tags (full, dated, floating aliases); the
    layers are already there, so each is a manifest put of the same digest;
 4. check that the registry's full tag now points at the smoke-tested digest;
 5. always remove the candidate tag again (registry and local name), even after a failure
    or Ctrl-C.
 A failed push or a red smoke test moves no real tag: users keep the last good image. Ctrl-C
-(or SIGTERM) during steps 3-4 puts every real tag already moved back where it was before
-(or removes it, when it is new), so a stopped run changes no real tag either.
+(or SIGTERM) during steps 3-4 first lets the push in flight end (a PUT the registry already
+has lands whether or not we wait for its answer: accel_images.stopping.finish_in_flight),
+then puts every real tag already moved back where it was before (or removes it, when it is
+new) and reads every tag again, so a stopped run changes no real tag either, and the
+publication attached to the interrupt (`stopped_publication`) says where each tag is.
 Retries cover only transient registry failures, a few times with capped exponential backoff.
 """
 
@@ -21,7 +24,8 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Protocol, Sequence, TypeVar
+from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping
 from accel_images.errors import AccelError, RegistryError
@@ -33,8 +37,9 @@ T = TypeVar("T")
 SmokeRunner = Callable[[str, Variant], SmokeResult]
 """Runs the smoke workload in an image reference for a variant (accel_images.build.smoke_image)."""
 Status = Callable[[Variant, str], None]
-Vouch = Callable[[str, SmokeResult], None]
-"""Records that the image `digest` passed its smoke test (accel_images.catalogue.write_record)."""
+OnGreen = Callable[[str, SmokeResult], None]
+"""Hears the smoke-tested digest and its result before any real tag moves (the nightly records both:
+accel_images.tested for its own decisions, accel_images.catalogue for `recommend --registry`)."""
 
 DATED = re.compile(r".+-\d{8}")
 """A dated tag, `<full tag>-YYYYMMDD` (accel_images.tags.dated_tag)."""
@@ -84,7 +89,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
-        return min(self.max_delay_s, self.first_delay_s * 2 ** (attempt - 1))
+        return min(self.max_delay_s, self.first_delay_s * 2.0 ** (attempt - 1))
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class Publication:
     error: str | None = None
     candidate_left: bool = False           # the candidate tag could not be removed from the registry
     exit_code: int = 1                     # of the failure: 4 when the registry was out of reach
+    tags_after: Mapping[str, str | None] | None = None
+    """After a stopped promotion: what each real tag serves, read back from the registry (None: absent)."""
 
     @property
     def ok(self) -> bool:
@@ -122,22 +129,37 @@ def with_retries(action: Callable[[], T], policy: RetryPolicy, what: str = "regi
 def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
             real_tags: Sequence[str], run_id: str, smoke: SmokeRunner, *,
             retry: RetryPolicy = RetryPolicy(), status: Status | None = None,
-            vouch: Vouch | None = None) -> Publication:
+            on_green: OnGreen | None = None) -> Publication:
     """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
 
     `real_tags` are the tags a green image is promoted to, the full tag first
-    (accel_images.tags.all_tags). Ctrl-C still removes the candidate, then propagates.
+    (accel_images.tags.all_tags). `on_green` hears the smoke-tested digest and result before any
+    real tag moves (the nightly records them, accel_images.tested and accel_images.catalogue); when it fails, nothing is
+    promoted. Ctrl-C still removes the candidate, then propagates.
     """
     say = status or (lambda v, text: None)
     steps = _Steps(target.ref(candidate_tag(variant, run_id)))
     try:
         publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps,
-                               vouch)
+                               on_green or (lambda digest, result: None))
     except AccelError as error:
         publication = replace(steps.failed(error.one_line()), exit_code=error.exit_code)
-    finally:
+    except BaseException as error:
         left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
+        if isinstance(error, KeyboardInterrupt):
+            setattr(error, _STOPPED, replace(steps.failed("interrupted"), candidate_left=left))
+        raise
+    left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
     return replace(publication, candidate_left=left)
+
+
+_STOPPED = "accel_images_publication"
+
+
+def stopped_publication(interrupt: BaseException) -> Publication | None:
+    """What a publication stopped by this interrupt did (tags read back after the rollback)."""
+    found = getattr(interrupt, _STOPPED, None)
+    return found if isinstance(found, Publication) else None
 
 
 @dataclass
@@ -148,14 +170,16 @@ class _Steps:
     digest: str | None = None
     smoke: SmokeResult | None = None
     promoted: list[str] = field(default_factory=list)
+    tags_after: dict[str, str | None] | None = None
 
     def failed(self, error: str) -> Publication:
-        return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted), error)
+        return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted), error,
+                           tags_after=self.tags_after)
 
 
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
              real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
-             steps: _Steps, vouch: Vouch | None = None) -> Publication:
+             steps: _Steps, on_green: OnGreen) -> Publication:
     stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
@@ -165,10 +189,8 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
     steps.smoke = smoke(steps.candidate, variant)
     if not steps.smoke.ok:
         return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
-    if vouch is not None:  # before any real tag moves: a published image always has its record
-        say(variant, "recording the smoke result")
-        digest, result = steps.digest, steps.smoke
-        with_retries(lambda: vouch(digest, result), retry, f"smoke record of {steps.candidate}")
+    stopping.checkpoint()
+    on_green(steps.digest, steps.smoke)
     say(variant, "promoting")
     before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
                                 f"reading {target.ref(tag)}") for tag in real_tags}
@@ -177,28 +199,52 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
         verify(registry, target, full_tag(variant), steps.digest, retry)
     except KeyboardInterrupt:
         say(variant, "stopped: putting the real tags back")
-        roll_back(registry, target, before, steps.digest)
+        steps.tags_after = roll_back(registry, target, before, steps.digest)
+        steps.promoted[:] = [tag for tag in real_tags
+                             if steps.tags_after.get(tag) == steps.digest != before.get(tag)]
         raise
     return Publication(steps.candidate, steps.digest, steps.smoke, tuple(steps.promoted))
 
 
-def roll_back(registry: TagStore, target: Target, before: Mapping[str, str | None], digest: str) -> None:
+def roll_back(registry: TagStore, target: Target, before: Mapping[str, str | None],
+              digest: str) -> dict[str, str | None]:
     """Point every real tag a stopped promotion moved onto `digest` back at what it served `before`.
 
     A tag that did not exist before is removed. Every tag is checked in the registry, not
     only those whose push returned: a push the interrupt cut short may still have landed.
-    Never raises an expected failure: the interrupt on its way up must not be hidden.
+    Then every tag is read again (and put back once more if one moved meanwhile); returns
+    what each serves at the end, leaving out a tag that could not be read. Never raises an
+    expected failure: the interrupt on its way up must not be hidden.
     """
+    after: dict[str, str | None] = {}
+    for _ in range(2):
+        for tag, previous in before.items():
+            try:
+                if previous == digest or registry.manifest_digest(target.repository, tag) != digest:
+                    continue
+                if previous is None:
+                    registry.delete_tag(target.repository, tag)
+                else:
+                    registry.copy_tag(target.repository, previous, tag)
+            except AccelError as error:
+                log.warning("%s left on %s after the stop: %s", target.ref(tag), digest, error.one_line())
+        after = _read_tags(registry, target, before)
+        if all(tag in after and after[tag] == before[tag] for tag in before):
+            break
     for tag, previous in before.items():
+        if tag in after and after[tag] != previous:
+            log.warning("%s serves %s after the stop, not %s as before", target.ref(tag), after[tag], previous)
+    return after
+
+
+def _read_tags(registry: TagStore, target: Target, tags: Mapping[str, object]) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for tag in tags:
         try:
-            if previous == digest or registry.manifest_digest(target.repository, tag) != digest:
-                continue
-            if previous is None:
-                registry.delete_tag(target.repository, tag)
-            else:
-                registry.copy_tag(target.repository, previous, tag)
+            found[tag] = registry.manifest_digest(target.repository, tag)
         except AccelError as error:
-            log.warning("%s left on %s after the stop: %s", target.ref(tag), digest, error.one_line())
+            log.warning("%s could not be read after the stop: %s", target.ref(tag), error.one_line())
+    return found
 
 
 def promote(engine: Pusher, image_id: str, target: Target, real_tags: Sequence[str], digest: str,
@@ -212,7 +258,7 @@ def promote(engine: Pusher, image_id: str, target: Target, real_tags: Sequence[s
         stopping.checkpoint()  # inside the caller's rollback: a stop here puts moved tags back
         ref = target.ref(tag)
         engine.tag(image_id, ref)
-        pushed = with_retries(lambda: engine.push(ref), retry, f"push of {ref}")
+        pushed = with_retries(lambda: stopping.finish_in_flight(lambda: engine.push(ref)), retry, f"push of {ref}")
         if pushed != digest:
             raise RegistryError(f"{ref} was pushed as {pushed}, not as the smoke-tested {digest}")
         promoted.append(tag)

@@ -25,6 +25,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from accel_images import devices, vendors
 from accel_images.compat import KnowledgeBase
@@ -129,7 +130,7 @@ def judge(host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
 # Ranking and explaining
 # ---------------------------------------------------------------------------------------------
 
-def _rank(fit: Fit, host: HostInfo, prefer_flavor: str) -> tuple:
+def _rank(fit: Fit, host: HostInfo, prefer_flavor: str) -> tuple[Any, ...]:
     v = fit.variant
     return (v.vendor != host.vendor, v.flavor != prefer_flavor, newest_first(v.torch), bool(fit.caveats),
             not fit.exact_arch, newest_first(v.stack), newest_first(v.python),

@@ -30,7 +30,8 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 import docker.auth
 import docker.errors
@@ -57,6 +58,7 @@ OCI_EMPTY_JSON = b"{}"
 
 _HOST_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$")
 _PATH_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 Credentials = Callable[[str], Mapping[str, str] | None]
@@ -71,12 +73,15 @@ class Destination:
     scheme: str | None = None     # None: http for loopback, https otherwise
 
     @classmethod
-    def parse(cls, text: str) -> "Destination":
+    def parse(cls, text: str) -> Destination:
+        scheme: str | None
         scheme, sep, rest = text.strip().partition("://")
         if not sep:
             scheme, rest = None, text.strip()
         host, _, namespace = rest.rstrip("/").partition("/")
+        port = host.rsplit(":", 1)[1] if _HOST_RE.match(host) and host.rsplit("]", 1)[-1].count(":") else None
         if scheme not in (None, "http", "https") or not _HOST_RE.match(host) \
+                or (port is not None and not 0 < int(port) <= 65535) \
                 or (namespace and not _PATH_RE.match(namespace)):
             raise InputError(f"'{text}' is not [http[s]://]HOST[:PORT][/NAMESPACE]"
                              " (e.g. 127.0.0.1:5000 or ghcr.io/my-team)", field="--registry")
@@ -139,7 +144,7 @@ class RegistryClient:
         self._basic: str | None = None
 
     @classmethod
-    def for_destination(cls, destination: Destination, **kwargs: Any) -> "RegistryClient":
+    def for_destination(cls, destination: Destination, **kwargs: Any) -> RegistryClient:
         return cls(destination.host, scheme=destination.scheme, **kwargs)
 
     # -- queries ----------------------------------------------------------------------------
@@ -164,8 +169,8 @@ class RegistryClient:
                 raise RegistryError(f"{self.host}/{repository}:{tag} lists {chosen}, which the registry lacks")
             manifest = inner[1]
         config = self._config(repository, manifest, f"{repository}:{tag}")
-        labels = (config.get("config") or {}).get("Labels") or {}
-        return RemoteImage(repository, tag, digest, dict(labels), parse_time(config.get("created")))
+        labels = _config_labels(config, f"{self.host}/{repository}:{tag}")
+        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")))
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         """The digest `repository:tag` points at, None when the tag is absent."""
@@ -204,7 +209,10 @@ class RegistryClient:
                                      what=f"listing the tags of {repository}")
             if response is None:
                 return names
-            names += _json(response, f"listing the tags of {repository}").get("tags") or []
+            page = _json(response, f"listing the tags of {repository}").get("tags") or []
+            if not isinstance(page, list) or not all(isinstance(name, str) for name in page):
+                raise malformed(f"{self.host}/{repository}", "the tag list is not a list of names")
+            names += page
             path = _next_page(response.headers.get("Link"))
         return names
 
@@ -236,9 +244,21 @@ class RegistryClient:
         return True
 
     def _put_tombstone(self, repository: str, tag: str, scope: str) -> str:
+        return self._put_labels_image(repository, tag, {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}, scope,
+                                      f"deleting {repository}:{tag}")
+
+    def put_labels_image(self, repository: str, tag: str, labels: Mapping[str, str]) -> str:
+        """Point `tag` at a tiny image of its own: no layers, only a config carrying `labels`; its digest.
+
+        What the tool keeps in the registry beside the images (accel_images.tested) is stored
+        this way: any registry that holds images holds it, and it is read like any image.
+        """
+        return self._put_labels_image(repository, tag, labels, _scope(repository, "pull,push"),
+                                      f"writing {repository}:{tag}")
+
+    def _put_labels_image(self, repository: str, tag: str, labels: Mapping[str, str], scope: str, where: str) -> str:
         config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
-                             "config": {"Labels": {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}}}).encode()
-        where = f"deleting {repository}:{tag}"
+                             "config": {"Labels": dict(labels)}}, sort_keys=True).encode()
         config_digest = self._put_blob(repository, config, scope, where)
         manifest = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
                                "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": config_digest},
@@ -293,13 +313,16 @@ class RegistryClient:
                                  headers={"Accept": ", ".join(MANIFEST_TYPES)}, missing_ok=True, what=what)
         if response is None:
             return None
-        digest = response.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(response.content).hexdigest()
+        digest = (response.headers.get("Docker-Content-Digest")
+                  or "sha256:" + hashlib.sha256(response.content).hexdigest())
         return digest, _json(response, what)
 
     def _config(self, repository: str, manifest: Mapping[str, Any], what: str) -> dict[str, Any]:
         descriptor = manifest.get("config")
         if not isinstance(descriptor, Mapping) or not descriptor.get("digest"):
-            raise RegistryError(f"{self.host}/{what}: the manifest has no image config (schema 1 is not supported)")
+            raise malformed(f"{self.host}/{what}", "the manifest has no image config (schema 1 is not supported)")
+        if not isinstance(descriptor["digest"], str) or not DIGEST_RE.match(descriptor["digest"]):
+            raise malformed(f"{self.host}/{what}", "the manifest's config digest is not a sha256 digest")
         response = self._call("GET", f"/v2/{repository}/blobs/{descriptor['digest']}", scope=_scope(repository),
                               what=f"reading the config of {what}")
         return _json(response, f"reading the config of {what}")
@@ -478,11 +501,48 @@ def _error_text(response: requests.Response) -> str:
         return ""
 
 
+def malformed(what: str, problem: str) -> RegistryError:
+    """Registry content that does not have the shape the API defines: permanent, one line."""
+    error = RegistryError(f"{what}: {problem}", hint="the registry holds an image this tool cannot read; "
+                                                    "push a good one under the tag or delete it")
+    error.transient = False
+    return error
+
+
+def _config_labels(config: Mapping[str, Any], what: str) -> dict[str, str]:
+    """`config.Labels` of an image config, checked: a mapping of strings to strings, or absent."""
+    inner = config.get("config")
+    if inner is None:
+        return {}
+    if not isinstance(inner, Mapping):
+        raise malformed(what, f"the image config's 'config' is {_kind_of(inner)}, not an object")
+    labels = inner.get("Labels")
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise malformed(what, f"the image config's Labels is {_kind_of(labels)}, not an object")
+    bad = next((key for key, value in labels.items() if not isinstance(value, str)), None)
+    if bad is not None:
+        raise malformed(what, f"the image config's label {str(bad)[:80]!r} is {_kind_of(labels[bad])}, not a string")
+    return dict(labels)
+
+
+def _kind_of(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
 def _platform_entry(index: Mapping[str, Any], what: str) -> str:
-    for entry in index.get("manifests") or []:
-        platform = entry.get("platform") or {}
-        if all(platform.get(key) == value for key, value in PLATFORM.items()):
-            return str(entry["digest"])
+    entries = index.get("manifests")
+    if not isinstance(entries, list):
+        raise malformed(what, f"the image index's manifests is {_kind_of(entries)}, not a list")
+    for entry in entries:
+        platform = entry.get("platform") if isinstance(entry, Mapping) else None
+        if isinstance(platform, Mapping) and all(platform.get(key) == value for key, value in PLATFORM.items()):
+            digest = entry.get("digest")
+            if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+                raise malformed(what, "the linux/amd64 entry of the image index has no valid digest")
+            return digest
     raise RegistryError(f"{what} has no linux/amd64 image")
 
 

@@ -17,18 +17,18 @@ Credentials in the index URL never reach a rendered file: the renderer writes th
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import jinja2
+import jinja2.sandbox
 
-from accel_images import apt, companions, vendors
+from accel_images import apt, companions, state, vendors
 from accel_images.compat import KnowledgeBase
 from accel_images.credentials import index_credentials
 from accel_images.errors import InputError
@@ -75,10 +75,11 @@ class Mirror:
     prefix: str
 
     @classmethod
-    def parse(cls, text: str) -> "Mirror":
+    def parse(cls, text: str) -> Mirror:
         registry, sep, prefix = text.partition("=")
         registry, prefix = registry.strip(), prefix.strip().rstrip("/")
-        if not (sep and REGISTRY_RE.match(registry) and MIRROR_PREFIX_RE.match(prefix)) or any(c.isspace() for c in text):
+        if (not (sep and REGISTRY_RE.match(registry) and MIRROR_PREFIX_RE.match(prefix))
+                or any(c.isspace() for c in text)):
             raise InputError(f"'{text}' is not REGISTRY=HOST[/PATH] (e.g. docker.io=mirror.example.com/dockerhub)",
                              field="--registry-mirror")
         return cls(registry, prefix)
@@ -163,13 +164,18 @@ def oci_labels(variant: Variant, image: str) -> dict[str, str]:
 
 
 class Renderer:
-    """One Jinja2 environment over templates/, shared by every variant."""
+    """One Jinja2 environment over templates/, shared by every variant.
+
+    Sandboxed (jinja2.sandbox): a template (`--templates DIR`, a plug-in vendor's) may read the
+    values it is given and call their public methods, but not reach Python internals
+    (`cycler.__init__.__globals__.os.popen(...)`): rendering runs no code a template smuggles in.
+    """
 
     def __init__(self, kb: KnowledgeBase, templates_dir: Path | None = None) -> None:
         self.kb = kb
         self.templates_dir = templates_dir or default_templates()
         self._static: dict[str, dict[str, bytes]] = {}
-        self.env = jinja2.Environment(
+        self.env = jinja2.sandbox.SandboxedEnvironment(
             loader=jinja2.FileSystemLoader([str(self.templates_dir), *_vendor_template_dirs()]),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
@@ -225,6 +231,9 @@ class Renderer:
                              file=file, line=line, field=variant.key) from None
         except jinja2.TemplateNotFound as err:
             raise InputError(f"template not found: {err.name}", file=str(self.templates_dir)) from None
+        except jinja2.exceptions.SecurityError as err:
+            file, line = self._failing_template_line(err, name)
+            raise InputError(f"template reaches outside its sandbox: {err}", file=file, line=line) from None
         return _tidy(text), apt_repos.files
 
     def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
@@ -379,11 +388,26 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
 
     Unchanged files are left alone and wheels are hard-linked where the file system allows,
     so a no-op rebuild neither copies a 200 MB wheelhouse nor disturbs the cached digests.
+    `dest` is a directory of the state directory, whose files the tool owns: extra files are
+    deleted. A symbolic link there is refused (accel_images.state.StateLinkError), never
+    followed, so neither the deletions nor the writes can reach a directory elsewhere; a link
+    in place of a rendered file is replaced, not written through.
     """
+    try:
+        return _write_build_context(dest, context, wheelhouse)
+    except OSError as err:
+        raise InputError(f"cannot write the build context: {err.strerror}", file=str(err.filename or dest),
+                         hint="the state directory must be writable") from None
+
+
+def _write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | None) -> Path:
+    if dest.is_symlink():
+        raise state.link_error(dest.parent, dest)
     dest.mkdir(parents=True, exist_ok=True)
     keep = {name.split("/", 1)[0] for name in context.files}  # apt/... files keep their directory
     for name, data in context.files.items():
         target = dest / name
+        state.refuse_link_below(dest, target.parent)  # `apt/...`: its directory must be no link either
         if not (target.is_file() and not target.is_symlink() and target.read_bytes() == data):
             _atomic_write(target, data)
     if wheelhouse is not None:
@@ -392,21 +416,28 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
     for extra in dest.iterdir():
         if extra.name in keep:
             continue
-        if extra.is_dir() and not extra.is_symlink():
-            shutil.rmtree(extra)
-        else:
-            extra.unlink()
+        _remove_entry(extra)
     return dest
+
+
+def _remove_entry(entry: Path) -> None:
+    """Remove a file, a link (the link, not what it points to) or a directory tree (links in it unfollowed)."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
 
 
 def _link_wheelhouse(source: Path, target: Path) -> None:
     if not source.is_dir():
         raise InputError("wheelhouse directory not found", file=str(source), field="--pip-find-links")
+    if target.is_symlink():
+        raise state.link_error(target.parent, target)
     target.mkdir(exist_ok=True)
     wheels = {w.name: w for w in sorted(source.iterdir()) if w.is_file()}
     for present in target.iterdir():
-        if present.name not in wheels:
-            present.unlink()
+        if present.name not in wheels or present.is_symlink() or not present.is_file():
+            _remove_entry(present)
     for name, wheel in wheels.items():
         linked = target / name
         if linked.exists() and os.path.samefile(linked, wheel):

@@ -20,11 +20,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, TypeGuard
+from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
 
 from accel_images import vendors
+from accel_images.errors import InputError
 from accel_images.versions import key as version_key, newest_first
 
 SCHEMA = 1
@@ -182,7 +184,7 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -340,7 +342,8 @@ def _md_failure(group: FailureView) -> list[str]:
     lines = [f"### {heading}", ""] + _md_fenced(group.cause) + [""]
     for item in group.items:
         log = f"log: {_md_code(item.log)}" if item.log else "no log"
-        lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1 else f"Log: {_md_code(item.log) if item.log else 'none'}")
+        lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1
+                     else f"Log: {_md_code(item.log) if item.log else 'none'}")
         lines += [f"  - {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
     return lines + [""]
 
@@ -508,17 +511,22 @@ def write_reports(records: Sequence[Mapping[str, Any]], out_dir: Path, meta: Map
     """Render all four reports first, then move each into `out_dir`; returns their paths by kind."""
     texts = render_all(records, meta)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for kind, text in texts.items():
-        paths[kind] = out_dir / REPORT_FILES[kind]
-        atomic_write(paths[kind], text)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for kind, text in texts.items():
+            paths[kind] = out_dir / REPORT_FILES[kind]
+            atomic_write(paths[kind], text)
+    except OSError as err:
+        raise InputError(f"cannot write the reports: {err.strerror}", file=str(err.filename or out_dir),
+                         hint="the report directory must be a writable directory") from None
     return paths
 
 
 def atomic_write(path: Path, text: str) -> None:
     """Write beside the target, then rename over it: readers see the old file or the new one."""
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+    # Not opened in the with below: its name is needed after it closes, for the rename or the cleanup.
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",  # noqa: SIM115
                                          suffix=".tmp", delete=False)
     try:
         with handle:

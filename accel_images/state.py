@@ -14,14 +14,25 @@ spelled in this module only:
 
 The pin lock file (`accel-images.lock`, see accel_images.pin) is not state: it belongs to the
 project next to matrix.yaml and is meant to be committed.
+
+Nothing below the root may be a symbolic link, except the tool's own `reports/<kind>-latest`
+links, which it only ever replaces, never writes through. The tool deletes what it did not write inside a
+context directory and writes wheels, logs and records below the root; through a link it would
+do that to a directory elsewhere. Every path a method names is checked (`StateLinkError`), and
+the commands check the whole tree before they write anything (`StateDir.refuse_links`). The
+root itself may be a link: that is where the user chose to keep the state.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
+
+from accel_images.errors import InputError
 
 DEFAULT_STATE_DIR = Path(".accel-images")
 """Relative to the working directory."""
@@ -29,9 +40,45 @@ DEFAULT_STATE_DIR = Path(".accel-images")
 _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+class StateLinkError(InputError):
+    """A symbolic link below the state directory's root: refused, never followed (exit 2)."""
+
+
+def refuse_link_below(root: Path, path: Path) -> Path:
+    """`path`, once no existing component of it below `root` (itself included) is a symbolic link.
+
+    Components that do not exist yet are fine: the tool creates them as plain directories.
+    """
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        return path  # not below the root: not state (e.g. --report-dir)
+    current = root
+    for part in relative.parts:
+        current = current / part
+        if current.is_symlink():
+            raise link_error(root, current)
+        if not current.exists():
+            break
+    return path
+
+
+def link_error(root: Path, link: Path) -> StateLinkError:
+    try:
+        points_to = f" (to {os.readlink(link)})"
+    except OSError:
+        points_to = ""
+    return StateLinkError(f"a symbolic link{points_to} inside the state directory {root}; accel-images never "
+                          "follows links out of its state directory", file=str(link),
+                          hint="remove the link, or point --state-dir at the real directory")
+
+
 @dataclass(frozen=True)
 class StateDir:
-    """One state directory; its methods name the paths below it (nothing is created)."""
+    """One state directory; its methods name the paths below it (nothing is created).
+
+    Each refuses (StateLinkError) a path that would pass through a symbolic link below the root.
+    """
 
     root: Path
 
@@ -42,15 +89,15 @@ class StateDir:
 
     def context(self, vendor: str, tag: str) -> Path:
         """`contexts/<vendor>/<tag>/`: what the engine builds from."""
-        return self.root / "contexts" / vendor / tag
+        return self._checked(self.root / "contexts" / vendor / tag)
 
     @property
     def contexts(self) -> Path:
-        return self.root / "contexts"
+        return self._checked(self.root / "contexts")
 
     @property
     def logs(self) -> Path:
-        return self.root / "logs"
+        return self._checked(self.root / "logs")
 
     def log(self, vendor: str, tag: str, *, now: datetime | None = None) -> Path:
         """`logs/<vendor>/<tag>-<UTC timestamp>.log`, names made file-safe.
@@ -60,20 +107,20 @@ class StateDir:
         moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
         stamp = moment.strftime("%Y%m%dT%H%M%S") + f".{moment.microsecond // 1000:03d}Z"
         name = f"{_UNSAFE_IN_NAME.sub('_', tag)}-{stamp}.log"
-        return self.logs / _UNSAFE_IN_NAME.sub("_", vendor) / name
+        return self._checked(self.logs / _UNSAFE_IN_NAME.sub("_", vendor) / name)
 
     @property
     def digest_cache(self) -> Path:
         """`cache/digests.json` (accel_images.fingerprint)."""
-        return self.root / "cache" / "digests.json"
+        return self._checked(self.root / "cache" / "digests.json")
 
     def smoke_record(self, image_id: str | None) -> Path:
         """`smoke/<image id>.json`, the ID's colon made file-safe."""
-        return self.root / "smoke" / f"{(image_id or 'none').replace(':', '_')}.json"
+        return self._checked(self.root / "smoke" / f"{(image_id or 'none').replace(':', '_')}.json")
 
     @property
     def reports(self) -> Path:
-        return self.root / "reports"
+        return self._checked(self.root / "reports")
 
     def run_reports(self, kind: str, started: datetime) -> Path:
         """`reports/<kind>-<YYYYMMDDTHHMMSSZ>/`: one directory per run, so a later run (a no-op
@@ -101,4 +148,52 @@ class StateDir:
     @property
     def nightly_lock(self) -> Path:
         """`nightly.lock`: one nightly at a time per state directory (accel_images.lock)."""
-        return self.root / "nightly.lock"
+        return self._checked(self.root / "nightly.lock")
+
+    def check(self) -> None:
+        """Refuse, with one line (InputError, exit 2), a state directory a run could not use.
+
+        Called by the commands before they talk to Docker or write anything: a symbolic link
+        below the root (`refuse_links`), a file where a directory of the layout belongs (or a
+        directory where the lock or the digest cache belongs), a root that cannot be created
+        or written (a read-only mount). Without this they would fail half-way with an OSError.
+        """
+        self.refuse_links()
+        for directory in (self.contexts, self.logs, self.reports, self.root / "cache", self.root / "smoke"):
+            if directory.exists() and not directory.is_dir():
+                raise InputError("is a file where the state directory keeps a directory", file=str(directory),
+                                 hint="remove it, or choose another --state-dir")
+        for file in (self.nightly_lock, self.digest_cache):
+            if file.exists() and not file.is_file():
+                raise InputError("is not a plain file", file=str(file), hint="remove it, or choose another --state-dir")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.root, prefix=".write-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as err:
+            raise InputError(f"the state directory cannot be written: {err.strerror}", file=str(self.root),
+                             hint="make it writable, or choose another --state-dir") from None
+
+    def refuse_links(self) -> None:
+        """Raise StateLinkError for the first symbolic link anywhere below the root.
+
+        The commands call this before they write anything, so a planted link stops the run
+        with one line instead of failing a variant half-way. Links are not followed, so the
+        walk stays inside the state directory.
+        """
+        if not self.root.is_dir():
+            return
+        for directory, dirs, files in os.walk(self.root, followlinks=False):
+            for name in sorted(dirs + files):
+                entry = Path(directory) / name
+                if entry.is_symlink() and not self._latest_link(entry):
+                    raise link_error(self.root, entry)
+
+    def _latest_link(self, entry: Path) -> bool:
+        """`reports/<kind>-latest` (or its temporary): the one link the tool makes itself (link_latest)."""
+        name = entry.name.removeprefix(".").removesuffix(".tmp")
+        return entry.parent == self.root / "reports" and name.endswith("-latest")
+
+    def _checked(self, path: Path) -> Path:
+        return refuse_link_below(self.root, path)

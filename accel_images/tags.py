@@ -6,6 +6,8 @@ Full tag (immutable):  `<torch>-<vendor><stack>-py<python>-<os>[-<flavor>]`,
 Dated tag (nightly):   `<full>-YYYYMMDD`.
 Candidate tag:         `<full>-candidate-<run id>`: pushed before the smoke test, never pulled by users.
 Smoke record:          `sha256-<digest hex>.smoke`: the smoke result of one image digest (accel_images.catalogue).
+Tested record:         `<full>-tested`: the digests this tool smoke-tested for the full tag (accel_images.tested);
+                       a config-only image, never pulled by users.
 Floating aliases:      `<torch minor>-<vendor><stack>`, `<torch minor>-<vendor>`, `latest-<vendor>`
                        (each with the flavor suffix), given to the preferred variant of its group:
                        newest torch, newest stack, newest Python, newest OS.
@@ -15,14 +17,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 if TYPE_CHECKING:
     from accel_images.variant import Variant
 
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
-FULL_TAG_RE = re.compile(r"^\d+\.\d+\.\d+-[a-z]+[0-9.]*-py\d+\.\d+-[a-z]+[0-9.]+(-[a-z]+)?\Z")
-"""What full_tag() writes, and neither a dated, a candidate nor an alias tag."""
+FULL_TAG_RE = re.compile(r"^\d+\.\d+\.\d+-[a-z]+[0-9.]*-py\d+\.\d+-[a-z]+[0-9.]+(-(?!tested\Z)[a-z]+)?\Z")
+"""What full_tag() writes, and neither a dated, a candidate, a tested record (tested_tag) nor an alias tag."""
 RECORD_SUFFIX = ".smoke"
 
 
@@ -44,24 +47,32 @@ def record_tag(digest: str) -> str:
     return digest.replace(":", "-", 1) + RECORD_SUFFIX
 
 
-def _suffix(variant: "Variant") -> str:
+def _suffix(variant: Variant) -> str:
     return "" if variant.flavor == "runtime" else f"-{variant.flavor}"
 
 
-def full_tag(variant: "Variant") -> str:
+def full_tag(variant: Variant) -> str:
     stack = variant.stack or ""
     return f"{variant.torch}-{variant.vendor}{stack}-py{variant.python}-{variant.os}{_suffix(variant)}"
 
 
-def dated_tag(variant: "Variant", day: _dt.date) -> str:
+def dated_tag(variant: Variant, day: _dt.date) -> str:
     return f"{full_tag(variant)}-{day:%Y%m%d}"
 
 
-def candidate_tag(variant: "Variant", run_id: str) -> str:
+def candidate_tag(variant: Variant, run_id: str) -> str:
     return f"{full_tag(variant)}-candidate-{run_id}"
 
 
-def alias_groups(variant: "Variant") -> tuple[str, ...]:
+CANDIDATE_RE = re.compile(r"^(?P<full>.+)-candidate-(?P<run>\d{8}T\d{6}-[0-9a-f]+)\Z")
+"""A candidate tag and its parts; the run id starts with its UTC start time (accel_images.nightly.new_run_id)."""
+
+
+def tested_tag(variant: Variant) -> str:
+    return f"{full_tag(variant)}-tested"
+
+
+def alias_groups(variant: Variant) -> tuple[str, ...]:
     """The floating aliases this variant competes for."""
     minor, vendor, suffix = variant.torch_minor, variant.vendor, _suffix(variant)
     stacked = f"{minor}-{vendor}{variant.stack}{suffix}" if variant.stack else None
@@ -69,19 +80,19 @@ def alias_groups(variant: "Variant") -> tuple[str, ...]:
     return tuple(n for n in names if n)
 
 
-def aliases(variants: Iterable["Variant"]) -> dict[str, "Variant"]:
+def aliases(variants: Iterable[Variant]) -> dict[str, Variant]:
     """Map every floating alias to the variant that wears it (the newest of its group)."""
-    winners: dict[str, "Variant"] = {}
+    winners: dict[str, Variant] = {}
     for variant in sorted(variants, key=lambda v: v.sort_key(), reverse=True):
         for alias in alias_groups(variant):
             winners[alias] = variant  # later (= newer, by sort_key) wins
     return winners
 
 
-def aliases_of(variant: "Variant", variants: Iterable["Variant"]) -> tuple[str, ...]:
+def aliases_of(variant: Variant, variants: Iterable[Variant]) -> tuple[str, ...]:
     return tuple(sorted(a for a, v in aliases(variants).items() if v == variant))
 
 
-def all_tags(variant: "Variant", variants: Iterable["Variant"], day: _dt.date) -> tuple[str, ...]:
+def all_tags(variant: Variant, variants: Iterable[Variant], day: _dt.date) -> tuple[str, ...]:
     """Every real tag a green build of this variant is promoted to."""
     return (full_tag(variant), dated_tag(variant, day), *aliases_of(variant, variants))

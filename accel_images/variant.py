@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
 
 from accel_images import tags, vendors
 from accel_images.compat import KnowledgeBase, minor_of
@@ -76,7 +77,7 @@ class Variant:
         }
         return {f"{LABEL_PREFIX}.{k}": v for k, v in labels.items()}
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         """Newest first within a vendor: torch, stack, python, os, runtime before devel."""
         return (vendors.rank(self.vendor), newest_first(self.torch), newest_first(self.stack),
                 newest_first(self.python),
@@ -193,7 +194,7 @@ def select_or_explain(expansion: Expansion, filters: Mapping[str, str | None]) -
 def _first_empty_filter(variants: tuple[Variant, ...],
                         filters: Mapping[str, str | None]) -> tuple[str, str, list[str]]:
     """The filter that narrows the variants to nothing, the filters before it, and its possible values."""
-    narrowed, before = variants, []
+    narrowed, before = variants, list[str]()
     for key, wanted in filters.items():
         if wanted is None:
             continue

@@ -23,7 +23,7 @@ and torch only, so it keeps its own `release_tuple`; tests/test_versions.py hold
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from accel_images.errors import InputError
 

@@ -9,7 +9,7 @@ tree itself, refuses duplicates, and returns the plain data plus a map from each
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -91,8 +91,9 @@ def _check_depth(text: str, file: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
+                mark = event.start_mark  # always set by the parser; None only in the type
                 raise InputError(f"nested more than {MAX_DEPTH} levels deep; refused", file=file,
-                                 line=event.start_mark.line + 1)
+                                 line=mark.line + 1 if mark is not None else None)
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 
@@ -120,7 +121,7 @@ class _Walker:
             return self._mapping(node, path)
         if isinstance(node, SequenceNode):
             return [self.walk(item, path + (i,)) for i, item in enumerate(node.value)]
-        return self._scalar(node, path)
+        return self._scalar(cast(ScalarNode, node), path)  # a node is a mapping, a sequence or a scalar
 
     def _mapping(self, node: MappingNode, path: Path_) -> dict[str, Any]:
         result: dict[str, Any] = {}

@@ -15,12 +15,11 @@ import uuid
 import shutil
 import subprocess
 import tempfile
-import time
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from benchmarks.harness import (PYTHON, ROOT, BenchResult, Row, Series, alternating, interleaved, repeat,
                                 run_checked, shown, speedup, time_once)
@@ -288,7 +287,8 @@ def time_noop_size(space: Workspace, setup: NoopSetup, repeats: int, result: Ben
     def build() -> None:
         require(run_build(space, setup.build, state), "skipped", setup.variants, "no-op build")
 
-    actions = [("accel-images nightly (no-op)", nightly), ("docker build loop (warm cache)", lambda: run_loop(setup.loop))]
+    actions = [("accel-images nightly (no-op)", nightly),
+               ("docker build loop (warm cache)", lambda: run_loop(setup.loop))]
     if setup.variants == NOOP_SIZES[0]:
         actions.append(("accel-images build (no-op)", build))
     series = alternating(actions, repeats)
@@ -393,7 +393,8 @@ def bench_incremental(quick: bool) -> BenchResult:
     affected = Series("affected variants", tuple(float(LIGHT_CUDA_VARIANTS) for _ in rebuilt), "images")
     result.rows.append(Row("incremental", "images rebuilt after editing one vendor's template", counts, affected,
                            None, "", "= affected variants",
-                           all(c == LIGHT_CUDA_VARIANTS for c in rebuilt), f"of {LIGHT_CPU_VARIANTS + LIGHT_CUDA_VARIANTS} variants"))
+                           all(c == LIGHT_CUDA_VARIANTS for c in rebuilt),
+                           f"of {LIGHT_CPU_VARIANTS + LIGHT_CUDA_VARIANTS} variants"))
     result.rows.append(Row("incremental", "time to bring the matrix up to date", incr_s, full_s,
                            speedup(full_s, incr_s), "faster", "report only", None))
     result.notes.append("Each full rebuild uses a fresh --uid so no RUN step is answered from the layer cache; "
@@ -566,7 +567,8 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
                         f"   # what `accel-images smoke {CPU_IMAGE}` runs",
                         f"Engine.run(\"{CPU_IMAGE}\", [\"true\"])   # baseline, through the same engine wrapper"]
     result.notes.append("Both go through accel_images.engine.Engine (create, start, wait, logs, remove); the "
-                        "baseline runs `true` with the same container options behind the same entrypoint guard, so the difference is the "
+                        "baseline runs `true` with the same container options behind the same entrypoint guard, "
+                        "so the difference is the "
                         "workload: Python start, torch import, the checks and the JSON.")
     result.notes.append("Each run is a fresh container, so torch.compile compiles cold (g++ on Inductor's C++ "
                         "kernel, no cache): that check is most of the time, as it is in a user's first compile. "

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -103,7 +103,7 @@ def alternating(actions: Sequence[tuple[str, Callable[[], object]]], times: int)
     for _ in range(times):
         for index, (_, action) in enumerate(actions):
             values[index].append(time_once(action))
-    return [Series(label, tuple(v)) for (label, _), v in zip(actions, values)]
+    return [Series(label, tuple(v)) for (label, _), v in zip(actions, values, strict=True)]
 
 
 def shown(command: Sequence[str]) -> str:

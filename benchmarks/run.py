@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import harness  # noqa: E402
-from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable  # noqa: E402
-from benchmarks.pure_benches import PURE_BENCHES  # noqa: E402
-from benchmarks.registry_benches import REGISTRY_BENCHES  # noqa: E402
-from benchmarks.startup_benches import STARTUP_BENCHES  # noqa: E402
+from benchmarks import harness
+from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable
+from benchmarks.pure_benches import PURE_BENCHES
+from benchmarks.registry_benches import REGISTRY_BENCHES
+from benchmarks.startup_benches import STARTUP_BENCHES
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "catalogue")
@@ -42,7 +42,7 @@ def run_one(name: str, quick: bool, engine_problem: str | None) -> harness.Bench
     print(f"running {name}{' (quick)' if quick else ''} ...", file=sys.stderr, flush=True)
     try:
         return ALL[name](quick)
-    except Exception as error:  # one failing benchmark never hides the others' numbers
+    except Exception as error:  # noqa: BLE001 - one failing benchmark never hides the others' numbers
         return harness.BenchResult(name, error=f"{error}\n{traceback.format_exc()}")
 
 
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and not args.quick:
         results = with_earlier_results(results, out_dir / "results.json")
     host = {**host, "load average at end": harness.load_average()}
-    command = "benchmarks/run.py" + (" --quick" if args.quick else "") + "".join(f" --only {n}" for n in args.only or [])
+    only = "".join(f" --only {n}" for n in args.only or [])
+    command = "benchmarks/run.py" + (" --quick" if args.quick else "") + only
     (out_dir / "RESULTS.md").write_text(harness.markdown(results, quick=args.quick, command=command,
                                                          started=started, host=host))
     (out_dir / "results.json").write_text(json.dumps(harness.as_json(results, quick=args.quick, host=host,

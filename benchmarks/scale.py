@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel_images import yamlpos  # noqa: E402
-from accel_images.compat import KnowledgeBase, load_kb  # noqa: E402
-from accel_images.matrix import parse_matrix  # noqa: E402
-from accel_images.render import Renderer, stale_paths  # noqa: E402
-from accel_images.variant import expand  # noqa: E402
+from accel_images import yamlpos
+from accel_images.compat import KnowledgeBase, load_kb
+from accel_images.matrix import parse_matrix
+from accel_images.render import Renderer, stale_paths
+from accel_images.variant import expand
 
 PER_GROUP = 20
 TORCH_PER_GROUP = 5

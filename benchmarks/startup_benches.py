@@ -63,7 +63,10 @@ def extract(rev: str, into: Path) -> Path:
     archive = into.with_suffix(".tar")
     run_checked(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), rev, *TREE_FILES])
     with tarfile.open(archive) as tar:
-        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into)
     return into
 
 

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import TypeVar
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +53,9 @@ class Faults:
     seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
 
 
+_Proxy = TypeVar("_Proxy", bound="FaultProxy")
+
+
 class FaultProxy:
     """Forwards to `upstream` except where `faults` say otherwise. Use as a context manager."""
 
@@ -66,7 +70,7 @@ class FaultProxy:
         self.host = f"127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> FaultProxy:
+    def __enter__(self: _Proxy) -> _Proxy:
         self._thread.start()
         return self
 
@@ -105,7 +109,7 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
+                chunks: list[bytes] = []
                 while True:
                     size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                     if size == 0:
@@ -145,12 +149,12 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                               "Content-Type": "application/json",
                               "Docker-Distribution-API-Version": "registry/2.0"})
                 return
-            if faults.cut_upload and self.command in ("PATCH", "PUT") and "/blobs/uploads/" in self.path:
-                if proxy.count("upload") == faults.cut_upload:
-                    self.rfile.read(min(int(self.headers.get("Content-Length") or 1024), 1024))
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    self.close_connection = True
-                    return
+            if (faults.cut_upload and self.command in ("PATCH", "PUT") and "/blobs/uploads/" in self.path
+                    and proxy.count("upload") == faults.cut_upload):
+                self.rfile.read(min(int(self.headers.get("Content-Length") or 1024), 1024))
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
             body = self._body()
             kind = _kind(self.command, self.path)
             if kind and proxy.count(kind) in faults.fail_put.get(kind, set()):
@@ -192,7 +196,7 @@ def disposable_daemon(shared: docker.DockerClient, root: Path, base: str, *as_na
         daemon.start()
         client = daemon.client()
         try:
-            [loaded] = client.images.load(shared.images.get(base).save())
+            [loaded] = client.images.load(shared.images.get(base).save())  # type: ignore[arg-type]  # chunks stream
             for name in as_names:
                 repository, _, tag = name.rpartition(":")
                 loaded.tag(repository, tag)

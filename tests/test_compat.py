@@ -12,14 +12,16 @@ import dataclasses
 import datetime as dt
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 import yaml
 
 from accel_images import vendors
-from accel_images.compat import (DATA_FILE, IncompatibleError, KnowledgeBase, OsInfo, load_kb, parse_query,
-                                 sort_versions, version_matches)
+from accel_images.compat import (DATA_FILE, KnowledgeBase, OsInfo, load_kb, parse_query, sort_versions,
+                                 version_matches)
+from accel_images.errors import IncompatibleError
 from accel_images.errors import InputError
 from accel_images.versions import parse as vkey
 
@@ -410,6 +412,6 @@ def test_two_stacks_at_once_is_an_input_error(kb: KnowledgeBase) -> None:
 
 def test_data_file_is_inside_the_package() -> None:
     package = Path(__import__("accel_images").__file__).parent
-    assert DATA_FILE == package / "data" / "kb.yaml"
+    assert package / "data" / "kb.yaml" == DATA_FILE
     for name in vendors.BUILTIN:
         assert vendors.get(name).kb_file == package / "data" / "vendors" / f"{name}.yaml"

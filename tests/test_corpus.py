@@ -121,7 +121,7 @@ def test_every_case_is_complete_and_unique() -> None:
     ids = [case["id"] for case in CASES]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     for case in CASES:
-        assert REQUIRED <= set(case), f"{case.get('id')}: missing {REQUIRED - set(case)}"
+        assert set(case) >= REQUIRED, f"{case.get('id')}: missing {REQUIRED - set(case)}"
         assert set(case) <= REQUIRED | {"generate"}, f"{case['id']}: unknown fields"
         assert all(isinstance(arg, str) for arg in case["args"]), f"{case['id']}: args must be strings"
         re.compile(case["error"])

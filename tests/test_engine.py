@@ -152,13 +152,25 @@ def test_stream_ending_without_an_image_is_an_engine_error(fake_daemon: Any, tmp
      "not found", False),
     ("unauthorized: authentication required", "docker login", False),
     ("http: server gave HTTP response to HTTPS client", "insecure-registries", False),
+    ('Put "http://127.0.0.1:5999/v2/x/blobs/uploads/3f0c?_state=SECRETSTATE&digest=sha256:ab": EOF',
+     "connection closed early", True),
+    ("write tcp 127.0.0.1:1->127.0.0.1:5999: use of closed network connection", "connection closed early", True),
 ])
 def test_registry_failures_are_classified(detail: str, reason: str, transient: bool) -> None:
     err = registry_error("push", "127.0.0.1:5999/x:1", detail)
     assert reason in err.message
     assert err.message.startswith("push of 127.0.0.1:5999/x:1 failed")
     assert "registry 127.0.0.1:5999" in err.message
-    assert err.transient is transient  # type: ignore[attr-defined]
+    assert err.transient is transient
+
+
+def test_an_unknown_failure_keeps_its_cause_and_never_the_upload_token() -> None:
+    url = "http://127.0.0.1:5999/v2/team/x/blobs/uploads/3f0c9e?_state=" + "T0KEN" * 80 + "&digest=sha256:" + "a" * 64
+    err = registry_error("push", "127.0.0.1:5999/x:1", f'Patch "{url}": blob upload invalid: the cause at the end')
+    assert "T0KEN" not in err.message and "T0KEN" not in err.detail
+    assert err.message.endswith("blob upload invalid: the cause at the end")
+    long = registry_error("push", "127.0.0.1:5999/x:1", "start " + "x" * 600 + " the cause")
+    assert long.message.endswith(" the cause") and len(long.message) < 400
 
 
 # -- the real engine ------------------------------------------------------------------
@@ -315,7 +327,7 @@ def test_pull_from_a_closed_port_is_a_transient_registry_error(engine: Engine) -
     with pytest.raises(RegistryError, match="connection refused") as caught:
         engine.pull("127.0.0.1:5999/nope:1")
     assert "127.0.0.1:5999/nope:1" in caught.value.message
-    assert caught.value.transient  # type: ignore[attr-defined]
+    assert caught.value.transient
 
 
 @pytest.mark.engine
@@ -327,7 +339,7 @@ def test_push_to_a_closed_port_is_a_transient_registry_error(engine: Engine, tmp
     engine.tag(built.id, ref)
     with pytest.raises(RegistryError, match="connection refused") as caught:
         engine.push(ref)
-    assert caught.value.transient  # type: ignore[attr-defined]
+    assert caught.value.transient
 
 
 @pytest.mark.engine
@@ -352,7 +364,7 @@ def test_pull_of_an_unknown_repository_is_not_found(engine: Engine, registry_500
     with pytest.raises(RegistryError, match="not found") as caught:
         engine.pull(f"{registry_5000}/nope/nothing:1")
     assert f"{registry_5000}/nope/nothing:1" in caught.value.message
-    assert not caught.value.transient  # type: ignore[attr-defined]
+    assert not caught.value.transient
 
 
 @pytest.mark.engine

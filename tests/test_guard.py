@@ -8,6 +8,8 @@ are read from a rendered CUDA Dockerfile, so the guard is tested with what an im
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import os
 import re
 import shutil
@@ -99,7 +101,7 @@ class Host:
             path.write_text("")
         return path
 
-    def run(self, vendor: str, args: list[str] | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    def run(self, vendor: str, args: list[str] | None = None, /, **env: str) -> subprocess.CompletedProcess[str]:
         """The guard a `vendor` image carries, run as its entry point."""
         guard = self.bin.parent / f"guard-{vendor}.sh"
         guard.write_bytes(guard_script(vendor))
@@ -276,7 +278,7 @@ RENDER_GID, VIDEO_GID = 109, 44  # ROCm-docker's render GID and Ubuntu's video; 
 
 
 @pytest.fixture
-def shared_host(tmp_path_factory: pytest.TempPathFactory) -> Host:
+def shared_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     """A Host another user can read (pytest's tmp_path is private to root), for runs as uid 1000."""
     root = Path(tempfile.mkdtemp(prefix="guard-", dir="/tmp"))
     root.chmod(0o755)

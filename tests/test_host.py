@@ -70,7 +70,7 @@ def machine(root: Path, files: dict[str, str]) -> Path:
 NVIDIA_TOOLS = {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv"),
                 NVIDIA_TABLE: recorded("nvidia-smi-a100-580.txt")}
 AMD_TOOLS = {ROCMINFO: recorded("rocminfo-mi300x.txt"), AMD_SMI_VERSION: recorded("amd-smi-version-6.4.1.txt")}
-INTEL_TOOLS = {SYCL_LS: recorded("sycl-ls-arc-a770.txt")}
+INTEL_TOOLS: dict[tuple[str, ...], str | None] = {SYCL_LS: recorded("sycl-ls-arc-a770.txt")}
 GAUDI_TOOLS = {HL_SMI: recorded("hl-smi-gaudi2.txt"), HL_SMI_QUERY: recorded("hl-smi-query-gaudi2.csv")}
 AMD_FILES = {"/dev/kfd": ""}
 INTEL_FILES = {"/dev/dri/renderD128": ""}
@@ -643,7 +643,8 @@ def test_gaudi_generations_agree_with_their_sources():
     ((), "cpu"),
 ])
 def test_precedence_when_several_are_present(tmp_path, present, expected):
-    tools = {"cuda": NVIDIA_TOOLS, "rocm": AMD_TOOLS, "xpu": INTEL_TOOLS, "gaudi": GAUDI_TOOLS}
+    tools: dict[str, dict[tuple[str, ...], str | None]] = {"cuda": NVIDIA_TOOLS, "rocm": AMD_TOOLS, "xpu": INTEL_TOOLS,
+                                                           "gaudi": GAUDI_TOOLS}
     files = {"rocm": AMD_FILES, "xpu": INTEL_FILES}
     answers = {command: out for vendor in present for command, out in tools[vendor].items()}
     root = machine(tmp_path, {path: text for vendor in present for path, text in files.get(vendor, {}).items()})

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -41,7 +42,7 @@ def cpu_host(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def catalogue_registry(registry: str) -> str:
+def catalogue_registry(registry: str) -> Iterator[str]:
     """A repository of its own holding one published, smoke-tested CPU image (layer-less)."""
     from test_catalogue import CPU_OLD, VARIANTS
 

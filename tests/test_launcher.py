@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import pytest
 
@@ -114,7 +115,7 @@ def test_crash_without_json_keeps_the_stderr_tail():
 
 
 @pytest.mark.engine
-def test_real_run_on_the_cached_torch_image(smoke_engine, smoke_image):  # noqa: F811
+def test_real_run_on_the_cached_torch_image(smoke_engine, smoke_image):
     passed = run_smoke(smoke_engine, smoke_image, CPU, vendor_options=device_options("cpu", Path("/")),
                        require_accelerator=False, timeout_s=300, mem_limit="2g")
     assert passed.ok, passed.summary()

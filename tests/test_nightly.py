@@ -42,6 +42,7 @@ from accel_images.publish import RetryPolicy, Target
 from accel_images.registry import Artifact, RegistryClient, RemoteImage
 from accel_images.render import Mirror, RenderOptions
 from accel_images.smoke.judge import SmokeResult
+from accel_images.tested import RECORD_LABEL, SmokedRecord
 from accel_images.variant import Expansion
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
@@ -83,12 +84,12 @@ def write_matrix(directory: Path, image: str) -> Path:
 # ---- why a variant is rebuilt ----------------------------------------------------------------------
 
 def prepared(fingerprint: str = "sha256:new", base: str = "base@sha256:bbb") -> Prepared:
-    return Prepared(variant=None, ref="x", context_dir=Path("."), args={},  # type: ignore[arg-type]
+    return Prepared(variant=None, ref="x", context_dir=Path("."), args={},
                     fingerprint=fingerprint, base_digest=base)
 
 
 def remote(labels: dict[str, str], created: datetime | None = None) -> RemoteImage:
-    return RemoteImage("team/img", "tag", "sha256:ddd", labels, created)
+    return RemoteImage("team/img", "tag", "sha256:" + "d" * 64, labels, created)
 
 
 @pytest.mark.parametrize("image,reason", [
@@ -175,7 +176,9 @@ class FakeRegistry:
 
     def copy_tag(self, repository: str, source: str, tag: str) -> str:
         self.copied.append((source, tag))
-        return self.serving.setdefault(tag, self.images[source].digest)
+        digest = source if source.startswith("sha256:") else self.images[source].digest
+        self.serving[tag] = digest
+        return digest
 
     def delete_tag(self, repository: str, tag: str) -> bool:
         self.deleted.append(tag)
@@ -187,6 +190,21 @@ class FakeRegistry:
     def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
         self.records[tag] = artifact
         return "sha256:" + "e" * 64
+    def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
+        return self.images[tag].digest
+
+    def tags(self, repository: str) -> list[str]:
+        return sorted({*self.images, *self.serving} - set(self.deleted))
+
+
+TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
+
+
+def record_of(*digests: str, day: str = "20261201") -> RemoteImage:
+    """The record a nightly leaves under `<full tag>-tested` (accel_images.tested)."""
+    entries = [{"digest": digest, "day": day, "run": "r0"} for digest in digests]
+    return RemoteImage("team/pytorch", "x-tested", "sha256:" + "e" * 64, {RECORD_LABEL: json.dumps(entries)})
 
 
 @pytest.fixture
@@ -195,9 +213,9 @@ def expansion(tmp_path: Path) -> Expansion:
 
 
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
-             jobs: int = 1) -> list[NightlyOutcome]:
+             jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
-    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id="r1", retry=NO_WAIT)
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
@@ -214,10 +232,11 @@ def test_unreachable_registry_stops_the_run_before_any_build(expansion: Expansio
 def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansion, tmp_path: Path) -> None:
     first = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
     assert [night.status for night in first] == ["built", "built"]
-    [ubuntu, debian] = first                         # newest first, as the matrix expands
+    [_ubuntu, debian] = first                        # newest first, as the matrix expands
     registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})},
-                            serving={"2.13-cpu": "sha256:ddd"})
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": TESTED, f"{DEBIAN}-20261201": TESTED})
     engine = FakeEngine()
     second = fake_run(expansion, engine, registry, tmp_path)
     assert [(n.outcome.variant.tag, n.status) for n in second] == [(UBUNTU, "built"), (DEBIAN, "skipped")]
@@ -230,11 +249,77 @@ def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansi
 def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansion, tmp_path: Path) -> None:
     [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
     registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"})},
-                            serving={"2.13-cpu": "sha256:elsewhere"})
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": "sha256:elsewhere", f"{DEBIAN}-20261201": TESTED})
     [_, night] = fake_run(expansion, FakeEngine(), registry, tmp_path)
     assert night.status == "skipped" and night.realigned == ("2.13-cpu",)
-    assert registry.copied == [(DEBIAN, "2.13-cpu")]
+    assert registry.copied == [(TESTED, "2.13-cpu")]          # the tested digest, not whatever the tag serves
+
+
+@pytest.mark.parametrize("record", [None, record_of("sha256:" + "f" * 64),
+                                    RemoteImage("team/pytorch", "x", "sha256:e", {RECORD_LABEL: "[{]"})],
+                         ids=["no-record", "another-digest", "malformed-record"])
+def test_an_image_this_tool_never_smoke_tested_is_rebuilt_and_gets_no_alias(
+        expansion: Expansion, tmp_path: Path, record: RemoteImage | None) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    images = {DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"})}
+    if record is not None:
+        images[f"{DEBIAN}-tested"] = record
+    registry = FakeRegistry(images=images, serving={"2.13-cpu": "sha256:elsewhere"})
+    engine = FakeEngine()
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.status == "built", night.outcome.error
+    assert night.reason.startswith(f"{DEBIAN} points at sha256:dddddddddddd, which this tool never smoke-tested")
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    assert registry.copied == []
+    assert SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).find(TESTED) is not None
+
+
+def test_the_tested_digest_is_recorded_before_any_real_tag_moves(expansion: Expansion, tmp_path: Path) -> None:
+    order: list[str] = []
+
+    class Watching(FakeRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+            order.append(f"record {tag}")
+            return super().put_labels_image(repository, tag, labels)
+
+    class Pushing(FakeEngine):
+        def push(self, ref: str) -> str:
+            order.append(f"push {ref.rsplit(':', 1)[1]}")
+            return super().push(ref)
+
+    registry = Watching()
+    fake_run(expansion, Pushing(), registry, tmp_path)
+    debian = [step for step in order if DEBIAN in step]
+    assert debian[:3] == [f"push {DEBIAN}-candidate-r1", f"record {DEBIAN}-tested", f"push {DEBIAN}"]
+    [entry] = SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).entries
+    assert (entry.digest, entry.day, entry.run_id) == (TESTED, NOW.date(), "r1")
+
+
+def test_candidates_of_earlier_runs_are_swept_and_later_ones_left(expansion: Expansion, tmp_path: Path) -> None:
+    older, newer = "20261201T030000-aaaaaa", "20261202T040000-bbbbbb"
+    left = {f"{DEBIAN}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-{newer}": TESTED,
+            f"{UBUNTU}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-not-a-run": TESTED}
+    registry = FakeRegistry(serving=dict(left))
+    nights = fake_run(expansion, FakeEngine(), registry, tmp_path, run_id="20261202T030000-cccccc")
+    assert {night.outcome.variant.tag: night.swept for night in nights} == {
+        UBUNTU: (f"{UBUNTU}-candidate-{older}",), DEBIAN: (f"{DEBIAN}-candidate-{older}",)}
+    assert f"{DEBIAN}-candidate-{newer}" not in registry.deleted
+    assert f"{DEBIAN}-candidate-not-a-run" not in registry.deleted
+
+
+def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion, tmp_path: Path) -> None:
+    class Refusing(FakeRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+            raise RegistryError("registry reg.example:5000 denied access")
+
+    engine = FakeEngine()
+    nights = fake_run(expansion, engine, Refusing(), tmp_path)
+    assert [night.status for night in nights] == ["failed", "failed"]
+    assert all(night.publication is not None and night.publication.promoted == () for night in nights)
+    assert {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"} == {
+        f"{UBUNTU}-candidate-r1", f"{DEBIAN}-candidate-r1"}
 
 
 @pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
@@ -281,7 +366,8 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
-    monkeypatch.setattr(cli_nightly.Engine, "connect", classmethod(lambda cls: None))
+    monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
+    monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
     with pytest.raises(KeyboardInterrupt):
         cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
@@ -323,9 +409,8 @@ def holder() -> Iterator[Callable[[Path, float], subprocess.Popen[str]]]:
 def test_lock_refuses_at_once_naming_the_holder(tmp_path: Path, holder) -> None:
     lock = tmp_path / "state" / "nightly.lock"
     process = holder(lock, 60)
-    with pytest.raises(LockBusy) as caught:
-        with held(lock):
-            pytest.fail("got a lock another process holds")
+    with pytest.raises(LockBusy) as caught, held(lock):
+        pytest.fail("got a lock another process holds")
     assert f"(PID {process.pid}) holds {lock}" in caught.value.one_line()
     assert "--lock-wait" in caught.value.one_line()
 
@@ -342,17 +427,16 @@ def test_lock_wait_gives_up_at_its_deadline(tmp_path: Path, holder) -> None:
     holder(lock, 60)
     clock = iter(range(0, 1000, 2))
     slept: list[float] = []
-    with pytest.raises(LockBusy, match="after waiting 5 s"):
-        with held(lock, wait_s=5, clock=lambda: next(clock), sleep=slept.append):
-            pass
+    with pytest.raises(LockBusy, match="after waiting 5 s"), \
+            held(lock, wait_s=5, clock=lambda: next(clock), sleep=slept.append):
+        pass
     assert slept and all(0 < s <= 0.2 for s in slept)
 
 
 def test_lock_is_released_after_an_exception(tmp_path: Path) -> None:
     lock = tmp_path / "nightly.lock"
-    with pytest.raises(RuntimeError):
-        with held(lock):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), held(lock):
+        raise RuntimeError("boom")
     probe = subprocess.run([sys.executable, "-c", HOLDER, str(lock), "0"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0 and probe.stdout.strip() == "held"
 
@@ -368,11 +452,25 @@ def test_command_refuses_while_another_nightly_runs(tmp_path: Path, holder) -> N
     assert "Traceback" not in result.output
 
 
-def test_command_rejects_a_malformed_registry(tmp_path: Path) -> None:
-    result = CliRunner().invoke(nightly_command, ["--registry", "not a host", "--matrix",
-                                                  str(write_matrix(tmp_path, "team/pytorch"))])
-    assert result.exit_code == 2
-    assert "--registry: 'not a host' is not" in result.output
+@pytest.mark.parametrize("registry", ["not a host", "127.0.0.1:99999", "127.0.0.1:0", "[::1]:70000"])
+def test_command_rejects_a_malformed_registry(tmp_path: Path, registry: str) -> None:
+    result = CliRunner().invoke(nightly_command, ["--registry", registry, "--matrix",
+                                                  str(write_matrix(tmp_path, "team/pytorch")),
+                                                  "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2, result.output
+    assert f"--registry: '{registry}' is not" in result.output
+
+
+def test_build_refuses_while_a_nightly_holds_the_state_directory(tmp_path: Path, holder) -> None:
+    """A build would rewrite the contexts the running nightly builds from."""
+    from accel_images.cli.build import build_command
+    state = tmp_path / "state"
+    process = holder(state / "nightly.lock", 60)
+    result = CliRunner(env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}).invoke(
+        build_command, ["--matrix", str(write_matrix(tmp_path, "team/pytorch")), "--state-dir", str(state)])
+    assert result.exit_code == 75, result.output
+    assert f"accel-images: error: another run of accel-images (PID {process.pid}) holds" in result.output
+    assert not (state / "contexts").exists()
 
 
 # ---- end to end: real engine, real local registry ----------------------------------------------
@@ -410,11 +508,17 @@ class Site:
                 "--network", "none"]
 
     def digests(self) -> dict[str, str | None]:
-        """What every tag serves, smoke records (accel_images.catalogue) aside."""
+        """Every tag but the records (`<full>-tested`: records(); `sha256-<hex>.smoke`: smoke_records()), with its digest."""
         return {tag: self.raw.digest(self.repository, tag) for tag in self.raw.tags(self.repository)
-                if not tag.endswith(tags.RECORD_SUFFIX)}
+                if not tag.endswith(("-tested", tags.RECORD_SUFFIX))}
 
-    def records(self) -> set[str]:
+    def records(self) -> dict[str, SmokedRecord]:
+        """The smoke-tested digests recorded for each full tag, read over the registry's API."""
+        return {tag.removesuffix("-tested"): SmokedRecord.from_labels(self.raw.labels(self.repository, tag))
+                for tag in self.raw.tags(self.repository) if tag.endswith("-tested")}
+
+    def smoke_records(self) -> set[str]:
+        """The catalogue's smoke record tags (accel_images.catalogue)."""
         return {tag for tag in self.raw.tags(self.repository) if tag.endswith(tags.RECORD_SUFFIX)}
 
 
@@ -478,9 +582,11 @@ def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> N
         assert {digests[t] for t in group} == {records[tag]["digest"]}
         assert site.raw.labels(site.repository, tag)[FINGERPRINT_LABEL] == records[tag]["fingerprint"]
     assert digests["latest-cpu"] == records[UBUNTU]["digest"] and digests["2.13-cpu"] == records[DEBIAN]["digest"]
+    assert {tag: [e.digest for e in record.entries] for tag, record in site.records().items()} == {
+        tag: [records[tag]["digest"]] for tag in expected}
     assert {path.name for path in (site.state / "reports").glob("*/*")} >= {"report.json", "summary.md",
                                                                              "index.html", "junit.xml"}
-    assert site.records() == {tags.record_tag(records[tag]["digest"]) for tag in expected}  # one per image
+    assert site.smoke_records() == {tags.record_tag(records[tag]["digest"]) for tag in expected}  # one per image
 
     second = CliRunner().invoke(nightly_command, site.cli_args())
     assert second.exit_code == 0, second.output

@@ -128,7 +128,7 @@ def stop(process: subprocess.Popen[str], signum: int) -> int:
         return process.wait(timeout=120)
     except subprocess.TimeoutExpired:
         process.kill()
-        raise AssertionError("the nightly did not stop after the signal")
+        raise AssertionError("the nightly did not stop after the signal") from None
 
 
 def log_says(state: Path, text: str) -> bool:
@@ -235,10 +235,11 @@ def test_a_signal_during_the_smoke_test_removes_candidate_and_container(
 
 class HoldingProxy(FaultProxy):
     """Forwards to the registry, except the first manifest PUT of a tag matching `held`: that one
-    is read, then held until `release` is set, and answered 500 without ever reaching the
-    registry. `holding` is set once the request is held."""
+    is read, then held until `release` is set; then it is answered 500 without ever reaching the
+    registry, or (`lands=True`) forwarded to it late, as a slow registry would apply it.
+    `holding` is set once the request is held."""
 
-    def __init__(self, upstream: str, held: re.Pattern[str]) -> None:
+    def __init__(self, upstream: str, held: re.Pattern[str], lands: bool = False) -> None:
         super().__init__(upstream)
         self.holding = threading.Event()
         self.release = threading.Event()
@@ -249,9 +250,12 @@ class HoldingProxy(FaultProxy):
             def _handle(self) -> None:
                 tag = self.path.rsplit("/manifests/", 1)[-1] if "/manifests/" in self.path else ""
                 if self.command == "PUT" and held.fullmatch(tag) and not proxy.holding.is_set():
-                    self._body()
+                    body = self._body()
                     proxy.holding.set()
                     proxy.release.wait(600)
+                    if lands:
+                        self._forward(body)
+                        return
                     self._answer(500, b'{"errors":[{"code":"UNKNOWN","message":"held, then refused"}]}',
                                  {"Content-Type": "application/json"})
                     return
@@ -260,6 +264,13 @@ class HoldingProxy(FaultProxy):
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
 
         self._server.RequestHandlerClass = Holding
+
+
+def release_later(proxy: HoldingProxy, seconds: float) -> threading.Timer:
+    """The held request goes on `seconds` from now: a stop must wait for it, not outrun it."""
+    timer = threading.Timer(seconds, proxy.release.set)
+    timer.start()
+    return timer
 
 
 @pytest.fixture
@@ -285,6 +296,7 @@ def test_a_signal_between_promotion_pushes_puts_the_promoted_tags_back(
         wait_until(holding_proxy.holding.is_set, process, tmp_path, "the push of the dated tag")
         promoted = site.raw.digest(site.repository, DEBIAN)
         assert promoted is not None and promoted != (good or {}).get(DEBIAN)   # the full tag had moved
+        release_later(holding_proxy, 2)
         returncode = stop(process, signum)
         assert_stopped_cleanly(site, tmp_path, docker_client, returncode, code, good)
     finally:
@@ -292,10 +304,84 @@ def test_a_signal_between_promotion_pushes_puts_the_promoted_tags_back(
     assert_next_nightly_runs(site, original, good)
 
 
+# ---- (d) while a real tag's manifest PUT is in flight, landing late ----------------------------------
+
+@pytest.mark.engine
+@pytest.mark.registry
+@pytest.mark.parametrize(("signum", "code"), [pytest.param(signal.SIGINT, 130, id="SIGINT"),
+                                              pytest.param(signal.SIGTERM, 143, id="SIGTERM")])
+def test_a_stop_while_a_real_tag_put_is_in_flight_waits_for_it_then_puts_the_tag_back(
+        site: Site, tmp_path: Path, docker_client: docker.DockerClient, registry: str, signum: int,
+        code: int) -> None:
+    """The full tag's PUT is held by a slow registry and lands 4 s after the signal: the stop must
+    wait for it, put the tag back after it landed, and say so in the report."""
+    good = good_run(site)
+    original = changed_content(site, uuid.uuid4().hex)
+    with HoldingProxy(registry, re.compile(re.escape(DEBIAN)), lands=True) as proxy:
+        try:
+            process = start_nightly(site, tmp_path, "--registry", proxy.host)
+            wait_until(proxy.holding.is_set, process, tmp_path, "the push of the full tag")
+            assert site.raw.digest(site.repository, DEBIAN) == good[DEBIAN]       # held: not landed yet
+            timer = release_later(proxy, 4)
+            process.send_signal(signum)
+            time.sleep(2)
+            assert process.poll() is None, "the stop did not wait for the request in flight:\n" + output_of(tmp_path)
+            timer.join()
+            returncode = process.wait(timeout=120)
+            time.sleep(1)                     # anything still on its way would land by now
+            assert_stopped_cleanly(site, tmp_path, docker_client, returncode, code, good)
+        finally:
+            proxy.release.set()
+            remove_local_names(docker_client, f"{proxy.host}/{site.namespace}/")
+    [record] = json.loads((reports_of(tmp_path) / "report.json").read_text())["variants"]
+    assert record["pushed_tags"] == [] and record["digest"] == good[DEBIAN]
+    assert record["candidate_digest"] not in (None, good[DEBIAN])
+    assert record["tags_after_stop"] == {tag: good.get(tag) for tag in record["tags_after_stop"]}
+    assert DEBIAN in record["tags_after_stop"]
+    assert_next_nightly_runs(site, original, good)
+
+
+# ---- (e) SIGKILL during promotion: the next run heals every tag and sweeps the candidate -------------
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_run_killed_during_promotion_is_healed_and_swept_by_the_next_run(
+        site: Site, tmp_path: Path, docker_client: docker.DockerClient, holding_proxy: HoldingProxy) -> None:
+    good = good_run(site)
+    changed_content(site, uuid.uuid4().hex)            # kept: the next run finds this very image unchanged
+    try:
+        process = start_nightly(site, tmp_path, "--registry", holding_proxy.host)
+        wait_until(holding_proxy.holding.is_set, process, tmp_path, "the push of the dated tag")
+        process.kill()                                  # no cleanup at all
+        process.wait(timeout=60)
+        holding_proxy.release.set()
+    finally:
+        remove_local_names(docker_client, f"{holding_proxy.host}/{site.namespace}/")
+    left = site.digests()
+    promoted = left[DEBIAN]
+    assert promoted != good[DEBIAN]                                      # the full tag moved, then the kill
+    dated = next(tag for tag in left if re.fullmatch(re.escape(DEBIAN) + r"-\d{8}", tag))
+    assert left[dated] == good[dated] != promoted and left["2.13-cpu"] == good["2.13-cpu"]
+    [candidate] = [tag for tag in site.raw.tags(site.repository) if "-candidate-" in tag]
+    time.sleep(1.1)                                     # the next run starts in a later second
+
+    result = CliRunner().invoke(nightly_command, [*site.cli_args(), *ONLY_DEBIAN])
+    assert result.exit_code == 0, result.output
+    assert "0 published, 1 skipped, 0 failed" in result.output
+    healed = site.digests()
+    assert {tag: healed[tag] for tag in (DEBIAN, dated, "2.13-cpu")} == dict.fromkeys((DEBIAN, dated, "2.13-cpu"),
+                                                                                   promoted)
+    assert not [tag for tag in site.raw.tags(site.repository) if "-candidate-" in tag]
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
+    [record] = report["variants"]
+    assert record["swept_candidates"] == [candidate]
+    assert sorted(record["pushed_tags"]) == sorted([dated, "2.13-cpu"])
+
+
 # ---- --max-age: a rebuild for age fetches afresh ---------------------------------------------------
 
 def test_only_an_unchanged_fingerprint_makes_a_rebuild_one_for_age() -> None:
-    prepared = Prepared(variant=None, ref="x", context_dir=Path("."), args={},  # type: ignore[arg-type]
+    prepared = Prepared(variant=None, ref="x", context_dir=Path("."), args={},
                         fingerprint="sha256:same", base_digest="base@sha256:b")
     same = RemoteImage("team/img", DEBIAN, "sha256:d", {FINGERPRINT_LABEL: "sha256:same"}, None)
     other = RemoteImage("team/img", DEBIAN, "sha256:d", {FINGERPRINT_LABEL: "sha256:other"}, None)

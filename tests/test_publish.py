@@ -14,7 +14,7 @@ import pytest
 from accel_images import compat, tags
 from accel_images.engine import Engine
 from accel_images.errors import EngineError, RegistryError
-from accel_images.publish import Publication, RetryPolicy, Target, publish, with_retries
+from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
 from accel_images.smoke.judge import SmokeResult
 from accel_images.variant import Variant, make_variant
 from accel_images.registry import RegistryClient
@@ -81,6 +81,10 @@ class FakeRegistry:
         self.deleted.append(tag)
         return True
 
+    def copy_tag(self, repository: str, source: str, tag: str) -> str:
+        self.serving[tag] = self.serving.get(source, DIGEST)
+        return self.serving[tag]
+
 
 @dataclass
 class Smoke:
@@ -135,7 +139,7 @@ def test_the_smoke_record_is_written_after_the_green_smoke_and_before_any_real_t
     registry.serving.setdefault(variants[0].tag, DIGEST)
     publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
                           tags.all_tags(variants[0], variants, DAY), "run1", smoke, retry=no_sleep()[0],
-                          vouch=lambda digest, result: vouched.append((digest, len(pushes(engine)))))
+                          on_green=lambda digest, result: vouched.append((digest, len(pushes(engine)))))
     assert publication.ok and vouched == [(DIGEST, 1)]          # only the candidate was pushed by then
 
 
@@ -148,7 +152,7 @@ def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[
 
     publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
                           tags.all_tags(variants[0], variants, DAY), "run1", Smoke(), retry=no_sleep()[0],
-                          vouch=refuse)
+                          on_green=refuse)
     assert publication.error == "registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke"
     assert publication.promoted == () and pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
 
@@ -285,3 +289,93 @@ def test_promotion_in_a_real_registry_and_a_red_smoke_after_it(registry: str, re
     assert not red.ok and red.digest not in (None, good.digest)
     assert raw.tags(repo) == sorted(real)
     assert {raw.digest(repo, tag) for tag in real} == {good.digest}   # the last good image stays
+
+
+# ---- a stop while a registry call is in flight ------------------------------------------------
+
+def test_a_stop_waits_for_the_call_in_flight_then_goes_on_up() -> None:
+    """The interrupt is held until the call ended; the call's own result is not lost, nor the stop."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from accel_images import stopping
+
+    ended: list[float] = []
+
+    def slow_put() -> str:
+        time.sleep(1.5)
+        ended.append(time.monotonic())
+        return DIGEST
+
+    started = time.monotonic()
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stopping.finish_in_flight(slow_put)
+        raised = time.monotonic()
+        assert ended and raised >= ended[0] and raised - started >= 1.5
+        assert stopping.stop_requested()
+    finally:
+        stopping.reset()
+
+
+def test_a_stop_waits_no_longer_than_its_bound() -> None:
+    import os
+    import signal
+    import threading
+    import time
+
+    from accel_images import stopping
+
+    release = threading.Event()
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stopping.finish_in_flight(lambda: release.wait(30), max_wait_s=0.5)
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        stopping.reset()
+
+
+def test_a_stopped_promotion_puts_tags_back_and_says_where_each_is(variants: tuple[Variant, ...]) -> None:
+    """Ctrl-C after the full tag moved: rolled back, read back, and the publication on the interrupt says so."""
+    newest = variants[0]
+    real = tags.all_tags(newest, variants, DAY)
+
+    @dataclass
+    class Registry(FakeRegistry):
+        copies: list[tuple[str, str]] = field(default_factory=list)
+
+        def copy_tag(self, repository: str, source: str, tag: str) -> str:
+            self.copies.append((source, tag))
+            self.serving[tag] = source
+            return source
+
+        def delete_tag(self, repository: str, tag: str) -> bool:
+            self.serving.pop(tag, None)
+            return super().delete_tag(repository, tag)
+
+    registry = Registry(serving={newest.tag: OTHER})
+
+    class Stopping(FakeEngine):
+        def push(self, ref: str) -> str:
+            pushed = super().push(ref)
+            tag = ref.rsplit(":", 1)[1]
+            if tag in real:
+                registry.serving[tag] = pushed
+                if tag == real[1]:
+                    raise KeyboardInterrupt
+            return pushed
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        publish(Stopping(), registry, "sha256:image", newest, TARGET, real, "run1", Smoke(), retry=no_sleep()[0])
+    stopped = stopped_publication(caught.value)
+    assert stopped is not None and stopped.error == "interrupted"
+    assert registry.serving[newest.tag] == OTHER and real[1] in registry.deleted
+    assert stopped.promoted == ()
+    assert stopped.tags_after == {newest.tag: OTHER, **{tag: None for tag in real[1:]}}
+    assert f"{newest.tag}-candidate-run1" in registry.deleted

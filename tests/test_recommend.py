@@ -13,6 +13,7 @@ import json
 import uuid
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import ClassVar
 
 import docker.errors
 import pytest
@@ -405,7 +406,7 @@ def test_host_json_option_is_hidden():
 
 
 class FakeEngine:
-    pulled: list[str] = []
+    pulled: ClassVar[list[str]] = []
 
     @classmethod
     def connect(cls) -> FakeEngine:

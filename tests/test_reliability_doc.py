@@ -19,7 +19,8 @@ CASES_FILE = ROOT / "tests" / "corpus" / "cases.yaml"
 BEGIN = "<!-- corpus:begin (generated from tests/corpus/cases.yaml) -->"
 END = "<!-- corpus:end -->"
 SHOWN_PLACES = {"{corpus}": "tests/corpus", "{work}/": "", "{work}": ".", "{generated}/": "/tmp/"}
-OTHER_SECTIONS = ("## Engine faults", "## Registry faults", "## Interruption", "## Security")
+OTHER_SECTIONS = ("## Engine faults", "## Registry faults", "## Interruption", "## State directory",
+                  "## Security")
 
 
 def cases() -> list[dict]:

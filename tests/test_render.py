@@ -365,3 +365,21 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     assert [p.name for p in (dest / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     with pytest.raises(InputError, match="wheelhouse directory not found"):
         write_build_context(tmp_path / "ctx2", context, tmp_path / "absent")
+
+
+def test_a_template_cannot_reach_python_internals(tmp_path: Path) -> None:
+    """The environment is sandboxed: `os.popen` through a global's internals is refused, one line."""
+    from accel_images.cli.options import load_expansion
+    from accel_images.resources import default_templates
+    templates = tmp_path / "templates"
+    shutil.copytree(default_templates(), templates)
+    marker = tmp_path / "ran"
+    cpu = templates / "base.Dockerfile.j2"
+    cpu.write_text(cpu.read_text() + "{{ cycler.__init__.__globals__.os.popen('touch " + str(marker) + "').read() }}\n")
+    expansion = load_expansion(str(Path(__file__).parent / "matrices" / "small.yaml"))
+    variant = next(v for v in expansion.variants if v.vendor == "cpu")
+    with pytest.raises(InputError) as caught:
+        Renderer(load_kb(), templates).context(variant, expansion, RenderOptions())
+    assert "template reaches outside its sandbox" in caught.value.one_line()
+    assert str(cpu) in caught.value.one_line()
+    assert not marker.exists()

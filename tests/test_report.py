@@ -75,7 +75,7 @@ def test_atomic_write_removes_its_temporary_file_when_the_rename_fails(tmp_path:
     def refuse(source: str, destination: object) -> None:
         raise OSError("read-only file system")
 
-    monkeypatch.setattr(report.os, "replace", refuse)
+    monkeypatch.setattr("accel_images.report.os.replace", refuse)
     with pytest.raises(OSError):
         report.atomic_write(target, "new")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

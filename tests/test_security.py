@@ -12,7 +12,8 @@ import sys
 import tarfile
 import uuid
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO
+from collections.abc import Iterable, Iterator
 
 import docker
 import pytest
@@ -69,7 +70,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.engine
 @pytest.mark.registry
-def test_published_image_runs_as_a_non_root_user(published_build: dict, docker_client) -> None:  # noqa: F811
+def test_published_image_runs_as_a_non_root_user(published_build: dict, docker_client) -> None:
     user = docker_client.api.inspect_image(IMAGE)["Config"]["User"]
     uid = user.split(":")[0]
     assert uid not in ("", "0", "root"), user
@@ -116,7 +117,7 @@ class _Chunks(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer) -> int:
         while not self._pending:
             self._pending = next(self._chunks, b"")
             if not self._pending:
@@ -146,7 +147,8 @@ def _files_holding(archive: tarfile.TarFile, needle: bytes, where: str) -> Itera
         content = archive.extractfile(member)
         assert content is not None
         if member.name.endswith("layer.tar"):
-            yield from _files_holding(tarfile.open(fileobj=content, mode="r|"), needle, f"{where}{member.name}:")
+            with tarfile.open(fileobj=content, mode="r|") as layer:
+                yield from _files_holding(layer, needle, f"{where}{member.name}:")
         elif _holds(content, needle):
             yield f"{where}{member.name}"
 
@@ -165,10 +167,10 @@ def saved_file(client: docker.DockerClient, image_id: str, path: str) -> bytes:
     with tarfile.open(fileobj=stream, mode="r|") as archive:
         for member in archive:
             if member.isfile() and member.name.endswith("layer.tar"):
-                layer = tarfile.open(fileobj=archive.extractfile(member), mode="r|")
-                for entry in layer:
-                    if entry.isfile() and entry.name == path:
-                        found = layer.extractfile(entry).read()  # type: ignore[union-attr]
+                with tarfile.open(fileobj=archive.extractfile(member), mode="r|") as layer:
+                    for entry in layer:
+                        if entry.isfile() and entry.name == path:
+                            found = layer.extractfile(entry).read()
     return found
 
 

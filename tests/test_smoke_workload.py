@@ -170,7 +170,7 @@ class FakeAccelerator:
     def is_available(self) -> bool:
         if self.warning:
             import warnings
-            warnings.warn(self.warning, UserWarning)
+            warnings.warn(self.warning, UserWarning, stacklevel=1)
         return self.count > 0
 
     def device_count(self) -> int:

@@ -4,7 +4,7 @@ one tests, benchmarks and the README read."""
 from __future__ import annotations
 
 import ast
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest

@@ -252,7 +252,7 @@ def test_filter_matching_only_pruned_combinations_gives_the_reason(small: Expans
 
 
 def test_filter_with_a_full_torch_version_finds_pruned_minor(small: Expansion) -> None:
-    with pytest.raises(IncompatibleError, match="Intel Gaudi 1.23.0 bundles torch 2.9.0"):
+    with pytest.raises(IncompatibleError, match=r"Intel Gaudi 1\.23\.0 bundles torch 2\.9\.0"):
         select_or_explain(small, {"vendor": "gaudi", "stack": "1.23.0", "torch": "2.11.0"})
 
 

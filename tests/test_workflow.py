@@ -6,10 +6,12 @@ without it that one test skips.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ INVOCATION = re.compile(r"\baccel-images\s+([a-z][a-z-]*)")
 LONG_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 
 
-def load_workflow() -> dict[str, Any]:
+def load_workflow() -> dict[Any, Any]:  # a bare `on` key reads as True
     return yaml.safe_load(WORKFLOW.read_text())
 
 
@@ -77,8 +79,9 @@ def test_triggers_are_a_schedule_and_a_manual_run():
 
 
 def test_jobs_and_their_dependencies():
-    assert set(JOBS) == {"plan", "build", "bake"}
+    assert set(JOBS) == {"knowledge", "plan", "build", "bake"}
     assert "needs" not in JOBS["plan"]
+    assert "needs" not in JOBS["knowledge"]   # a source that is down never stops a rebuild
     for job in ("build", "bake"):
         needs = JOBS[job]["needs"]
         assert (needs if isinstance(needs, list) else [needs]) == ["plan"]
@@ -129,6 +132,81 @@ def test_bake_job_builds_the_generated_file():
     assert action["with"].get("push", False) is False  # unsmoked images are never pushed
 
 
+def knowledge_step(name: str) -> dict[str, Any]:
+    (step,) = [s for s in JOBS["knowledge"]["steps"] if s.get("name") == name]
+    return step
+
+
+def test_knowledge_job_checks_first_then_updates_renders_and_opens_a_pull_request():
+    steps = JOBS["knowledge"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    check = knowledge_step("Knowledge base against its sources")
+    update = knowledge_step("Write the update into the knowledge base")
+    render = knowledge_step("Re-render images/ from it")
+    pull_request = knowledge_step("Open or refresh the pull request")
+    accel = [i for i, run in enumerate(runs) if INVOCATION.search(run)]
+    assert steps.index(check) == accel[0]  # kb check is the first command the job runs
+    assert steps.index(check) < steps.index(update) < steps.index(render) < steps.index(pull_request)
+    assert "accel-images kb check --json" in check["run"] and check["id"] == "check"
+    assert update["run"].strip() == "accel-images kb update" and render["run"].strip() == "accel-images render"
+    for step in (update, render, pull_request):
+        assert step["if"] == "steps.check.outputs.code == '1'"
+    assert JOBS["knowledge"]["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert WORKFLOW_DATA["permissions"] == {"contents": "read"}   # only this job may write
+    assert pull_request["env"]["GH_TOKEN"] == "${{ secrets.KB_PR_TOKEN || github.token }}"
+    assert "gh pr create" in pull_request["run"] and "gh pr edit" in pull_request["run"]
+    install = [s for s in steps if s.get("name") == "Install accel-images"]
+    assert install[0]["run"].strip() == "python -m pip install -e ."  # kb update edits the checkout
+
+
+def _fake_tools(bin_dir: Path, kb_code: int, log: Path) -> None:
+    """accel-images, git and gh stand-ins that log their arguments."""
+    bin_dir.mkdir()
+    scripts = {
+        "accel-images": f'echo "accel-images $*" >> {log}; echo \'{{"as_of": "2026-12-03", "findings": '
+                        f'[{{"kind": "new-patch", "subject": "torch 2.14.1", "message": "m", "source": "https://s", '
+                        f'"evidence": "V", "to_fill": []}}]}}\'; exit {kb_code}',
+        "git": f'echo "git $*" >> {log}; if [ "$1" = status ]; then echo " M accel_images/data/kb.yaml"; fi',
+        "gh": f'echo "gh $*" >> {log}; exit 0',
+    }
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)   # what setup-python puts on PATH
+
+
+def _run_step(step: dict[str, Any], tmp_path: Path, kb_code: int) -> tuple[subprocess.CompletedProcess[str], str, str]:
+    log, output = tmp_path / "log", tmp_path / "output"
+    _fake_tools(tmp_path / "bin", kb_code, log)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "GITHUB_OUTPUT": str(output), "BRANCH": "kb-update",
+           "BASE": "main", "GH_TOKEN": "t"}
+    result = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    return result, output.read_text() if output.exists() else "", log.read_text() if log.exists() else ""
+
+
+@pytest.mark.parametrize("kb_code, step_code", [(0, 0), (1, 0), (4, 0), (2, 2), (3, 3)])
+def test_the_check_step_passes_on_news_and_unreachable_sources_and_fails_on_bad_input(tmp_path, kb_code, step_code):
+    result, output, _ = _run_step(knowledge_step("Knowledge base against its sources"), tmp_path, kb_code)
+    assert result.returncode == step_code, result.stderr
+    assert output == f"code={kb_code}\n"
+    assert (tmp_path / "kb-check.json").exists()
+
+
+def test_the_pull_request_step_commits_pushes_and_opens_the_pull_request(tmp_path):
+    (tmp_path / "kb-check.json").write_text(json.dumps({"as_of": "2026-12-03", "findings": [
+        {"kind": "new-release", "subject": "torch 2.15", "message": "torch 2.15 has no row", "source": "https://pypi.org/x",
+         "evidence": "V", "to_fill": ["python"]}]}))
+    result, _, log = _run_step(knowledge_step("Open or refresh the pull request"), tmp_path, 0)
+    assert result.returncode == 0, result.stderr
+    calls = log.splitlines()
+    assert "git switch -C kb-update" in calls and "git push --force origin kb-update" in calls
+    assert "git add -A -- accel_images/data images" in calls
+    assert calls[-1].startswith("gh pr create --head kb-update --base main ")
+    body = (tmp_path / "kb-pr.md").read_text()
+    assert "- **new-release** torch 2.15: torch 2.15 has no row ([V](https://pypi.org/x)) To fill: python." in body
+
+
 def test_every_matrix_field_the_workflow_reads_exists():
     expressions = re.findall(r"\$\{\{(.*?)\}\}", WORKFLOW.read_text())
     used = {field for e in expressions for field in re.findall(r"(?<![\w.])matrix\.([a-z_]+)", e)}
@@ -149,6 +227,12 @@ def test_commands_and_options_exist(where, script):
     if names[0] not in known:
         pytest.fail(f"{where}: accel-images has no command {names[0]!r} (has: {', '.join(sorted(known))})")
     command = known[names[0]]
+    if isinstance(command, click.Group):   # `accel-images kb check`: the subcommand's options
+        (sub,) = re.findall(rf"\baccel-images\s+{names[0]}\s+([a-z][a-z-]*)", script)
+        found = command.get_command(click.Context(command), sub)
+        if found is None:
+            pytest.fail(f"{where}: accel-images {names[0]} has no command {sub!r}")
+        command = found
     unknown = set(LONG_OPTION.findall(script)) - option_names(command)
     assert not unknown, f"{where}: accel-images {names[0]} has no option {', '.join(sorted(unknown))}"
 

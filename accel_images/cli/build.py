@@ -30,6 +30,8 @@ from accel_images.cli.options import (chosen_variants, err, expected_failures, f
 from accel_images.engine import Engine
 from accel_images.errors import InputError
 from accel_images.progress import progress_for
+from accel_images.leftovers import reclaim
+from accel_images.lock import held
 from accel_images.report import write_reports
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import run_smoke
@@ -58,7 +60,8 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--newest", is_flag=True,
               help="Only one image per vendor: the newest torch with its newest Python and OS, runtime flavor where"
                    " there is one (what `latest-<vendor>` names). `make image` passes it; `make images` does not.")
-@click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
+@click.option("--require-accelerator", is_flag=True,
+              help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
               help="When to pull base images.")
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host).")
@@ -68,9 +71,11 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
               help="Where contexts, logs and reports go (default .accel-images/).")
 @verbosity_options
 @expected_failures
-def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
-                  pip_find_links: Path | None, templates_dir: Path | None, pin_bases: bool, lock_path: Path | None,
-                  jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool, require_accelerator: bool,
+def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
+                  pip_index_url: str | None, pip_find_links: Path | None, templates_dir: Path | None,
+                  pin_bases: bool, lock_path: Path | None,
+                  jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
+                  require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, quiet: bool, verbose: bool, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
@@ -83,21 +88,25 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
-    engine = Engine.connect()
-    meta = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
+    settings.state_dir.check()
+    meta: dict[str, Any] = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
-    try:
-        with progress_for(variants, level) as progress:
-            builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
-                              templates_dir=templates_dir)
-            outcomes = builder.run(variants)
-    except KeyboardInterrupt:
-        finished = builder.finished if builder is not None else []
-        path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
-                                  {**meta, "finished": datetime.now(timezone.utc), "partial": True})
-        click.echo(f"accel-images: stopped; partial report: {path}", err=True)
-        raise
-    report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
+    # The nightly's lock: a build rewrites the contexts a running nightly builds from.
+    with held(settings.state_dir.nightly_lock, what="run of accel-images"):
+        engine = Engine.connect()
+        reclaim(engine, meta["started"])
+        try:
+            with progress_for(variants, level) as progress:
+                builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
+                                  templates_dir=templates_dir)
+                outcomes = builder.run(variants)
+        except KeyboardInterrupt:
+            finished = builder.finished if builder is not None else []
+            path = write_build_report(settings.state_dir, interrupted_outcomes(expansion, variants, finished),
+                                      {**meta, "finished": datetime.now(timezone.utc), "partial": True})
+            click.echo(f"accel-images: stopped; partial report: {path}", err=True)
+            raise
+        report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
     out().print(outcome_table(outcomes))
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
@@ -144,7 +153,8 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
     records), Markdown, HTML grid, JUnit. The page's path is returned: what a person opens."""
     records = [outcome_record(o) for o in outcomes]
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
-    started = meta.get("started") if isinstance(meta.get("started"), datetime) else datetime.now(timezone.utc)
+    given = meta.get("started")
+    started = given if isinstance(given, datetime) else datetime.now(timezone.utc)
     paths = write_reports(records, state_dir.run_reports("build", started), meta)
     state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]

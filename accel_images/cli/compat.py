@@ -26,16 +26,22 @@ def compat_command(terms: tuple[str, ...], as_json: bool, experimental_python: b
     verdict = compat.load_kb().check(query, experimental_python=experimental_python)
     if as_json:
         click.echo(json.dumps({"query": dict(query), "compatible": verdict.ok, "unknown": verdict.unknown,
-                               "reasons": list(verdict.reasons), **verdict.details}, indent=2, sort_keys=True))
+                               "unverified": unverified(verdict), "reasons": list(verdict.reasons), **verdict.details},
+                              indent=2, sort_keys=True))
     else:
         click.echo(describe_verdict(verdict))
     sys.exit(verdict.exit_code)
 
 
+def unverified(verdict: compat.Verdict) -> bool:
+    """The answer rests on a fact the knowledge base marks for a person to fill (`kb update`)."""
+    return verdict.unknown and any(isinstance(reason, compat.Unverified) for reason in verdict.reasons)
+
+
 def describe_verdict(verdict: compat.Verdict) -> str:
     asked = " ".join(f"{k}=={v}" if v else k for k, v in verdict.query.items())
     if verdict.unknown:
-        return f"unknown: {asked}: {'; '.join(verdict.reasons)}"
+        return f"{'unverified' if unverified(verdict) else 'unknown'}: {asked}: {'; '.join(verdict.reasons)}"
     if not verdict.ok:
         alternatives = verdict.details.get("alternatives", {})
         hint = ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

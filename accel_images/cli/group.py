@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,12 @@ NoSuchCommand: Any = getattr(click.exceptions, "NoSuchCommand", ())
 class OneLineUsageErrors(click.Group):
     """Click's own errors (unknown option or command, a value out of range) as one line, like AccelError."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
         except click.exceptions.NoArgsIsHelpError as error:  # bare `accel-images`: the help, as click shows it
             error.show()
             sys.exit(error.exit_code)

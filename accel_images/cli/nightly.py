@@ -21,8 +21,10 @@ from accel_images.cli.options import (chosen_variants, expected_failures, filter
                                       verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.engine import Engine
+from accel_images.leftovers import reclaim
 from accel_images.lock import held
-from accel_images.nightly import DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly, summary
+from accel_images.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly,
+                                  summary)
 from accel_images.outcome import Outcome
 from accel_images.progress import progress_for
 from accel_images.publish import Target
@@ -48,13 +50,16 @@ from accel_images.report import write_reports
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the reports go (default <state>/reports/nightly-<UTC time>, linked from nightly-latest).")
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host, none).")
-@click.option("--require-accelerator", is_flag=True, help="Fail when the smoke test finds no accelerator (GPU runners).")
+@click.option("--require-accelerator", is_flag=True,
+              help="Fail when the smoke test finds no accelerator (GPU runners).")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
 @verbosity_options
 @expected_failures
-def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...], pip_index_url: str | None,
-                    pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float, lock_wait_s: float,
+def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
+                    apt_mirrors: tuple[str, ...], pip_index_url: str | None,
+                    pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float,
+                    lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None, quiet: bool, verbose: bool,
                     **kwargs: Any) -> None:
@@ -68,6 +73,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
     state = StateDir.at(state_dir)
+    state.check()
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
@@ -97,6 +103,7 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
             "run_id": nightly.run_id, "max_age_days": nightly.max_age_days}
     finished: list[NightlyOutcome] = []
     engine = Engine.connect()
+    reclaim(engine, nightly.now)
     try:
         with progress_for(variants, level) as progress:
             nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,

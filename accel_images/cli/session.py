@@ -87,7 +87,7 @@ def image_vendor(image: str, asked: str | None) -> str:
     name, _, tag = image.rpartition(":")
     found = tags.vendor_in_tag(tag) if name and "/" not in tag else None
     if found in vendors.names():
-        return found  # type: ignore[return-value]  # vendors.names() holds no None
+        return found
     from accel_images.engine import Engine
     from accel_images.variant import LABEL_PREFIX
     engine = Engine.connect()
@@ -97,7 +97,7 @@ def image_vendor(image: str, asked: str | None) -> str:
         engine.close()
     labelled = (info.labels if info else {}).get(f"{LABEL_PREFIX}.vendor")
     if labelled in vendors.names():
-        return labelled  # type: ignore[return-value]
+        return labelled
     raise InputError(f"cannot tell which accelerator {image} is for (no accel-images tag or labels)",
                      hint="pass --vendor")
 

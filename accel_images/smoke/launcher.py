@@ -8,7 +8,8 @@ result says so.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
+from collections.abc import Mapping
 
 from accel_images.devices import DeviceOptions
 from accel_images.smoke.judge import Expectation, SmokeResult, judge
@@ -21,10 +22,16 @@ SMOKE_LABEL = "io.accel-images.smoke"
 
 
 class RunOutcome(Protocol):
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
+    """What a run answers (engine.RunResult); read-only, so a frozen dataclass satisfies it."""
+
+    @property
+    def exit_code(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def timed_out(self) -> bool: ...
 
 
 class Runner(Protocol):

@@ -15,9 +15,10 @@ from accel_images.state import StateDir
 def smoke_passed_before(state: StateDir, image_id: str | None) -> bool:
     """An unchanged image whose smoke already passed here need not run it again."""
     try:
-        return bool(json.loads(state.smoke_record(image_id).read_text()).get("ok"))
+        record = json.loads(state.smoke_record(image_id).read_text())
     except (OSError, ValueError):
         return False
+    return isinstance(record, dict) and record.get("ok") is True  # `[]`, `null`, a string: not a pass
 
 
 def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResult) -> None:

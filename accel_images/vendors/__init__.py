@@ -18,7 +18,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 
 from accel_images.errors import InputError
-from accel_images.vendors.base import Vendor
+from accel_images.vendors.base import Vendor as Vendor  # re-exported: callers name vendors.Vendor
 
 BUILTIN = ("cpu", "cuda", "rocm", "xpu", "gaudi")
 PATH_ENV = "ACCEL_IMAGES_VENDOR_PATH"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images.versions import parse, sort_versions
 
@@ -83,7 +84,7 @@ class Fit:
     """One variant judged against a host: rejections (it cannot work), caveats (it works with a
     reservation specific to this image), whether it was compiled for the GPU's own architecture."""
 
-    variant: "Variant"
+    variant: Variant
     rejections: tuple[str, ...] = ()
     caveats: tuple[str, ...] = ()
     exact_arch: bool = False
@@ -111,23 +112,23 @@ class Vendor(Protocol):
     guard_check: str                   # the shell function `check_vendor` for the in-image guard
 
     def load_facts(self, raw: Mapping[str, Any]) -> Any: ...
-    def stacks(self, kb: "KnowledgeBase", torch: str) -> tuple[str, ...]: ...
-    def torch_for_stack(self, kb: "KnowledgeBase", stack: str) -> list[str]: ...
-    def reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+    def stacks(self, kb: KnowledgeBase, torch: str) -> tuple[str, ...]: ...
+    def torch_for_stack(self, kb: KnowledgeBase, stack: str) -> list[str]: ...
+    def reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
                 experimental_python: bool) -> list[str]: ...
-    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution: ...
-    def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]: ...
-    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]: ...
-    def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]: ...
-    def image_env(self, kb: "KnowledgeBase", variant: "Variant",
-                  variants: "Sequence[Variant]") -> Mapping[str, str]: ...
-    def device_options(self, dev_root: Path) -> "DeviceOptions": ...
-    def session_settings(self) -> "SessionSettings": ...
+    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution: ...
+    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]: ...
+    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]: ...
+    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]: ...
+    def image_env(self, kb: KnowledgeBase, variant: Variant,
+                  variants: Sequence[Variant]) -> Mapping[str, str]: ...
+    def device_options(self, dev_root: Path) -> DeviceOptions: ...
+    def session_settings(self) -> SessionSettings: ...
     def accelerator_present(self, dev_root: Path) -> bool: ...
-    def probe(self, run: "Runner", root: Path, notes: list[str]) -> "HostInfo | None": ...
-    def fit(self, host: "HostInfo", variant: "Variant", kb: "KnowledgeBase") -> Fit: ...
-    def host_warnings(self, host: "HostInfo", fits: list[Fit]) -> list[str]: ...
-    def describe_host(self, host: "HostInfo") -> list[str]: ...
+    def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None: ...
+    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit: ...
+    def host_warnings(self, host: HostInfo, fits: list[Fit]) -> list[str]: ...
+    def describe_host(self, host: HostInfo) -> list[str]: ...
 
 
 class Unverified(str):
@@ -173,25 +174,25 @@ class VendorBase:
         """The vendor's own tables from its knowledge-base file; none by default."""
         return None
 
-    def section(self, kb: "KnowledgeBase") -> Section:
+    def section(self, kb: KnowledgeBase) -> Section:
         return kb.section(self.name)
 
-    def stacks(self, kb: "KnowledgeBase", torch: str) -> tuple[str, ...]:
+    def stacks(self, kb: KnowledgeBase, torch: str) -> tuple[str, ...]:
         """Stack versions with a build of this torch ('13.0', '7.2', '2026.1')."""
         return self.section(kb).builds.get(minor_of(torch), ())
 
-    def torch_for_stack(self, kb: "KnowledgeBase", stack: str) -> list[str]:
+    def torch_for_stack(self, kb: KnowledgeBase, stack: str) -> list[str]:
         """Every torch minor with a build for this stack version (oldest first)."""
         return [minor for minor in kb.torch_minors()
                 if any(version_matches(stack, build) for build in self.stacks(kb, minor))]
 
-    def exact_stack(self, kb: "KnowledgeBase", stack: str | None, torch: str) -> str | None:
+    def exact_stack(self, kb: KnowledgeBase, stack: str | None, torch: str) -> str | None:
         """'6.2' in the matrix means the 6.2.x build this torch has ('6.2.4')."""
         if stack is None:
             return None
         return next((build for build in self.stacks(kb, torch) if version_matches(stack, build)), stack)
 
-    def reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+    def reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
                 experimental_python: bool) -> list[str]:
         """Every reason the combination cannot work; empty when it can."""
         reasons = self.stack_reasons(kb, combo, row)
@@ -203,7 +204,7 @@ class VendorBase:
             reasons += self.flavor_reasons(kb, combo)
         return reasons
 
-    def stack_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+    def stack_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
         if combo.stack is None:
             return []
         name = self.stack_name
@@ -212,8 +213,9 @@ class VendorBase:
             return []
         open_question = self.section(kb).unverified.get(row.minor, ())
         if "*" in open_question or any(version_matches(combo.stack, s) for s in open_question):
+            confirmed = f" (confirmed: {', '.join(builds)})" if builds else ""
             return [Unverified(f"whether torch {row.minor} has a {name} {combo.stack} build is unverified in the"
-                               f" knowledge base of {kb.as_of}" + (f" (confirmed: {', '.join(builds)})" if builds else ""))]
+                               f" knowledge base of {kb.as_of}{confirmed}")]
         if not builds:
             note = self.section(kb).notes.get(row.minor)
             return [f"torch {row.minor} has no {name} build" + (f" ({note})" if note else "")]
@@ -221,7 +223,7 @@ class VendorBase:
         return [f"torch {row.minor} has no {name} {combo.stack} build; {name} builds: {', '.join(builds)}"
                 f" (torch with {name} {combo.stack}: {others})"]
 
-    def python_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease",
+    def python_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
                        experimental: bool) -> list[str]:
         python = combo.python or ""
         if python in row.python or (experimental and python in row.python_experimental):
@@ -229,7 +231,7 @@ class VendorBase:
         hint = " (experimental: pass --experimental-python)" if python in row.python_experimental else ""
         return [f"torch {row.minor} supports Python {row.python[0]}-{row.python[-1]}, not {python}{hint}"]
 
-    def os_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+    def os_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
         """The OS must be known, one this vendor builds on, new enough for the wheels; then its
         Python and what the vendor adds (`os_extra_reasons`)."""
         reasons = self.os_base_reasons(kb, combo, row)
@@ -240,7 +242,7 @@ class VendorBase:
             reasons.append(f"{combo.os} provides Python {', '.join(sort_versions(info.pythons()))}, not {combo.python}")
         return reasons + self.os_extra_reasons(kb, combo)
 
-    def os_base_reasons(self, kb: "KnowledgeBase", combo: Combo, row: "TorchRelease") -> list[str]:
+    def os_base_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
         os_name = combo.os or ""
         info = kb.os.get(os_name)
         if info is None:
@@ -253,33 +255,33 @@ class VendorBase:
             return [f"torch {row.minor} wheels need glibc >= {row.glibc_min}; {os_name} has {info.glibc}"]
         return []
 
-    def os_extra_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+    def os_extra_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
         """What this vendor's bases add to the OS rules; nothing by default."""
         return []
 
-    def flavor_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+    def flavor_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
         rules = self.section(kb).rules
         if combo.flavor not in rules.flavors:
             note = f": {rules.flavor_note}" if rules.flavor_note else ""
             return [f"{self.name} images come in {', '.join(rules.flavors)}, not {combo.flavor}{note}"]
         return []
 
-    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
+    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
         """The wheel index of the torch and stack asked for, on the OS's plain base image."""
         torch = kb.resolve_torch(combo.torch)
         stack = self.exact_stack(kb, combo.stack, torch)
         return Resolution(torch=torch, stack=stack, base_image=kb.os[combo.os or ""].image,
                           wheel_index=self.wheel_index(kb, stack), gpu_archs=self.gpu_archs(kb, torch, stack))
 
-    def wheel_index(self, kb: "KnowledgeBase", stack: str | None) -> str | None:
+    def wheel_index(self, kb: KnowledgeBase, stack: str | None) -> str | None:
         """The download.pytorch.org index name; the rules' fixed one by default."""
         return self.section(kb).rules.index
 
-    def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]:
+    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]:
         """GPU targets compiled into the wheel, where the sources state them."""
         return ()
 
-    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]:
+    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         """Extra fields of a compatible `compat` answer."""
         exact = self.exact_stack(kb, stack, row.latest) if stack else None
         details: dict[str, Any] = {}
@@ -293,24 +295,24 @@ class VendorBase:
             details["gpu_archs"] = list(archs)
         return details
 
-    def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]:
+    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]:
         """Newer base images to suggest when this variant's base tag has gone; none by default."""
         return []
 
-    def image_env(self, kb: "KnowledgeBase", variant: "Variant",
-                  variants: "Sequence[Variant]") -> Mapping[str, str]:
+    def image_env(self, kb: KnowledgeBase, variant: Variant,
+                  variants: Sequence[Variant]) -> Mapping[str, str]:
         """Environment the image sets for its guard and its runtime; `variants` is the whole
         matrix, so a refusal can name the sibling image that would work. None by default."""
         return {}
 
     # ---- hardware -------------------------------------------------------------------------
 
-    def device_options(self, dev_root: Path) -> "DeviceOptions":
+    def device_options(self, dev_root: Path) -> DeviceOptions:
         from accel_images.devices import DeviceOptions
 
         return DeviceOptions(vendor=self.name)
 
-    def session_settings(self) -> "SessionSettings":
+    def session_settings(self) -> SessionSettings:
         """What the vendor recommends for an interactive development container (`accel-images run`,
         devcontainer.json) beyond its device options; nothing by default."""
         from accel_images.session import SessionSettings
@@ -320,16 +322,16 @@ class VendorBase:
     def accelerator_present(self, dev_root: Path) -> bool:
         return False
 
-    def probe(self, run: "Runner", root: Path, notes: list[str]) -> "HostInfo | None":
+    def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
         return None
 
-    def fit(self, host: "HostInfo", variant: "Variant", kb: "KnowledgeBase") -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
         return Fit(variant, exact_arch=True, why=f"{self.title} {variant.stack or ''}".strip())
 
-    def host_warnings(self, host: "HostInfo", fits: list[Fit]) -> list[str]:
+    def host_warnings(self, host: HostInfo, fits: list[Fit]) -> list[str]:
         return []
 
-    def describe_host(self, host: "HostInfo") -> list[str]:
+    def describe_host(self, host: HostInfo) -> list[str]:
         """Parts of the one-line host description beyond driver, devices and architectures."""
         return []
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class Cpu(VendorBase):
     """No accelerator: nothing to detect, no device options, fits every host."""
 
-    def fit(self, host: "HostInfo", variant: "Variant", kb: "KnowledgeBase") -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
         return Fit(variant, why="CPU image: runs on any host", exact_arch=True)
 
 

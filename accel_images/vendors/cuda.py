@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images.devices import DeviceOptions, GpuRequest, under
 from accel_images.session import SessionSettings
@@ -65,13 +66,13 @@ class Cuda(VendorBase):
             families={str(k): dict(v) for k, v in raw["families"].items()},
         )
 
-    def facts(self, kb: "KnowledgeBase") -> CudaFacts:
+    def facts(self, kb: KnowledgeBase) -> CudaFacts:
         facts: CudaFacts = self.section(kb).facts
         return facts
 
     # ---- knowledge base ------------------------------------------------------------------
 
-    def os_extra_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+    def os_extra_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
         """The devel flavor sits on nvidia/cuda, which publishes each CUDA for some Ubuntu releases only."""
         families = self.facts(kb).families
         if combo.flavor == "runtime" or not combo.stack or combo.stack not in families:
@@ -82,14 +83,14 @@ class Cuda(VendorBase):
                     f" {', '.join(bases)})"]
         return []
 
-    def wheel_index(self, kb: "KnowledgeBase", stack: str | None) -> str | None:
+    def wheel_index(self, kb: KnowledgeBase, stack: str | None) -> str | None:
         return "cu" + (stack or "").replace(".", "")
 
-    def gpu_archs(self, kb: "KnowledgeBase", torch: str, stack: str | None) -> tuple[str, ...]:
+    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]:
         """SASS targets of the cuXY wheel, the last one marked '+PTX' where the wheel carries PTX."""
         return self.facts(kb).archs.get(minor_of(torch), {}).get(stack or "", ())
 
-    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
+    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
         base = super().resolve(kb, combo)
         facts, stack = self.facts(kb), base.stack or ""
         toolkit = facts.toolkit(kb.release(base.torch).minor, stack)
@@ -101,7 +102,7 @@ class Cuda(VendorBase):
                           wheel_index=base.wheel_index, toolkit=toolkit, min_driver=facts.driver_min(toolkit),
                           mvc_driver=facts.mvc_floor(stack), gpu_archs=base.gpu_archs)
 
-    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]:
+    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         details = super().details(kb, stack, row)
         if stack:
             facts = self.facts(kb)
@@ -110,7 +111,7 @@ class Cuda(VendorBase):
             details.update(toolkit=toolkit, driver_min=facts.driver_min(toolkit), mvc_floor=facts.mvc_floor(exact))
         return details
 
-    def base_upgrades(self, kb: "KnowledgeBase", variant: "Variant") -> list[str]:
+    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]:
         """nvidia/cuda drops old patch releases: the newer bases for the same OS, newest first."""
         families = self.facts(kb).families
         if variant.flavor == "runtime":
@@ -138,7 +139,7 @@ class Cuda(VendorBase):
     def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
         return _nvidia_from_smi(run, root, notes) or _nvidia_from_proc(root, notes)
 
-    def fit(self, host: HostInfo, variant: "Variant", kb: "KnowledgeBase") -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
         """The same decisions as the image's guard (`decide`), plus what only the host report tells:
         the newest CUDA the driver reports."""
         decision = decide(host.driver_version, host.gpu_archs, variant)
@@ -147,8 +148,8 @@ class Cuda(VendorBase):
             rejections += _reported_cuda_rules(host.stack_version, variant.stack or "")
         return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why)
 
-    def image_env(self, kb: "KnowledgeBase", variant: "Variant",
-                  variants: "Sequence[Variant]") -> Mapping[str, str]:
+    def image_env(self, kb: KnowledgeBase, variant: Variant,
+                  variants: Sequence[Variant]) -> Mapping[str, str]:
         """What the guard decides with (the same facts `fit` uses), and the sibling images a
         refusal names: the one with the oldest driver floor, the newest and the oldest GPUs."""
         siblings = _siblings(variant, variants)
@@ -157,7 +158,8 @@ class Cuda(VendorBase):
             "ACCEL_IMAGES_MIN_DRIVER": variant.min_driver or "",
             "ACCEL_IMAGES_DRIVER_FLOOR": variant.mvc_driver or "",
             "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
-            "ACCEL_IMAGES_FOR_OLDER_DRIVER": _pick(siblings, variant, lambda v: parse(v.mvc_driver or "0"), lowest=True),
+            "ACCEL_IMAGES_FOR_OLDER_DRIVER": _pick(siblings, variant, lambda v: parse(v.mvc_driver or "0"),
+                                                   lowest=True),
             "ACCEL_IMAGES_FOR_NEWER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[1], lowest=False),
             "ACCEL_IMAGES_FOR_OLDER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[0], lowest=True),
         }
@@ -168,7 +170,8 @@ class Cuda(VendorBase):
         if host.driver_version is None:
             warnings.append("the NVIDIA driver version is unknown: driver rules were not applied")
         if host.device_count and not host.gpu_archs:
-            warnings.append("the GPU compute capability is unknown: the image's compiled architectures were not checked")
+            warnings.append("the GPU compute capability is unknown:"
+                            " the image's compiled architectures were not checked")
         return warnings
 
     def describe_host(self, host: HostInfo) -> list[str]:
@@ -199,7 +202,7 @@ def split_archs(archs: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
     return sass, ptx
 
 
-def decide(driver: str | None, gpu_archs: Sequence[str], variant: "Variant") -> Decision:
+def decide(driver: str | None, gpu_archs: Sequence[str], variant: Variant) -> Decision:
     """The rules, applied to what is known (a missing driver or architecture checks nothing):
 
     - driver below the minor-version-compatibility floor of the wheel's CUDA major (525.60.13 for
@@ -216,7 +219,7 @@ def decide(driver: str | None, gpu_archs: Sequence[str], variant: "Variant") -> 
                     arch.exact_arch, "; ".join(p for p in (why, arch.why) if p))
 
 
-def _driver_decision(driver: str | None, variant: "Variant") -> tuple[list[str], list[str], str]:
+def _driver_decision(driver: str | None, variant: Variant) -> tuple[list[str], list[str], str]:
     if driver is None or variant.mvc_driver is None:
         return [], [], ""
     floor, major = variant.mvc_driver, (variant.stack or "").split(".")[0]
@@ -231,7 +234,7 @@ def _driver_decision(driver: str | None, variant: "Variant") -> tuple[list[str],
     return [], [], f"driver {driver} meets the CUDA {variant.toolkit} toolkit driver {toolkit_driver}"
 
 
-def _arch_decision(gpu_archs: Sequence[str], variant: "Variant") -> Decision:
+def _arch_decision(gpu_archs: Sequence[str], variant: Variant) -> Decision:
     sass, ptx = split_archs(variant.gpu_archs)
     if not gpu_archs or not sass:
         return Decision()
@@ -240,7 +243,8 @@ def _arch_decision(gpu_archs: Sequence[str], variant: "Variant") -> Decision:
     problems = [problem for problem, _ in verdicts.values() if problem]
     if not served:
         return Decision(refusals=tuple(problems))
-    warnings = [f"{problem}; only the GPUs of compute capability {', '.join(served)} can use it" for problem in problems]
+    warnings = [f"{problem}; only the GPUs of compute capability {', '.join(served)} can use it"
+                for problem in problems]
     warnings += [f"compute capability {cc} runs through PTX JIT of the {ptx} code: the first run of each kernel "
                  "compiles it" for cc in served if verdicts[cc][1] == "ptx"]
     exact = all(verdicts[cc][1] == "exact" for cc in served)
@@ -249,7 +253,7 @@ def _arch_decision(gpu_archs: Sequence[str], variant: "Variant") -> Decision:
     return Decision(warnings=tuple(warnings), exact_arch=exact, why=f"compiled for compute capability {targets}")
 
 
-def _one_gpu(cc: str, sass: tuple[str, ...], ptx: str | None, variant: "Variant") -> tuple[str | None, str]:
+def _one_gpu(cc: str, sass: tuple[str, ...], ptx: str | None, variant: Variant) -> tuple[str | None, str]:
     """(problem or None, how it runs: 'exact', 'sass' of a lower minor, 'ptx')."""
     try:
         gpu = parse(cc)
@@ -297,7 +301,7 @@ def _reported_cuda_rules(cuda_max: str, stack: str) -> list[str]:
     return []
 
 
-def _siblings(variant: "Variant", variants: "Sequence[Variant]") -> list["Variant"]:
+def _siblings(variant: Variant, variants: Sequence[Variant]) -> list[Variant]:
     """Other CUDA images a user of this one would switch to: same flavor, Python and OS,
     this torch first (then the newest torch), so the hint changes as little as possible."""
     same = [v for v in variants if v.vendor == variant.vendor and v != variant
@@ -305,7 +309,7 @@ def _siblings(variant: "Variant", variants: "Sequence[Variant]") -> list["Varian
     return sorted(same, key=lambda v: (v.torch_minor != variant.torch_minor, v.sort_key()))
 
 
-def _pick(siblings: list["Variant"], variant: "Variant", key: Any, lowest: bool) -> str:
+def _pick(siblings: list[Variant], variant: Variant, key: Any, lowest: bool) -> str:
     """The first sibling strictly better than `variant` by `key`, or ''."""
     better = [v for v in siblings if (key(v) < key(variant) if lowest else key(v) > key(variant))]
     if not better:
@@ -314,7 +318,7 @@ def _pick(siblings: list["Variant"], variant: "Variant", key: Any, lowest: bool)
     return next(v.tag for v in better if key(v) == best)
 
 
-def _arch_span(variant: "Variant") -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _arch_span(variant: Variant) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(oldest, newest) compute capability the image serves; PTX reaches every newer major too."""
     sass, ptx = split_archs(variant.gpu_archs)
     if not sass:
@@ -648,7 +652,7 @@ check_vendor() {
     fi
     refuse "no kernels for GPU compute capability $capability in ${ACCEL_IMAGES_TAG:-this image} (compiled for $ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_NEWER_GPU:-}")"
 }
-'''
+'''  # noqa: E501 - each of the guard's messages is one line of shell
 
 VENDOR = Cuda(
     name="cuda",

@@ -13,7 +13,8 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 from accel_images.devices import DeviceOptions, host_group_ids, nodes, pci_vendor_is, under
 from accel_images.hostinfo import Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read, summary
@@ -43,11 +44,11 @@ class Xpu(VendorBase):
         return XpuFacts(tuple(str(p) for p in raw["runtime_packages"]), str(raw["runtime_repository"]),
                         {str(k): dict(v) for k, v in raw.get("devel_images", {}).items()})
 
-    def facts(self, kb: "KnowledgeBase") -> XpuFacts:
+    def facts(self, kb: KnowledgeBase) -> XpuFacts:
         facts: XpuFacts = self.section(kb).facts
         return facts
 
-    def flavor_reasons(self, kb: "KnowledgeBase", combo: Combo) -> list[str]:
+    def flavor_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
         reasons = super().flavor_reasons(kb, combo)
         if reasons or combo.flavor != "devel" or not combo.stack or not combo.os:
             return reasons
@@ -55,14 +56,14 @@ class Xpu(VendorBase):
             return [f"no intel/deep-learning-essentials image for oneAPI {combo.stack} on {combo.os}"]
         return []
 
-    def resolve(self, kb: "KnowledgeBase", combo: Combo) -> Resolution:
+    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
         base = super().resolve(kb, combo)
         if combo.flavor != "devel":
             return base
         image = self.facts(kb).devel_images[base.stack or ""][combo.os or ""]
         return Resolution(**{**base.__dict__, "base_image": image})
 
-    def details(self, kb: "KnowledgeBase", stack: str | None, row: "TorchRelease") -> dict[str, Any]:
+    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         return {"oneapi": list(self.stacks(kb, row.minor)), "wheel_index": self.wheel_index(kb, stack)}
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
@@ -84,7 +85,7 @@ class Xpu(VendorBase):
             return None
         return host_from("xpu", gpus, driver_version=driver)
 
-    def fit(self, host: HostInfo, variant: "Variant", kb: "KnowledgeBase") -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
         """Any Intel GPU the host detection confirmed runs the +xpu wheels."""
         names = ", ".join(dict.fromkeys(host.gpu_names)) or "an Intel GPU"
         return Fit(variant, exact_arch=True, why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")
@@ -192,7 +193,8 @@ def parse_sycl_ls(text: str) -> list[IntelDevice]:
     """Level Zero GPUs, each with the driver version sycl-ls prints in brackets."""
     matches = [match for match in map(_SYCL_LEVEL_ZERO.fullmatch, text.splitlines()) if match]
     drivers = [m.group("driver") if _DRIVER_VERSION.fullmatch(m.group("driver")) else None for m in matches]
-    return [IntelDevice(m.group("name"), driver=driver) for m, driver in zip(matches, drivers) if "Intel" in m.group("name")]
+    return [IntelDevice(m.group("name"), driver=driver)
+            for m, driver in zip(matches, drivers, strict=True) if "Intel" in m.group("name")]
 
 
 def _uevent(device: Path) -> dict[str, str]:

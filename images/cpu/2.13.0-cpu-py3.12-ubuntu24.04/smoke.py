@@ -34,7 +34,8 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 SCHEMA = 1
 BUILD_KINDS = ("cpu", "cuda", "rocm", "xpu", "gaudi")
@@ -390,7 +391,7 @@ def mlp_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
         loss.backward()
         device.step()
         with torch.no_grad():
-            for parameter, velocity in zip(parameters, velocities):
+            for parameter, velocity in zip(parameters, velocities, strict=True):
                 velocity.mul_(MLP_MOMENTUM).add_(parameter.grad)
                 parameter.sub_(MLP_LEARNING_RATE * velocity)
         device.step()

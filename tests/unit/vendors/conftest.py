@@ -4,7 +4,7 @@ variant and asserts the Dockerfile lines that follow a vendor reference, cited b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 RUNTIME_126 = ("cuda", "12.6", "2.14", "3.12", "ubuntu24.04", "runtime")
 DEVEL_132 = ("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "devel")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 GAUDI_2404 = ("gaudi", "1.24.1", "2.11", "3.12", "ubuntu24.04", "devel")
 GAUDI_2404_PINNED = ("gaudi", "1.24.0", "2.10", "3.12", "ubuntu24.04", "devel")

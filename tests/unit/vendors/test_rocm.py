@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 RUNTIME = ("rocm", "7.14", "2.14", "3.12", "ubuntu24.04", "runtime")
 DEVEL = ("rocm", "7.2", "2.13", "3.12", "ubuntu24.04", "devel")
@@ -32,4 +32,4 @@ def test_run_options_follow_the_rocm_docs(tmp_path) -> None:
 
     flags = device_options("rocm", tmp_path).cli_flags()
     assert flags[:4] == ["--device", "/dev/kfd", "--device", "/dev/dri"]
-    assert ["--security-opt", "seccomp=unconfined"] == flags[-2:]
+    assert flags[-2:] == ["--security-opt", "seccomp=unconfined"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 RUNTIME = ("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime")
 DEVEL = ("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "devel")
