@@ -9,13 +9,16 @@ real tag of it is healed onto that digest (the floating aliases the matrix now g
 dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
 same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish).
-One variant's failure never stops the others; the caller turns the outcomes into reports and an
-exit code.
+A rebuild for age alone whose layers equal the published ones (the layers are reproducible:
+templates/partials/reproducible.j2) pushes nothing and keeps the published digest, so users
+download nothing and the registry stores nothing new. One variant's failure never stops the
+others; the caller turns the outcomes into reports and an exit code.
 """
 
 from __future__ import annotations
 
 import logging
+import json
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
@@ -29,12 +32,14 @@ from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine
 from accel_images.errors import AccelError
 from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
+from accel_images.formatting import human_size
 from accel_images.outcome import Outcome, outcome_record
 from accel_images.publish import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
                                   with_retries)
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
+from accel_images.state import StateDir
 from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
@@ -75,6 +80,12 @@ class NightlyOutcome:
     registry_digest: str | None = None     # what the full tag serves after this run
     realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
     swept: tuple[str, ...] = ()            # candidate tags of earlier runs this run deleted
+    kept: bool = False                     # rebuilt with layers equal to the published ones: nothing pushed
+
+    @property
+    def uploaded_bytes(self) -> int:
+        """Compressed layer bytes this run sent to the registry for the variant."""
+        return self.publication.uploaded_bytes if self.publication else 0
 
     @property
     def status(self) -> str:
@@ -86,8 +97,13 @@ class NightlyOutcome:
 
 
 def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days: float,
-                   now: datetime) -> str | None:
-    """Why the variant must be rebuilt; None when the registry's image is current."""
+                   now: datetime, verified: datetime | None = None) -> str | None:
+    """Why the variant must be rebuilt; None when the registry's image is current.
+
+    `verified` is when a rebuild last found the registry's image identical
+    (accel_images.state.StateDir.verified): its age counts from then, so an image kept
+    unchanged is rebuilt again after `max_age_days`, not every night.
+    """
     if remote is None:
         return "not in the registry yet"
     labels = remote.labels
@@ -102,6 +118,8 @@ def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days:
     created = parse_time(labels.get(CREATED_LABEL)) or remote.created
     if created is None:
         return "the registry's image has no build date"
+    if verified is not None and verified > created:
+        created = verified
     if now - created > timedelta(days=max_age_days):
         return f"older than {max_age_days:g} days (built {created:%Y-%m-%d})"
     return None
@@ -180,7 +198,8 @@ class _Night:
 
     def _decide(self, prepared: Prepared, remote: RemoteImage | None, night: NightlyOutcome) -> NightlyOutcome:
         variant = prepared.variant
-        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
+        verified = read_verified(self.settings.state_dir, remote.digest) if remote else None
+        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
         fresh = aged_only(remote, prepared)
         if reason is None and remote is not None:
             record = self._record(variant)
@@ -189,7 +208,7 @@ class _Night:
                 return self._skipped(prepared, remote, entry)
             reason, fresh = untested_reason(variant.tag, remote.digest, record), False
         night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
-        return self._rebuilt(prepared, night, fresh=fresh)
+        return self._rebuilt(prepared, night, remote if fresh else None)
 
     def _sweep(self, variant: Variant) -> tuple[str, ...]:
         """Delete the variant's candidate tags that runs started before this one left behind.
@@ -243,17 +262,24 @@ class _Night:
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
                               registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
-    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool) -> NightlyOutcome:
+    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, same_inputs: RemoteImage | None) -> NightlyOutcome:
         """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
 
-        `fresh` (a rebuild for age alone) builds without the layer cache and never takes a
-        local build, which may itself have come from that cache.
+        `same_inputs` is the registry's image when only its age calls for the rebuild: then
+        the build runs without the layer cache and never takes a local build, which may
+        itself have come from that cache; and when its layers come out equal to the
+        published ones, nothing is pushed and the published digest stays (`kept`).
         """
         variant, target = prepared.variant, self.options.target
+        fresh = same_inputs is not None
         local = None if fresh else self._local_build(prepared)
         built = local or self.builder.build_prepared(prepared, nocache=fresh)
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
+        if same_inputs is not None and self._identical(built.image_id, same_inputs):
+            write_verified(self.settings.state_dir, same_inputs.digest, self.options.now)
+            return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
+                           registry_digest=same_inputs.digest, kept=True)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
         try:
             publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
@@ -278,6 +304,11 @@ class _Night:
                           outcome=replace(built, status="interrupted", error="interrupted during publication"))
         self.status(stopped.outcome.variant, "interrupted")
         self.on_done(stopped)
+
+    def _identical(self, image_id: str, remote: RemoteImage) -> bool:
+        """Whether the local image's layers are the registry image's, diff ID for diff ID."""
+        local = self.engine.inspect_image(image_id)
+        return bool(local and local.layers and remote.diff_ids and local.layers == remote.diff_ids)
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:
         """A local image with this fingerprint, young enough to publish, as a build outcome.
@@ -333,9 +364,19 @@ def describe(night: NightlyOutcome) -> str:
     if night.status == "skipped":
         moved = f"; moved {', '.join(night.realigned)} onto it" if night.realigned else ""
         return f"skipped: {night.reason}{moved}"
+    if night.kept:
+        return f"rebuilt, identical content, kept {night.registry_digest} ({night.reason})"
     smoke = night.outcome.smoke
     where = f", smoke ok on {smoke.ran_on}" if smoke is not None else ""
-    return f"built and published ({night.reason}){where}"
+    return f"built and published ({night.reason}){where}, {uploaded(night)}"
+
+
+def uploaded(night: NightlyOutcome) -> str:
+    """`uploaded 2 layers, 31.4 MB` / `uploaded nothing`."""
+    publication = night.publication
+    if publication is None or not publication.uploaded_layers:
+        return "uploaded no layers"
+    return f"uploaded {publication.uploaded_layers} layer(s), {human_size(publication.uploaded_bytes)}"
 
 
 def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
@@ -356,15 +397,38 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         "tags_after_stop": dict(publication.tags_after) if publication and publication.tags_after is not None
         else None,
         "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
+        "kept": night.kept,
+        "uploaded_layers": publication.uploaded_layers if publication else 0,
+        "uploaded_bytes": night.uploaded_bytes,
     })
     return record
 
 
 def summary(nights: Sequence[NightlyOutcome]) -> Mapping[str, int]:
-    counts = {"built": 0, "skipped": 0, "failed": 0}
+    """Counts per status; `kept` (rebuilt, identical, nothing pushed) apart from `built`."""
+    counts = {"built": 0, "kept": 0, "skipped": 0, "failed": 0}
     for night in nights:
-        counts[night.status] = counts.get(night.status, 0) + 1
+        status = "kept" if night.kept else night.status
+        counts[status] = counts.get(status, 0) + 1
     return counts
+
+
+def read_verified(state: StateDir, digest: str) -> datetime | None:
+    """When a rebuild last found the registry's `digest` identical; None when never (or unreadable)."""
+    try:
+        return parse_time(json.loads(state.verified(digest).read_text()).get("verified"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def write_verified(state: StateDir, digest: str, when: datetime) -> None:
+    """Remember an identical rebuild; losing the record costs one more rebuild, so failures pass."""
+    path = state.verified(digest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"digest": digest, "verified": when.astimezone(timezone.utc).isoformat()}))
+    except OSError:
+        pass
 
 
 def _short(digest: str) -> str:

@@ -27,7 +27,9 @@ from typing import Protocol, TypeVar
 from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping
+from accel_images.engine import Pushed
 from accel_images.errors import AccelError, RegistryError
+from accel_images.registry import RemoteImage
 from accel_images.smoke.judge import SmokeResult
 from accel_images.tags import candidate_tag, full_tag
 from accel_images.variant import Variant
@@ -50,6 +52,8 @@ class Pusher(Protocol):
 
     def push(self, ref: str) -> str: ...
 
+    def push_image(self, ref: str) -> Pushed: ...
+
     def remove_image(self, ref: str, force: bool = False) -> None: ...
 
 
@@ -61,6 +65,8 @@ class TagStore(Protocol):
     def delete_tag(self, repository: str, tag: str) -> bool: ...
 
     def copy_tag(self, repository: str, source: str, tag: str) -> str: ...
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None: ...
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ class Publication:
     exit_code: int = 1                     # of the failure: 4 when the registry was out of reach
     tags_after: Mapping[str, str | None] | None = None
     """After a stopped promotion: what each real tag serves, read back from the registry (None: absent)."""
+    uploaded_layers: int = 0               # layers the candidate push sent (the registry lacked them)
+    uploaded_bytes: int = 0                # their compressed size: what the push cost
 
     @property
     def ok(self) -> bool:
@@ -167,10 +175,17 @@ class _Steps:
     smoke: SmokeResult | None = None
     promoted: list[str] = field(default_factory=list)
     tags_after: dict[str, str | None] | None = None
+    uploaded_layers: int = 0
+    uploaded_bytes: int = 0
 
     def failed(self, error: str) -> Publication:
         return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted), error,
-                           tags_after=self.tags_after)
+                           tags_after=self.tags_after, uploaded_layers=self.uploaded_layers,
+                           uploaded_bytes=self.uploaded_bytes)
+
+    def done(self) -> Publication:
+        return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted),
+                           uploaded_layers=self.uploaded_layers, uploaded_bytes=self.uploaded_bytes)
 
 
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
@@ -179,7 +194,10 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
     stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
-    steps.digest = with_retries(lambda: engine.push(steps.candidate), retry, f"push of {steps.candidate}")
+    pushed = with_retries(lambda: engine.push_image(steps.candidate), retry, f"push of {steps.candidate}")
+    steps.digest = pushed.digest
+    steps.uploaded_layers, steps.uploaded_bytes = len(pushed.uploaded), uploaded_bytes(
+        registry, target.repository, steps.candidate.rsplit(":", 1)[-1], pushed, retry)
     stopping.checkpoint()
     say(variant, "smoke test of the candidate")
     steps.smoke = smoke(steps.candidate, variant)
@@ -199,7 +217,19 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
         steps.promoted[:] = [tag for tag in real_tags
                              if steps.tags_after.get(tag) == steps.digest != before.get(tag)]
         raise
-    return Publication(steps.candidate, steps.digest, steps.smoke, tuple(steps.promoted))
+    return steps.done()
+
+
+def uploaded_bytes(registry: TagStore, repository: str, tag: str, pushed: Pushed, retry: RetryPolicy) -> int:
+    """The compressed bytes of the layers a push uploaded, read from the manifest it wrote.
+
+    The engine names the layers it sent but reports progress in uncompressed bytes; the
+    manifest holds what actually crossed the wire. Nothing uploaded costs no registry call.
+    """
+    if not pushed.uploaded:
+        return 0
+    remote = with_retries(lambda: registry.image(repository, tag), retry, f"reading {repository}:{tag}")
+    return sum(remote.layer_size(short) for short in pushed.uploaded) if remote else 0
 
 
 def roll_back(registry: TagStore, target: Target, before: Mapping[str, str | None],

@@ -101,6 +101,13 @@ class RemoteImage:
     digest: str                    # the tag's manifest digest (the index's, for a multi-platform tag)
     labels: Mapping[str, str] = field(default_factory=dict)
     created: datetime | None = None
+    diff_ids: tuple[str, ...] = ()           # the config's rootfs.diff_ids: what the layers hold, uncompressed
+    layer_sizes: tuple[int, ...] = ()        # the manifest's compressed layer sizes, in the same order
+
+    def layer_size(self, short_id: str) -> int:
+        """The compressed size of the layer whose diff ID starts with `short_id` (0 when none does)."""
+        return next((size for diff_id, size in zip(self.diff_ids, self.layer_sizes)
+                     if diff_id.removeprefix("sha256:").startswith(short_id)), 0)
 
 
 def docker_credentials(registry: str) -> Mapping[str, str] | None:
@@ -155,7 +162,9 @@ class RegistryClient:
             manifest = inner[1]
         config = self._config(repository, manifest, f"{repository}:{tag}")
         labels = _config_labels(config, f"{self.host}/{repository}:{tag}")
-        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")))
+        diff_ids = tuple(str(d) for d in (config.get("rootfs") or {}).get("diff_ids") or ())
+        sizes = tuple(int(layer.get("size") or 0) for layer in manifest.get("layers") or ())
+        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")), diff_ids, sizes)
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         """The digest `repository:tag` points at, None when the tag is absent."""

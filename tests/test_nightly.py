@@ -32,11 +32,12 @@ from accel_images.cli.options import load_expansion
 from accel_images.outcome import Outcome
 from accel_images.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.engine import BuiltImage, Engine, ImageInfo
+from accel_images.engine import BuiltImage, Engine, ImageInfo, Pushed
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
-from accel_images.nightly import NightlyOptions, NightlyOutcome, rebuild_reason, run_nightly
+from accel_images.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
+                                  rebuild_reason, run_nightly, write_verified)
 from accel_images.publish import RetryPolicy, Target
 from accel_images.registry import RegistryClient, RemoteImage
 from accel_images.render import Mirror, RenderOptions
@@ -144,6 +145,9 @@ class FakeEngine:
         self.calls.append(("push", ref))
         return "sha256:" + "d" * 64
 
+
+    def push_image(self, ref: str) -> Pushed:
+        return Pushed(self.push(ref))
     def remove_image(self, ref: str, force: bool = False) -> None:
         self.calls.append(("remove", ref))
 
@@ -322,6 +326,64 @@ def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expans
     assert night.status == "built" and night.publication is not None and night.publication.ok
     assert (("build", f"team/pytorch:{DEBIAN}") in engine.calls) is not reused
     assert (night.outcome.image_id == "sha256:local") is reused
+
+
+LAYERS = ("sha256:" + "1" * 64, "sha256:" + "2" * 64)
+
+
+def aged(fingerprint: str, layers: tuple[str, ...] = LAYERS) -> RemoteImage:
+    """The registry's image with the variant's fingerprint, built a month ago, with these layers."""
+    return RemoteImage("team/pytorch", DEBIAN, "sha256:" + "e" * 64,
+                       {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: "2026-11-01T00:00:00Z"}, None,
+                       layers, (100, 200))
+
+
+@pytest.mark.parametrize("rebuilt_layers,kept", [(LAYERS, True), ((LAYERS[0], "sha256:" + "3" * 64), False)])
+def test_an_aged_rebuild_with_the_published_layers_pushes_nothing(expansion: Expansion, tmp_path: Path,
+                                                                  rebuilt_layers: tuple[str, ...],
+                                                                  kept: bool) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
+        f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), rebuilt_layers)})
+    registry = FakeRegistry(images={DEBIAN: published})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.reason == "older than 7 days (built 2026-11-01)"
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    pushed = [ref for call, ref in engine.calls if call == "push" and DEBIAN in ref]
+    assert night.kept is kept and (pushed == []) is kept
+    if kept:
+        assert night.registry_digest == published.digest and night.publication is None
+        assert describe(night) == (f"rebuilt, identical content, kept {published.digest}"
+                                   " (older than 7 days (built 2026-11-01))")
+        assert nightly_record(night, Target(registry.host, "team/pytorch"))["uploaded_bytes"] == 0
+
+
+def test_a_kept_image_is_not_rebuilt_again_before_its_age_runs_out(expansion: Expansion, tmp_path: Path) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    write_verified(StateDir(tmp_path / "state"), published.digest, NOW - timedelta(days=2))
+    engine = FakeEngine()
+    [_, night] = fake_run(expansion, engine, FakeRegistry(images={DEBIAN: published}), tmp_path)
+    assert night.status == "skipped" and ("build", f"team/pytorch:{DEBIAN}") not in engine.calls
+    assert read_verified(StateDir(tmp_path / "state"), published.digest) == NOW - timedelta(days=2)
+
+
+def test_a_publication_reports_the_compressed_bytes_it_uploaded(expansion: Expansion, tmp_path: Path) -> None:
+    class Uploading(FakeEngine):
+        def push_image(self, ref: str) -> Pushed:
+            return Pushed(self.push(ref), ("2" * 12,) if "candidate" in ref else ())
+
+    class Sized(FakeRegistry):
+        def image(self, repository: str, tag: str) -> RemoteImage | None:
+            if "candidate" in tag:
+                return RemoteImage(repository, tag, "sha256:" + "d" * 64, {}, None, LAYERS, (100, 200))
+            return super().image(repository, tag)
+
+    nights = fake_run(expansion, Uploading(), Sized(), tmp_path)
+    assert [night.uploaded_bytes for night in nights] == [200, 200]
+    assert [night.publication.uploaded_layers for night in nights if night.publication] == [1, 1]
+    assert describe(nights[0]).endswith("uploaded 1 layer(s), 200 B")
 
 
 def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
@@ -575,7 +637,7 @@ def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> N
 
     second = CliRunner().invoke(nightly_command, site.cli_args())
     assert second.exit_code == 0, second.output
-    assert "0 published, 2 skipped, 0 failed" in second.output
+    assert "0 published, 0 kept, 2 skipped, 0 failed; uploaded 0 B" in second.output
     assert site.digests() == digests
     second_dir = (site.state / "reports" / "nightly-latest").resolve()
     assert second_dir != first_dir and (first_dir / "report.json").is_file()  # the first run's report is kept

@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from accel_images import compat, tags
-from accel_images.engine import Engine
+from accel_images.engine import Engine, Pushed
 from accel_images.errors import EngineError, RegistryError
 from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
 from accel_images.smoke.judge import SmokeResult
@@ -62,6 +62,9 @@ class FakeEngine:
             raise failures.pop(0)
         return self.digests.get(ref, DIGEST)
 
+
+    def push_image(self, ref: str) -> Pushed:
+        return Pushed(self.push(ref))
     def remove_image(self, ref: str, force: bool = False) -> None:
         self.calls.append(("remove", ref))
 
