@@ -20,7 +20,7 @@ from benchmarks.pure_benches import PURE_BENCHES
 from benchmarks.startup_benches import STARTUP_BENCHES
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency")
+ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "republish")
 ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES}
 
 

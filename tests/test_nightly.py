@@ -710,3 +710,34 @@ def test_registry_down_is_one_clear_line_and_promotes_nothing(site: Site) -> Non
     assert "Traceback" not in result.output
     assert site.raw.tags(site.repository) == []
     assert not (site.state / "contexts").exists()      # nothing was even rendered
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_retention_keeps_exactly_what_the_policy_says_and_a_dry_run_deletes_nothing(site: Site) -> None:
+    assert [night.status for night in nightly(site)] == ["built", "built"]
+    today = f"{datetime.now(timezone.utc):%Y%m%d}"
+    old = {f"{DEBIAN}-2026110{day}": site.raw.push_config_image(site.repository, f"{DEBIAN}-2026110{day}",
+                                                                 {"old": str(day)}) for day in (2, 3, 4, 5)}
+    RegistryClient(site.registry).copy_tag(site.repository, DEBIAN, f"{DEBIAN}-20261101")  # what the full tag serves
+    before = site.digests()
+
+    dry = CliRunner().invoke(nightly_command, [*site.cli_args(), "--keep-dated", "2", "--prune-dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert f"would prune {DEBIAN}-20261104 (older than the 2 newest)" in dry.output
+    assert site.digests() == before
+
+    result = CliRunner().invoke(nightly_command, [*site.cli_args(), "--keep-dated", "2"])
+    assert result.exit_code == 0, result.output
+    assert "0 published, 0 kept, 2 skipped, 0 failed" in result.output
+    pruned = {f"{DEBIAN}-20261102", f"{DEBIAN}-20261103", f"{DEBIAN}-20261104"}
+    after = site.digests()
+    assert set(before) - set(after) == pruned
+    assert {tag: after[tag] for tag in after} == {tag: before[tag] for tag in after}   # nothing else moved
+    assert {f"{DEBIAN}-{today}", f"{DEBIAN}-20261105", f"{DEBIAN}-20261101", f"{UBUNTU}-{today}"} <= set(after)
+    assert after[f"{DEBIAN}-20261105"] == old[f"{DEBIAN}-20261105"]
+    report = json.loads((site.state / "reports" / f"nightly-{today}" / "report.json").read_text())
+    retention = report["meta"]["retention"]
+    assert sorted(retention["pruned"]) == sorted(pruned) and retention["dry_run"] is False
+    for tag in sorted(pruned):
+        assert f"pruned {tag} (older than the 2 newest)" in result.output
