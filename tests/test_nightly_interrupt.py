@@ -180,7 +180,7 @@ def assert_next_nightly_runs(site: Site, original_template: str, good: dict[str,
     template(site).write_text(original_template)
     result = CliRunner().invoke(nightly_command, [*site.cli_args(), *ONLY_DEBIAN])
     assert result.exit_code == 0, result.output
-    expected = "0 published, 1 skipped, 0 failed" if good else "1 published, 0 skipped, 0 failed"
+    expected = "0 published, 0 kept, 1 skipped, 0 failed" if good else "1 published, 0 kept, 0 skipped, 0 failed"
     assert expected in result.output
     if good:
         assert site.digests() == good
