@@ -736,7 +736,7 @@ def test_retention_keeps_exactly_what_the_policy_says_and_a_dry_run_deletes_noth
     assert {tag: after[tag] for tag in after} == {tag: before[tag] for tag in after}   # nothing else moved
     assert {f"{DEBIAN}-{today}", f"{DEBIAN}-20261105", f"{DEBIAN}-20261101", f"{UBUNTU}-{today}"} <= set(after)
     assert after[f"{DEBIAN}-20261105"] == old[f"{DEBIAN}-20261105"]
-    report = json.loads((site.state / "reports" / f"nightly-{today}" / "report.json").read_text())
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
     retention = report["meta"]["retention"]
     assert sorted(retention["pruned"]) == sorted(pruned) and retention["dry_run"] is False
     for tag in sorted(pruned):
