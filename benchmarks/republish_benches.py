@@ -96,10 +96,13 @@ def _measure(name: str, templates: Path, work: Path, result: BenchResult) -> dic
     python_partial = changed / "partials" / "python.j2"
     python_partial.write_text(python_partial.read_text().replace("gcc g++", f"gcc g++ {EXTRA_PACKAGE}", 1))
     figures: dict[str, float] = {}
+    built: list[str] = []
     try:
         for step, tree in (("first", templates), ("same", templates), ("apt", changed)):
             started = time.monotonic()
             _build(matrix, tree, work / f"{slug}-state", result)
+            info = engine.inspect_image(f"{image}:{TAG}")
+            built += [info.id] if info else []
             engine.tag(f"{image}:{TAG}", f"{REGISTRY}/{image}:{TAG}")
             uploaded = _push(f"{REGISTRY}/{image}:{TAG}", result)
             remote = registry.image(image, TAG)
@@ -109,7 +112,7 @@ def _measure(name: str, templates: Path, work: Path, result: BenchResult) -> dic
             figures[f"{step}_s"] = time.monotonic() - started
             figures["size"] = float(sum(remote.layer_sizes))
     finally:
-        for ref in (f"{image}:{TAG}", f"{REGISTRY}/{image}:{TAG}"):
+        for ref in (f"{image}:{TAG}", f"{REGISTRY}/{image}:{TAG}", *built):
             engine.remove_image(ref, force=True)
         engine.close()
     return figures
