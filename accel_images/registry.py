@@ -106,7 +106,7 @@ class RemoteImage:
 
     def layer_size(self, short_id: str) -> int:
         """The compressed size of the layer whose diff ID starts with `short_id` (0 when none does)."""
-        return next((size for diff_id, size in zip(self.diff_ids, self.layer_sizes)
+        return next((size for diff_id, size in zip(self.diff_ids, self.layer_sizes, strict=False)
                      if diff_id.removeprefix("sha256:").startswith(short_id)), 0)
 
 

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from accel_images.errors import AccelError, InputError
 
@@ -58,7 +59,7 @@ class Pinned:
     digests: frozenset[str] = frozenset()
 
     @classmethod
-    def from_files(cls, paths: Iterable[Path]) -> "Pinned":
+    def from_files(cls, paths: Iterable[Path]) -> Pinned:
         """Every sha256 digest and every word that looks like a dated tag, in any text format."""
         tags: set[str] = set()
         digests: set[str] = set()

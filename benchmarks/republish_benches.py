@@ -68,7 +68,8 @@ def bench_republish(quick: bool) -> BenchResult:
         result.rows.append(Row("republish", what.replace("bytes pushed", "build + push time"),
                                Series("ours", (ours[f"{key}_s"],)), Series(f"{BASELINE_REV}", (base[f"{key}_s"],)),
                                ours[f"{key}_s"] / base[f"{key}_s"], "of the baseline's", "report only", None))
-    result.rows.append(Row("republish", "image size (compressed, in the registry)", Series("ours", (ours["size"],), "B"),
+    result.rows.append(Row("republish", "image size (compressed, in the registry)",
+                           Series("ours", (ours["size"],), "B"),
                            Series(f"{BASELINE_REV}", (base["size"],), "B"), ours["size"] / base["size"],
                            "of the baseline's", "report only", None))
     result.notes += [
@@ -148,7 +149,10 @@ def _extract_templates(into: Path) -> Path:
     archive = into.with_suffix(".tar")
     run_checked(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), BASELINE_REV, "templates"])
     with tarfile.open(archive) as tar:
-        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into)
     return into / "templates"
 
 

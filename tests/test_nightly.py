@@ -364,7 +364,8 @@ def test_a_kept_image_is_not_rebuilt_again_before_its_age_runs_out(expansion: Ex
     published = aged(debian.outcome.fingerprint or "")
     write_verified(StateDir(tmp_path / "state"), published.digest, NOW - timedelta(days=2))
     engine = FakeEngine()
-    [_, night] = fake_run(expansion, engine, FakeRegistry(images={DEBIAN: published}), tmp_path)
+    registry = FakeRegistry(images={DEBIAN: published, f"{DEBIAN}-tested": record_of(published.digest)})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "skipped" and ("build", f"team/pytorch:{DEBIAN}") not in engine.calls
     assert read_verified(StateDir(tmp_path / "state"), published.digest) == NOW - timedelta(days=2)
 

@@ -13,6 +13,7 @@ import pytest
 
 from accel_images import compat, tags
 from accel_images.engine import Engine, Pushed
+from accel_images.registry import RemoteImage
 from accel_images.errors import EngineError, RegistryError
 from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
 from accel_images.smoke.judge import SmokeResult
@@ -77,6 +78,9 @@ class FakeRegistry:
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         return self.serving.get(tag)
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        return None  # the fake engine's pushes upload nothing, so no layer size is asked for
 
     def delete_tag(self, repository: str, tag: str) -> bool:
         if self.delete_error is not None:

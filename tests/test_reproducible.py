@@ -76,7 +76,7 @@ def test_two_builds_give_the_same_layers_and_the_second_forced_nightly_pushes_no
     assert again["reason"].startswith("older than 0 days"), again
     rebuilt = docker_client.images.get(again["image_id"])
     second = list(rebuilt.attrs["RootFS"]["Layers"])
-    for index, (one, two) in enumerate(zip(first, second)):
+    for index, (one, two) in enumerate(zip(first, second, strict=False)):
         assert one == two, f"layer {index} differs between the two builds ({len(base)} base layers)"
     assert len(first) == len(second)
     assert registry_diff_ids(raw, repository, TAG) == second
