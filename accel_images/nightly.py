@@ -8,11 +8,17 @@ smoke-tested (accel_images.tested: a label can be copied onto anything), and the
 real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
 dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested and promoted (accel_images.publish).
+same fingerprint, then pushed as a candidate, smoke-tested, given its SBOM and provenance
+(accel_images.supply) and promoted (accel_images.publish).
 A rebuild for age alone whose layers equal the published ones (the layers are reproducible:
 templates/partials/reproducible.j2) pushes nothing and keeps the published digest, so users
 download nothing and the registry stores nothing new. One variant's failure never stops the
 others; the caller turns the outcomes into reports and an exit code.
+
+With a signing key, "unchanged" also means "verifies": an image under the full tag whose
+digest has no provenance signed by that key (say, one pushed by hand with a copied
+fingerprint label and a forged tested record) is rebuilt, never skipped, and floating aliases
+only move onto digests that verify.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
+
+from securesystemslib.signer import CryptoSigner
 
 from accel_images import tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
@@ -40,6 +48,8 @@ from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
 from accel_images.state import StateDir
+from accel_images.supply.attest import Attester, BuildInputs, Source
+from accel_images.supply.verify import Verdict, verify_digest
 from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
@@ -63,6 +73,13 @@ class NightlyOptions:
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     run_id: str = field(default_factory=new_run_id)
     retry: RetryPolicy = RetryPolicy()
+    signer: CryptoSigner | None = field(default=None, compare=False, repr=False)
+    """Signs each provenance; its public key is also what the registry's images must verify with."""
+    source: Source = Source()
+    attestation_dir: Path | None = None
+    """Where each image's SBOM and statement are also written, for keyless signing in CI."""
+    attest: bool = True
+    """Attach an SBOM and a provenance statement to every published digest (off only in tests of other steps)."""
 
     @property
     def day(self) -> date:
@@ -86,6 +103,7 @@ class NightlyOutcome:
     def uploaded_bytes(self) -> int:
         """Compressed layer bytes this run sent to the registry for the variant."""
         return self.publication.uploaded_bytes if self.publication else 0
+    verdict: Verdict | None = None         # the registry image's check, when a key was given
 
     @property
     def status(self) -> str:
@@ -148,10 +166,13 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
     """
     settings = replace(settings, pull="always", smoke=False)
     with_retries(registry.ping, options.retry, f"checking registry {registry.host}")
+    attester = Attester(engine, registry, options.target.host, options.target.repository, options.run_id,
+                        options.now, options.signer, options.source, settings.require_accelerator,
+                        options.attestation_dir)
     night = _Night(engine, registry, expansion, settings, options, status or (lambda v, text: None),
                    smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
                    Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir),
-                   on_done or (lambda outcome: None))
+                   on_done or (lambda outcome: None), attester)
     cache = settings.state_dir.digest_cache
     load_digest_cache(cache)
     try:
@@ -174,6 +195,7 @@ class _Night:
     smoke: SmokeRunner
     builder: Builder
     on_done: Callable[[NightlyOutcome], None]
+    attester: Attester
 
     def one(self, variant: Variant) -> NightlyOutcome:
         """Decide, build and publish one variant; expected failures end up in the outcome."""
@@ -201,14 +223,32 @@ class _Night:
         verified = read_verified(self.settings.state_dir, remote.digest) if remote else None
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
         fresh = aged_only(remote, prepared)
+        verdict = None
         if reason is None and remote is not None:
             record = self._record(variant)
             entry = record.find(remote.digest)
-            if entry is not None:
-                return self._skipped(prepared, remote, entry)
-            reason, fresh = untested_reason(variant.tag, remote.digest, record), False
-        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
+            verdict = self._verify(variant, remote.digest) if entry is not None else None
+            if entry is not None and (verdict is None or verdict.ok):
+                return replace(self._skipped(prepared, remote, entry), verdict=verdict)
+            reason = untested_reason(variant.tag, remote.digest, record) if entry is None else \
+                f"the registry's image does not verify: {verdict.reason if verdict else '?'}"
+            fresh = False
+        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None,
+                        verdict=verdict)
         return self._rebuilt(prepared, night, remote if fresh else None)
+
+    def _verify(self, variant: Variant, digest: str) -> Verdict | None:
+        """The registry image's verdict under the signing key's public half; None without a key.
+
+        The tested record (accel_images.tested) says this tool smoke-tested the digest, but
+        anyone who can push can write it; a signature only the key's holder can make.
+        """
+        if self.options.signer is None:
+            return None
+        self.status(variant, "verifying the registry's image")
+        key = self.options.signer.public_key
+        return with_retries(lambda: verify_digest(self.registry, self.options.target.repository, digest, key),
+                            self.options.retry, f"verifying {self.options.target.ref(variant.tag)}")
 
     def _sweep(self, variant: Variant) -> tuple[str, ...]:
         """Delete the variant's candidate tags that runs started before this one left behind.
@@ -281,10 +321,13 @@ class _Night:
             return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
                            registry_digest=same_inputs.digest, kept=True)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
+        inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args)
         try:
             publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
                                   self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
-                                  on_green=lambda digest: self._record_tested(variant, digest))
+                                  on_green=lambda digest: self._record_tested(variant, digest),
+                                  attest=(lambda image, digest, smoke: self.attester(image, digest, inputs, smoke))
+                                  if self.options.attest else None)
         except KeyboardInterrupt as interrupt:
             self._stopped(night, built, stopped_publication(interrupt))
             raise
@@ -401,6 +444,16 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         "uploaded_layers": publication.uploaded_layers if publication else 0,
         "uploaded_bytes": night.uploaded_bytes,
     })
+    attestation = publication.attestation if publication else None
+    record.update(attestation.record() if attestation else {"sbom": None, "provenance": None})
+    if night.verdict is not None:
+        record["verified"] = {"ok": night.verdict.ok, "reason": night.verdict.reason,
+                              "provenance": night.verdict.provenance, "sbom": night.verdict.sbom}
+    elif attestation is not None and attestation.signed and night.ok:
+        record["verified"] = {"ok": True, "reason": "signed by this run", "provenance":
+                              attestation.provenance.manifest_digest, "sbom": attestation.sbom.manifest_digest}
+    else:
+        record["verified"] = None
     return record
 
 

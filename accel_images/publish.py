@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping
@@ -34,10 +34,15 @@ from accel_images.smoke.judge import SmokeResult
 from accel_images.tags import candidate_tag, full_tag
 from accel_images.variant import Variant
 
+if TYPE_CHECKING:
+    from accel_images.supply.attest import Attestation
+
 T = TypeVar("T")
 SmokeRunner = Callable[[str, Variant], SmokeResult]
 """Runs the smoke workload in an image reference for a variant (accel_images.build.smoke_image)."""
 Status = Callable[[Variant, str], None]
+Attest = Callable[[str, str, SmokeResult], "Attestation"]
+"""Attaches the SBOM and provenance of (candidate reference, pushed digest, green smoke result)."""
 
 DATED = re.compile(r".+-\d{8}")
 """A dated tag, `<full tag>-YYYYMMDD` (accel_images.tags.dated_tag)."""
@@ -109,6 +114,7 @@ class Publication:
     """After a stopped promotion: what each real tag serves, read back from the registry (None: absent)."""
     uploaded_layers: int = 0               # layers the candidate push sent (the registry lacked them)
     uploaded_bytes: int = 0                # their compressed size: what the push cost
+    attestation: Attestation | None = None  # the SBOM and provenance attached to `digest`
 
     @property
     def ok(self) -> bool:
@@ -133,19 +139,20 @@ def with_retries(action: Callable[[], T], policy: RetryPolicy, what: str = "regi
 def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
             real_tags: Sequence[str], run_id: str, smoke: SmokeRunner, *,
             retry: RetryPolicy = RetryPolicy(), status: Status | None = None,
-            on_green: Callable[[str], None] | None = None) -> Publication:
+            on_green: Callable[[str], None] | None = None, attest: Attest | None = None) -> Publication:
     """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
 
     `real_tags` are the tags a green image is promoted to, the full tag first
-    (accel_images.tags.all_tags). `on_green` hears the smoke-tested digest before any real
-    tag moves (the nightly records it, accel_images.tested); when it fails, nothing is
+    (accel_images.tags.all_tags). `attest`, when given, attaches the SBOM and provenance to
+    the green digest; then `on_green` hears the smoke-tested digest (the nightly records it,
+    accel_images.tested). Both run before any real tag moves; when either fails, nothing is
     promoted. Ctrl-C still removes the candidate, then propagates.
     """
     say = status or (lambda v, text: None)
     steps = _Steps(target.ref(candidate_tag(variant, run_id)))
     try:
         publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps,
-                               on_green or (lambda digest: None))
+                               on_green or (lambda digest: None), attest)
     except AccelError as error:
         publication = replace(steps.failed(error.one_line()), exit_code=error.exit_code)
     except BaseException as error:
@@ -177,20 +184,22 @@ class _Steps:
     tags_after: dict[str, str | None] | None = None
     uploaded_layers: int = 0
     uploaded_bytes: int = 0
+    attestation: Attestation | None = None
 
     def failed(self, error: str) -> Publication:
         return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted), error,
                            tags_after=self.tags_after, uploaded_layers=self.uploaded_layers,
-                           uploaded_bytes=self.uploaded_bytes)
+                           uploaded_bytes=self.uploaded_bytes, attestation=self.attestation)
 
     def done(self) -> Publication:
         return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted),
-                           uploaded_layers=self.uploaded_layers, uploaded_bytes=self.uploaded_bytes)
+                           uploaded_layers=self.uploaded_layers, uploaded_bytes=self.uploaded_bytes,
+                           attestation=self.attestation)
 
 
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
              real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
-             steps: _Steps, on_green: Callable[[str], None]) -> Publication:
+             steps: _Steps, on_green: Callable[[str], None], attest: Attest | None = None) -> Publication:
     stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
@@ -203,6 +212,10 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
     steps.smoke = smoke(steps.candidate, variant)
     if not steps.smoke.ok:
         return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
+    if attest is not None:
+        stopping.checkpoint()
+        say(variant, "attaching the SBOM and provenance")
+        steps.attestation = attest(steps.candidate, steps.digest, steps.smoke)
     stopping.checkpoint()
     on_green(steps.digest)
     say(variant, "promoting")

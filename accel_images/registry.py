@@ -252,6 +252,67 @@ class RegistryClient:
                          headers={"Content-Type": DOCKER_MANIFEST}, what=where)
         return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(manifest).hexdigest()
 
+    # -- raw content (OCI artifacts, accel_images.attach) -----------------------------------
+
+    def manifest_bytes(self, repository: str, reference: str,
+                       accept: tuple[str, ...] = MANIFEST_TYPES) -> tuple[str, str, bytes] | None:
+        """(digest, media type, exact bytes) of a manifest; None when absent.
+
+        The bytes are what a descriptor's digest and size are computed over, so they are
+        never parsed and re-serialised here.
+        """
+        response = self._request("GET", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository),
+                                 headers={"Accept": ", ".join(accept)}, missing_ok=True,
+                                 what=f"reading {repository}@{reference}")
+        if response is None:
+            return None
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+        digest = "sha256:" + hashlib.sha256(response.content).hexdigest()
+        return digest, media_type, response.content
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        """Put a manifest under a tag or its own digest; (digest, whether the registry sent OCI-Subject).
+
+        The OCI-Subject header is how a registry says it keeps the referrers list itself.
+        """
+        put = self._call("PUT", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository, "pull,push"),
+                         ok=(201,), data=data, headers={"Content-Type": media_type},
+                         what=f"writing {repository}@{reference}")
+        digest = put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(data).hexdigest()
+        return digest, "OCI-Subject" in put.headers
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        """Upload `data` as one blob (monolithic upload) unless the registry has it; its digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        scope, where = _scope(repository, "pull,push"), f"uploading a blob to {repository}"
+        if self._request("HEAD", f"/v2/{repository}/blobs/{digest}", scope=scope, missing_ok=True,
+                         what=where) is not None:
+            return digest
+        started = self._call("POST", f"/v2/{repository}/blobs/uploads/", scope=scope, ok=(202,), what=where)
+        location = started.headers.get("Location") or ""
+        if not location:
+            raise RegistryError(f"registry {self.host} gave no upload location while {where}")
+        self._call("PUT", _with_query(location, digest=digest), scope=scope, ok=(201,), data=data,
+                   headers={"Content-Type": "application/octet-stream"}, what=where)
+        return digest
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        """A blob's bytes, checked against its digest."""
+        response = self._call("GET", f"/v2/{repository}/blobs/{digest}", scope=_scope(repository),
+                              what=f"reading blob {digest[:19]} of {repository}")
+        if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+            raise RegistryError(f"registry {self.host} served blob {digest[:19]} of {repository} with other content")
+        return response.content
+
+    def referrers(self, repository: str, digest: str) -> dict[str, Any] | None:
+        """The OCI referrers API's index for `digest`; None when the registry has no such API (404)."""
+        response = self._request("GET", f"/v2/{repository}/referrers/{digest}", scope=_scope(repository),
+                                 headers={"Accept": OCI_INDEX}, missing_ok=True,
+                                 what=f"listing the referrers of {repository}@{digest[:19]}")
+        if response is None:
+            return None
+        return _json(response, f"listing the referrers of {repository}@{digest[:19]}")
+
     # -- manifests and blobs ----------------------------------------------------------------
 
     def _manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None:

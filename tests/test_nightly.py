@@ -209,7 +209,9 @@ def expansion(tmp_path: Path) -> Expansion:
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
              jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
-    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT)
+    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT,
+                             attest=False)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
@@ -421,7 +423,8 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
     monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
     monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
     monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
-    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
+    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
     with pytest.raises(KeyboardInterrupt):
         cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
                                    BuildSettings(state_dir=StateDir(tmp_path)), options, None, tmp_path / "reports")
@@ -558,7 +561,7 @@ class Site:
     def cli_args(self) -> list[str]:
         return ["--registry", self.registry, "--matrix", str(self.matrix), "--templates", str(self.templates),
                 "--registry-mirror", f"docker.io={self.registry}/{self.namespace}", "--state-dir", str(self.state),
-                "--network", "none"]
+                "--network", "none", "--no-attest"]  # the stub images have no torch to inventory
 
     def digests(self) -> dict[str, str | None]:
         """Every tag but the tested records (`<full>-tested`, see records()) and its digest."""
@@ -594,7 +597,8 @@ def push_base(client: docker.DockerClient, source: str, ref: str) -> None:
 
 def nightly(site: Site, **settings: object) -> list[NightlyOutcome]:
     expansion = load_expansion(str(site.matrix))
-    options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT)
+    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT, attest=False)
     return run_nightly(Engine.connect(), compat.load_kb(), expansion, expansion.variants,
                        RegistryClient(site.registry),
                        BuildSettings(options=site.options(), state_dir=StateDir(site.state), network_mode="none",

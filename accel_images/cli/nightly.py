@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from accel_images.publish import Target
 from accel_images.registry import Destination, RegistryClient
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.state import StateDir
+from accel_images.supply.attest import Source
+from accel_images.supply.provenance import load_signer
 from accel_images.variant import Expansion, Variant
 from accel_images.report import write_reports
 
@@ -68,6 +70,12 @@ from accel_images.report import write_reports
               metavar="FILE", help="A lock file whose digests and dated tags are never pruned (repeatable;"
                                    " default accel-images.lock when present).")
 @click.option("--prune-dry-run", is_flag=True, help="List the dated tags the policy would delete; delete none.")
+@click.option("--sign-key", "sign_key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="ACCEL_IMAGES_SIGN_KEY", show_envvar=True, metavar="PEM",
+              help="Sign each provenance with this PEM private key; registry images must then verify with it"
+                   " to be skipped or to get aliases.")
+@click.option("--no-attest", "no_attest", is_flag=True,
+              help="Publish without attaching an SBOM and a provenance statement (registries that refuse OCI artifacts).")
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
@@ -75,13 +83,14 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
                     lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int, keep_days: float | None,
-                    pinned_files: tuple[Path, ...], prune_dry_run: bool,
+                    pinned_files: tuple[Path, ...], prune_dry_run: bool, sign_key: Path | None, no_attest: bool,
                     **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
 
     Unchanged images younger than --max-age are skipped; a rebuild whose layers equal the
-    published ones pushes nothing and keeps the published digest. Dated tags past the
-    retention policy are deleted afterwards (only listed with --prune-dry-run). A failing
+    published ones pushes nothing and keeps the published digest. Every published image gets an
+    SBOM and a provenance statement (signed with --sign-key) attached to its digest. Dated tags
+    past the retention policy are deleted afterwards (only listed with --prune-dry-run). A failing
     variant never stops the others, and never moves a published tag. Exit 0 when nothing
     failed, 1 otherwise.
     """
@@ -94,9 +103,11 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
-                             max_age_days=max_age_days)
+                             max_age_days=max_age_days, signer=load_signer(sign_key) if sign_key else None,
+                             source=Source.of(matrix_file(matrix_path)), attest=not no_attest)
     retention = Retention(RetentionPolicy(keep_dated, keep_days), pinned_of(pinned_files), prune_dry_run)
     reports = report_dir or state.run_reports("nightly", nightly.now)
+    nightly = replace(nightly, attestation_dir=reports / "attestations")
     with held(state.nightly_lock, lock_wait_s):
         nights, pruning, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants,
                                                 settings, nightly, templates_dir, reports, level, retention)
@@ -156,6 +167,12 @@ def pruning_meta(pruning: Pruning | str) -> dict[str, Any]:
                           "kept": [d.tag for d in pruning.decisions if not d.prune]}}
 
 
+def matrix_file(matrix_path: str | None) -> Path | None:
+    """The matrix file the variants came from, for the provenance's digest of it."""
+    from accel_images.resources import default_matrix
+    return Path(matrix_path) if matrix_path else default_matrix()
+
+
 def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tuple[Variant, ...],
                    settings: BuildSettings, nightly: NightlyOptions, templates_dir: Path | None,
                    reports: Path, level: int = 0, retention: Retention | None = None
@@ -196,7 +213,7 @@ def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], fin
 
 def nightly_table(nights: list[NightlyOutcome]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("variant", "status", "why", "tags", "digest", "uploaded", "smoke"):
+    for column in ("variant", "status", "why", "tags", "digest", "uploaded", "smoke", "provenance"):
         table.add_column(column)
     for night in nights:
         moved = night.publication.promoted if night.publication else night.realigned
@@ -206,5 +223,15 @@ def nightly_table(nights: list[NightlyOutcome]) -> Table:
             else f"failed: {night.outcome.error}"
         digest = (night.registry_digest or "-")[:19]
         table.add_row(night.outcome.variant.key, status, night.reason, tags, digest,
-                      human_size(night.uploaded_bytes), smoke)
+                      human_size(night.uploaded_bytes), smoke, provenance_cell(night))
     return table
+
+
+def provenance_cell(night: NightlyOutcome) -> str:
+    """'signed sha256:…', 'unsigned sha256:…', 'verified', 'NOT verified: why' or '-'."""
+    attestation = night.publication.attestation if night.publication else None
+    if attestation is not None:
+        return f"{'signed' if attestation.signed else 'unsigned'} {attestation.provenance.manifest_digest[:19]}"
+    if night.verdict is not None:
+        return "verified" if night.verdict.ok else f"NOT verified: {night.verdict.reason}"
+    return "-"
