@@ -446,12 +446,12 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
     })
     attestation = publication.attestation if publication else None
     record.update(attestation.record() if attestation else {"sbom": None, "provenance": None})
-    if night.verdict is not None:
-        record["verified"] = {"ok": night.verdict.ok, "reason": night.verdict.reason,
-                              "provenance": night.verdict.provenance, "sbom": night.verdict.sbom}
-    elif attestation is not None and attestation.signed and night.ok:
+    if attestation is not None and attestation.signed and night.ok:
         record["verified"] = {"ok": True, "reason": "signed by this run", "provenance":
                               attestation.provenance.manifest_digest, "sbom": attestation.sbom.manifest_digest}
+    elif night.verdict is not None:  # the registry's image, as this run found it
+        record["verified"] = {"ok": night.verdict.ok, "reason": night.verdict.reason,
+                              "provenance": night.verdict.provenance, "sbom": night.verdict.sbom}
     else:
         record["verified"] = None
     return record
