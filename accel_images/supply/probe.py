@@ -1,10 +1,11 @@
 """Run inside an image (as `python -c <this file>`): print its packages as one JSON object.
 
-Standard library only, and no f-strings past what Python 3.6 reads, because it runs under the
-image's own interpreter. The dpkg database is read from its status file rather than through
+Standard library only, because it runs under the image's own interpreter, not this package's. The dpkg database is read from its status file rather than through
 dpkg-query, so an image without the dpkg tools is still described; the Python side is the
 distributions that the image's `python` (the virtual environment first on PATH) imports.
 """
+
+from __future__ import annotations
 
 import json
 import platform
@@ -14,16 +15,16 @@ DPKG_STATUS = "/var/lib/dpkg/status"
 OS_RELEASE = "/etc/os-release"
 
 
-def dpkg_packages(path=DPKG_STATUS):
+def dpkg_packages(path: str = DPKG_STATUS) -> list[dict[str, str]]:
     """Installed packages as [{name, version, arch, source}], from dpkg's status file."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
         return []
-    found = []
+    found: list[dict[str, str]] = []
     for paragraph in text.split("\n\n"):
-        fields = {}
+        fields: dict[str, str] = {}
         key = None
         for line in paragraph.splitlines():
             if line[:1] in (" ", "\t") and key:
@@ -37,8 +38,8 @@ def dpkg_packages(path=DPKG_STATUS):
     return found
 
 
-def os_release(path=OS_RELEASE):
-    values = {}
+def os_release(path: str = OS_RELEASE) -> dict[str, str]:
+    values: dict[str, str] = {}
     try:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
@@ -51,14 +52,14 @@ def os_release(path=OS_RELEASE):
             "pretty_name": values.get("PRETTY_NAME", "")}
 
 
-def python_packages():
+def python_packages() -> list[dict[str, str]]:
     """Importable distributions as [{name, version, location}], first on sys.path wins."""
     try:
         from importlib import metadata
     except ImportError:
         return []
-    seen = set()
-    found = []
+    seen: set[str] = set()
+    found: list[dict[str, str]] = []
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata else None
         if not name or name.lower() in seen:
@@ -68,7 +69,7 @@ def python_packages():
     return found
 
 
-def main():
+def main() -> None:
     print(json.dumps({"schema": 1, "os": os_release(), "dpkg": dpkg_packages(),
                       "python": {"version": platform.python_version(), "executable": sys.executable,
                                  "packages": python_packages()}}))

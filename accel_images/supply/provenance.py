@@ -139,7 +139,7 @@ def load_signer(path: Path) -> CryptoSigner:
     """
     try:
         private = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-        return CryptoSigner(private)  # type: ignore[arg-type]  # the key types CryptoSigner takes
+        return CryptoSigner(private)
     except OSError as error:
         raise SigningKeyError(f"cannot read signing key {path}: {error.strerror}", field="--sign-key") from None
     except (ValueError, TypeError, UnsupportedAlgorithm, UnsupportedLibraryError, FormatError) as error:
@@ -156,7 +156,7 @@ def load_public_key(path: Path) -> Key:
     try:
         if b"PRIVATE KEY" in data:
             return load_signer(path).public_key
-        return SSlibKey.from_crypto(serialization.load_pem_public_key(data))  # type: ignore[arg-type]
+        return SSlibKey.from_crypto(serialization.load_pem_public_key(data))
     except (ValueError, TypeError, UnsupportedAlgorithm, UnsupportedLibraryError, FormatError) as error:
         raise SigningKeyError(f"{path} is not a PEM public key ({_reason(error)})", field="--key") from None
 
@@ -226,7 +226,8 @@ def check_statement(payload: Mapping[str, Any], digest: str) -> dict[str, Any]:
     if payload.get("_type") != STATEMENT_TYPE or payload.get("predicateType") != PREDICATE_TYPE:
         raise NotVerified(f"the statement is not an in-toto v1 SLSA provenance ({payload.get('predicateType')!r})")
     wanted = digest.split(":", 1)[-1]
-    subjects = payload.get("subject") if isinstance(payload.get("subject"), list) else []
+    found = payload.get("subject")
+    subjects: list[Any] = found if isinstance(found, list) else []
     if not any(isinstance(s, dict) and (s.get("digest") or {}).get("sha256") == wanted for s in subjects):
         named = ", ".join(str((s.get("digest") or {}).get("sha256", "?"))[:12] for s in subjects if isinstance(s, dict))
         raise NotVerified(f"the statement is about {named or 'no digest'}, not {digest[:19]}")

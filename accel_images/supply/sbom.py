@@ -45,10 +45,19 @@ class SbomError(AccelError):
 
 
 class ProbeRun(Protocol):
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
+    """What a finished container run tells (accel_images.engine.RunResult)."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+    @property
+    def timed_out(self) -> bool: ...
 
 
 class Runner(Protocol):
