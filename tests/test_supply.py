@@ -494,7 +494,7 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
             "--pip-find-links", str(wheelhouse), "--state-dir", str(state), "--sign-key", str(key)]
     first = cli(*args)
     assert first.returncode == 0, first.stdout + first.stderr
-    [record] = json.loads(next((state / "reports").glob("nightly-*/report.json")).read_text())["variants"]
+    [record] = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())["variants"]
     repository, tag = f"{namespace}/accel-images/pytorch", record["tag"]
     digest = record["digest"]
     assert record["provenance"]["signed"] is True and record["verified"]["ok"] is True
@@ -554,7 +554,7 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
 
         second = cli(*args)
         assert second.returncode == 0, second.stdout + second.stderr
-        [again] = json.loads(next((state / "reports").glob("nightly-*/report.json")).read_text())["variants"]
+        [again] = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())["variants"]
         assert again["status"] == "built" and again["reason"].startswith("the registry's image does not verify")
         assert again["digest"] not in (None, fake_digest) and again["verified"]["ok"] is True
         assert cli("verify", fake_ref, "--key", str(pub)).returncode == 0
