@@ -547,6 +547,12 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
                           "application/vnd.docker.distribution.manifest.v2+json")
         fake_digest = digest_of(raw)
         assert fake_digest != digest
+        # ...and, with the same push access, adds the copy to the tested record (accel_images.tested).
+        from accel_images.registry import RegistryClient
+        from accel_images.tested import SmokedDigest, read_record, write_record
+        client, record_tag = RegistryClient(registry), f"{tag}-tested"
+        forged = read_record(client, repository, record_tag).adding(SmokedDigest(fake_digest, NOW.date(), "forged"))
+        write_record(client, repository, record_tag, forged)
         refused = cli("verify", fake_ref, "--key", str(pub))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert refused.stdout.startswith("not verified: ") and "no provenance refers to" in refused.stdout
@@ -650,7 +656,7 @@ def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
 
 
 def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_aliases(tmp_path: Path) -> None:
-    from test_nightly import DEBIAN, FakeRegistry
+    from test_nightly import DEBIAN, FakeRegistry, record_of
 
     from accel_images.build import CREATED_LABEL
     from accel_images.fingerprint import FINGERPRINT_LABEL
@@ -662,16 +668,19 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
 
     labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"}
     tampered = "sha256:" + "7" * 64
-    fake = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, tampered, labels)},
+    # The tested record (accel_images.tested) is a tag like any other: whoever pushed the copy forged it too.
+    fake = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, tampered, labels),
+                                f"{DEBIAN}-tested": record_of(tampered)},
                         serving={"2.13-cpu": "sha256:elsewhere"})
     gated = GatedRegistry(fake)
     [_, night] = gated_run(gated, key, tmp_path)
     assert night.status == "built" and night.reason.startswith("the registry's image does not verify: no provenance")
     assert night.verdict is not None and not night.verdict.ok
-    assert (DEBIAN, "2.13-cpu") not in fake.copied and night.realigned == ()  # the copy got no alias
+    assert [copy for copy in fake.copied if copy[1] == "2.13-cpu"] == [] and night.realigned == ()  # no alias
 
-    genuine = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, published, labels)},
+    genuine = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, published, labels),
+                                   f"{DEBIAN}-tested": record_of(published)},
                            serving={"2.13-cpu": "sha256:elsewhere"})
     [_, night] = gated_run(GatedRegistry(genuine, gated.artifacts), key, tmp_path)
     assert night.status == "skipped" and night.verdict is not None and night.verdict.ok
-    assert night.realigned == ("2.13-cpu",) and genuine.copied == [(DEBIAN, "2.13-cpu")]
+    assert night.realigned == ("2.13-cpu",) and genuine.copied == [(published, "2.13-cpu")]
