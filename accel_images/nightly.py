@@ -75,7 +75,7 @@ class NightlyOptions:
     retry: RetryPolicy = RetryPolicy()
     signer: CryptoSigner | None = field(default=None, compare=False, repr=False)
     """Signs each provenance; its public key is also what the registry's images must verify with."""
-    source: Source = Source()
+    source: Source = field(default_factory=Source)
     attestation_dir: Path | None = None
     """Where each image's SBOM and statement are also written, for keyless signing in CI."""
     attest: bool = True

@@ -75,7 +75,8 @@ from accel_images.report import write_reports
               help="Sign each provenance with this PEM private key; registry images must then verify with it"
                    " to be skipped or to get aliases.")
 @click.option("--no-attest", "no_attest", is_flag=True,
-              help="Publish without attaching an SBOM and a provenance statement (registries that refuse OCI artifacts).")
+              help="Publish without attaching an SBOM and a provenance statement"
+                   " (registries that refuse OCI artifacts).")
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,

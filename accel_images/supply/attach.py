@@ -93,7 +93,8 @@ def attach(store: ArtifactStore, repository: str, subject_digest: str, document:
     blob_digest = store.push_blob(repository, document)
     manifest: dict[str, Any] = {
         "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
-        "config": {**descriptor(EMPTY_MEDIA_TYPE, EMPTY_DATA, EMPTY_DIGEST), "data": base64.b64encode(EMPTY_DATA).decode()},
+        "config": {**descriptor(EMPTY_MEDIA_TYPE, EMPTY_DATA, EMPTY_DIGEST),
+                   "data": base64.b64encode(EMPTY_DATA).decode()},
         "layers": [descriptor(layer_media_type, document, blob_digest, annotations={TITLE: title})],
         "subject": descriptor(subject_type, subject_bytes, subject_digest),
     }

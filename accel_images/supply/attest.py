@@ -87,7 +87,8 @@ class Source:
         digest = hashlib.sha256(matrix.read_bytes()).hexdigest() if matrix and matrix.is_file() else None
         if env.get("GITHUB_SHA") and env.get("GITHUB_REPOSITORY"):
             server = env.get("GITHUB_SERVER_URL", "https://github.com")
-            return cls(f"git+{server}/{env['GITHUB_REPOSITORY']}@{env.get('GITHUB_REF', '')}", env["GITHUB_SHA"], digest)
+            uri = f"git+{server}/{env['GITHUB_REPOSITORY']}@{env.get('GITHUB_REF', '')}"
+            return cls(uri, env["GITHUB_SHA"], digest)
         where = (matrix.resolve().parent if matrix else Path.cwd())
         commit = _git(where, "rev-parse", "HEAD")
         origin = _git(where, "config", "--get", "remote.origin.url")
@@ -109,8 +110,8 @@ def builder_identity(run_id: str, env: Mapping[str, str] = os.environ) -> tuple[
         server, repo = env.get("GITHUB_SERVER_URL", "https://github.com"), env["GITHUB_REPOSITORY"]
         workflow = env.get("GITHUB_WORKFLOW_REF", f"{repo}/.github/workflows/nightly.yml")
         runner = env.get("RUNNER_NAME", "")
-        return (f"{server}/{workflow}" + (f"#runner={runner}" if runner else ""),
-                f"{server}/{repo}/actions/runs/{env.get('GITHUB_RUN_ID', '')}/attempts/{env.get('GITHUB_RUN_ATTEMPT', '1')}")
+        run = f"{env.get('GITHUB_RUN_ID', '')}/attempts/{env.get('GITHUB_RUN_ATTEMPT', '1')}"
+        return f"{server}/{workflow}" + (f"#runner={runner}" if runner else ""), f"{server}/{repo}/actions/runs/{run}"
     return f"urn:accel-images:host:{socket.gethostname()}", run_id
 
 
@@ -143,7 +144,8 @@ class Attester:
         sbom_attached = attach.attach(self.store, self.repository, digest, sbom_text,
                                       artifact_type=sbom.MEDIA_TYPE, layer_media_type=sbom.MEDIA_TYPE,
                                       title=SBOM_FILE, annotations=created)
-        statement = provenance.statement(self._facts(subject, inputs, smoke, raw, hashlib.sha256(sbom_text).hexdigest()))
+        sbom_sha256 = hashlib.sha256(sbom_text).hexdigest()
+        statement = provenance.statement(self._facts(subject, inputs, smoke, raw, sbom_sha256))
         envelope = provenance.envelope(statement, self.signer)
         attached = attach.attach(self.store, self.repository, digest, envelope,
                                  artifact_type=provenance.PAYLOAD_TYPE, layer_media_type=provenance.ENVELOPE_MEDIA_TYPE,

@@ -1,8 +1,9 @@
 """Run inside an image (as `python -c <this file>`): print its packages as one JSON object.
 
-Standard library only, because it runs under the image's own interpreter, not this package's. The dpkg database is read from its status file rather than through
-dpkg-query, so an image without the dpkg tools is still described; the Python side is the
-distributions that the image's `python` (the virtual environment first on PATH) imports.
+Standard library only, because it runs under the image's own interpreter, not this package's.
+The dpkg database is read from its status file rather than through dpkg-query, so an image
+without the dpkg tools is still described; the Python side is the distributions that the
+image's `python` (the virtual environment first on PATH) imports.
 """
 
 from __future__ import annotations

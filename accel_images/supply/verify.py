@@ -39,8 +39,8 @@ class ImageName:
     def parse(cls, text: str) -> ImageName:
         host, slash, rest = text.strip().partition("/")
         if not slash or not rest or not ("." in host or ":" in host or host == "localhost"):
-            raise InputError(f"'{text}' is not HOST[:PORT]/PATH[:TAG|@DIGEST] (e.g. 127.0.0.1:5000/accel-images/pytorch:TAG)",
-                             field="IMAGE")
+            raise InputError(f"'{text}' is not HOST[:PORT]/PATH[:TAG|@DIGEST]"
+                             " (e.g. 127.0.0.1:5000/accel-images/pytorch:TAG)", field="IMAGE")
         if "@" in rest:
             repository, _, reference = rest.partition("@")
             if not _DIGEST.match(reference):
