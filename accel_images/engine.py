@@ -79,6 +79,19 @@ class ImageInfo:
     size: int
     created: str
     repo_digests: tuple[str, ...]
+    layers: tuple[str, ...] = ()           # RootFS.Layers: the diff IDs, base first
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """What one push did: the manifest digest, and the layers the engine uploaded.
+
+    `uploaded` holds the short IDs the engine reports (the first 12 hex digits of each diff ID);
+    layers the registry already had ("Layer already exists", "Mounted from") are not in it.
+    """
+
+    digest: str
+    uploaded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,7 @@ class Engine:
             size=int(raw.get("Size") or 0),
             created=raw.get("Created", ""),
             repo_digests=tuple(raw.get("RepoDigests") or ()),
+            layers=tuple((raw.get("RootFS") or {}).get("Layers") or ()),
         )
 
     def disk_usage_of(self, ref: str) -> int:
@@ -227,9 +241,14 @@ class Engine:
 
         Registry failures raise RegistryError with `transient` set when a retry may help.
         """
+        return self.push_image(ref, on_line).digest
+
+    def push_image(self, ref: str, on_line: OnLine | None = None) -> Pushed:
+        """Like `push`, also saying which layers went over the wire (to count the bytes uploaded)."""
         repository, tag = parse_repository_tag(ref)
         printer = _EventPrinter(on_line)
         digest: str | None = None
+        uploaded: list[str] = []
         try:
             for event in self._client.api.push(repository, tag=tag or "latest",
                                                stream=True, decode=True):
@@ -240,6 +259,8 @@ class Engine:
                         raise EngineError(f"cannot push {ref}: no local image has that name")
                     raise registry_error("push", ref, error)
                 digest = _pushed_digest(event) or digest
+                if event.get("status") == "Pushed" and event.get("id"):
+                    uploaded.append(str(event["id"]))
         except docker.errors.APIError as err:
             raise registry_error("push", ref, _explanation(err)) from err
         except _TRANSPORT_ERRORS as err:
@@ -249,7 +270,7 @@ class Engine:
             raise RegistryError(f"push of {ref} failed: {err}") from err
         if digest is None:
             raise registry_error("push", ref, "the registry reported no manifest digest")
-        return digest
+        return Pushed(digest, tuple(uploaded))
 
     def remove_image(self, ref: str, force: bool = False) -> None:
         """Remove a local image or one of its names; an absent image is not an error."""

@@ -8,15 +8,24 @@ smoke-tested (accel_images.tested: a label can be copied onto anything), and the
 real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
 dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested, recorded (accel_images.tested, and the
-smoke record of the registry's catalogue, accel_images.catalogue) and promoted (accel_images.publish).
-One variant's failure never stops the others; the caller turns the outcomes into reports and an
-exit code.
+same fingerprint, then pushed as a candidate, smoke-tested, given its SBOM and provenance
+(accel_images.supply), recorded (accel_images.tested, and the catalogue's smoke record,
+accel_images.catalogue) and promoted (accel_images.publish).
+A rebuild for age alone whose layers equal the published ones (the layers are reproducible:
+templates/partials/reproducible.j2) pushes nothing and keeps the published digest, so users
+download nothing and the registry stores nothing new. One variant's failure never stops the
+others; the caller turns the outcomes into reports and an exit code.
+
+With a signing key, "unchanged" also means "verifies": an image under the full tag whose
+digest has no provenance signed by that key (say, one pushed by hand with a copied
+fingerprint label and a forged tested record) is rebuilt, never skipped, and floating aliases
+only move onto digests that verify.
 """
 
 from __future__ import annotations
 
 import logging
+import json
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
@@ -24,12 +33,15 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 
+from securesystemslib.signer import CryptoSigner
+
 from accel_images import catalogue, tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
 from accel_images.compat import KnowledgeBase
 from accel_images.engine import Engine
 from accel_images.errors import AccelError
 from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
+from accel_images.formatting import human_size
 from accel_images.outcome import Outcome, outcome_record
 from accel_images.publish import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
                                   with_retries)
@@ -37,6 +49,9 @@ from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
 from accel_images.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
+from accel_images.state import StateDir
+from accel_images.supply.attest import Attester, BuildInputs, Source
+from accel_images.supply.verify import Verdict, verify_digest
 from accel_images.variant import Expansion, Variant
 from accel_images.workers import run_each
 
@@ -60,6 +75,13 @@ class NightlyOptions:
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     run_id: str = field(default_factory=new_run_id)
     retry: RetryPolicy = RetryPolicy()
+    signer: CryptoSigner | None = field(default=None, compare=False, repr=False)
+    """Signs each provenance; its public key is also what the registry's images must verify with."""
+    source: Source = field(default_factory=Source)
+    attestation_dir: Path | None = None
+    """Where each image's SBOM and statement are also written, for keyless signing in CI."""
+    attest: bool = True
+    """Attach an SBOM and a provenance statement to every published digest (off only in tests of other steps)."""
 
     @property
     def day(self) -> date:
@@ -77,6 +99,13 @@ class NightlyOutcome:
     registry_digest: str | None = None     # what the full tag serves after this run
     realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
     swept: tuple[str, ...] = ()            # candidate tags of earlier runs this run deleted
+    kept: bool = False                     # rebuilt with layers equal to the published ones: nothing pushed
+
+    @property
+    def uploaded_bytes(self) -> int:
+        """Compressed layer bytes this run sent to the registry for the variant."""
+        return self.publication.uploaded_bytes if self.publication else 0
+    verdict: Verdict | None = None         # the registry image's check, when a key was given
 
     @property
     def status(self) -> str:
@@ -88,8 +117,13 @@ class NightlyOutcome:
 
 
 def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days: float,
-                   now: datetime) -> str | None:
-    """Why the variant must be rebuilt; None when the registry's image is current."""
+                   now: datetime, verified: datetime | None = None) -> str | None:
+    """Why the variant must be rebuilt; None when the registry's image is current.
+
+    `verified` is when a rebuild last found the registry's image identical
+    (accel_images.state.StateDir.verified): its age counts from then, so an image kept
+    unchanged is rebuilt again after `max_age_days`, not every night.
+    """
     if remote is None:
         return "not in the registry yet"
     labels = remote.labels
@@ -104,6 +138,8 @@ def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days:
     created = parse_time(labels.get(CREATED_LABEL)) or remote.created
     if created is None:
         return "the registry's image has no build date"
+    if verified is not None and verified > created:
+        created = verified
     if now - created > timedelta(days=max_age_days):
         return f"older than {max_age_days:g} days (built {created:%Y-%m-%d})"
     return None
@@ -132,10 +168,13 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
     """
     settings = replace(settings, pull="always", smoke=False)
     with_retries(registry.ping, options.retry, f"checking registry {registry.host}")
+    attester = Attester(engine, registry, options.target.host, options.target.repository, options.run_id,
+                        options.now, options.signer, options.source, settings.require_accelerator,
+                        options.attestation_dir)
     night = _Night(engine, registry, expansion, settings, options, status or (lambda v, text: None),
                    smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
                    Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir),
-                   on_done or (lambda outcome: None))
+                   on_done or (lambda outcome: None), attester)
     cache = settings.state_dir.digest_cache
     load_digest_cache(cache)
     try:
@@ -158,6 +197,7 @@ class _Night:
     smoke: SmokeRunner
     builder: Builder
     on_done: Callable[[NightlyOutcome], None]
+    attester: Attester
 
     def one(self, variant: Variant) -> NightlyOutcome:
         """Decide, build and publish one variant; expected failures end up in the outcome."""
@@ -182,16 +222,35 @@ class _Night:
 
     def _decide(self, prepared: Prepared, remote: RemoteImage | None, night: NightlyOutcome) -> NightlyOutcome:
         variant = prepared.variant
-        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now)
+        verified = read_verified(self.settings.state_dir, remote.digest) if remote else None
+        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
         fresh = aged_only(remote, prepared)
+        verdict = None
         if reason is None and remote is not None:
             record = self._record(variant)
             entry = record.find(remote.digest)
-            if entry is not None:
-                return self._skipped(prepared, remote, entry)
-            reason, fresh = untested_reason(variant.tag, remote.digest, record), False
-        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None)
-        return self._rebuilt(prepared, night, fresh=fresh)
+            verdict = self._verify(variant, remote.digest) if entry is not None else None
+            if entry is not None and (verdict is None or verdict.ok):
+                return replace(self._skipped(prepared, remote, entry), verdict=verdict)
+            reason = untested_reason(variant.tag, remote.digest, record) if entry is None else \
+                f"the registry's image does not verify: {verdict.reason if verdict else '?'}"
+            fresh = False
+        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None,
+                        verdict=verdict)
+        return self._rebuilt(prepared, night, remote if fresh else None)
+
+    def _verify(self, variant: Variant, digest: str) -> Verdict | None:
+        """The registry image's verdict under the signing key's public half; None without a key.
+
+        The tested record (accel_images.tested) says this tool smoke-tested the digest, but
+        anyone who can push can write it; a signature only the key's holder can make.
+        """
+        if self.options.signer is None:
+            return None
+        self.status(variant, "verifying the registry's image")
+        key = self.options.signer.public_key
+        return with_retries(lambda: verify_digest(self.registry, self.options.target.repository, digest, key),
+                            self.options.retry, f"verifying {self.options.target.ref(variant.tag)}")
 
     def _sweep(self, variant: Variant) -> tuple[str, ...]:
         """Delete the variant's candidate tags that runs started before this one left behind.
@@ -245,22 +304,32 @@ class _Night:
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
                               registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
-    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool) -> NightlyOutcome:
+    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, same_inputs: RemoteImage | None) -> NightlyOutcome:
         """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
 
-        `fresh` (a rebuild for age alone) builds without the layer cache and never takes a
-        local build, which may itself have come from that cache.
+        `same_inputs` is the registry's image when only its age calls for the rebuild: then
+        the build runs without the layer cache and never takes a local build, which may
+        itself have come from that cache; and when its layers come out equal to the
+        published ones, nothing is pushed and the published digest stays (`kept`).
         """
         variant, target = prepared.variant, self.options.target
+        fresh = same_inputs is not None
         local = None if fresh else self._local_build(prepared)
         built = local or self.builder.build_prepared(prepared, nocache=fresh)
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
+        if same_inputs is not None and self._identical(built.image_id, same_inputs):
+            write_verified(self.settings.state_dir, same_inputs.digest, self.options.now)
+            return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
+                           registry_digest=same_inputs.digest, kept=True)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
+        inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args)
         try:
             publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
                                   self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
-                                  on_green=lambda digest, smoke: self._green(variant, digest, smoke))
+                                  on_green=lambda digest, smoke: self._green(variant, digest, smoke),
+                                  attest=(lambda image, digest, smoke: self.attester(image, digest, inputs, smoke))
+                                  if self.options.attest else None)
         except KeyboardInterrupt as interrupt:
             self._stopped(night, built, stopped_publication(interrupt))
             raise
@@ -288,6 +357,11 @@ class _Night:
         with_retries(lambda: catalogue.write_record(self.registry, self.options.target.repository, digest, smoke,
                                                     self.options.run_id),
                      self.options.retry, f"writing the smoke record of {self.options.target.ref(variant.tag)}")
+
+    def _identical(self, image_id: str, remote: RemoteImage) -> bool:
+        """Whether the local image's layers are the registry image's, diff ID for diff ID."""
+        local = self.engine.inspect_image(image_id)
+        return bool(local and local.layers and remote.diff_ids and local.layers == remote.diff_ids)
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:
         """A local image with this fingerprint, young enough to publish, as a build outcome.
@@ -343,9 +417,19 @@ def describe(night: NightlyOutcome) -> str:
     if night.status == "skipped":
         moved = f"; moved {', '.join(night.realigned)} onto it" if night.realigned else ""
         return f"skipped: {night.reason}{moved}"
+    if night.kept:
+        return f"rebuilt, identical content, kept {night.registry_digest} ({night.reason})"
     smoke = night.outcome.smoke
     where = f", smoke ok on {smoke.ran_on}" if smoke is not None else ""
-    return f"built and published ({night.reason}){where}"
+    return f"built and published ({night.reason}){where}, {uploaded(night)}"
+
+
+def uploaded(night: NightlyOutcome) -> str:
+    """`uploaded 2 layers, 31.4 MB` / `uploaded nothing`."""
+    publication = night.publication
+    if publication is None or not publication.uploaded_layers:
+        return "uploaded no layers"
+    return f"uploaded {publication.uploaded_layers} layer(s), {human_size(publication.uploaded_bytes)}"
 
 
 def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
@@ -366,15 +450,48 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         "tags_after_stop": dict(publication.tags_after) if publication and publication.tags_after is not None
         else None,
         "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
+        "kept": night.kept,
+        "uploaded_layers": publication.uploaded_layers if publication else 0,
+        "uploaded_bytes": night.uploaded_bytes,
     })
+    attestation = publication.attestation if publication else None
+    record.update(attestation.record() if attestation else {"sbom": None, "provenance": None})
+    if attestation is not None and attestation.signed and night.ok:
+        record["verified"] = {"ok": True, "reason": "signed by this run", "provenance":
+                              attestation.provenance.manifest_digest, "sbom": attestation.sbom.manifest_digest}
+    elif night.verdict is not None:  # the registry's image, as this run found it
+        record["verified"] = {"ok": night.verdict.ok, "reason": night.verdict.reason,
+                              "provenance": night.verdict.provenance, "sbom": night.verdict.sbom}
+    else:
+        record["verified"] = None
     return record
 
 
 def summary(nights: Sequence[NightlyOutcome]) -> Mapping[str, int]:
-    counts = {"built": 0, "skipped": 0, "failed": 0}
+    """Counts per status; `kept` (rebuilt, identical, nothing pushed) apart from `built`."""
+    counts = {"built": 0, "kept": 0, "skipped": 0, "failed": 0}
     for night in nights:
-        counts[night.status] = counts.get(night.status, 0) + 1
+        status = "kept" if night.kept else night.status
+        counts[status] = counts.get(status, 0) + 1
     return counts
+
+
+def read_verified(state: StateDir, digest: str) -> datetime | None:
+    """When a rebuild last found the registry's `digest` identical; None when never (or unreadable)."""
+    try:
+        return parse_time(json.loads(state.verified(digest).read_text()).get("verified"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def write_verified(state: StateDir, digest: str, when: datetime) -> None:
+    """Remember an identical rebuild; losing the record costs one more rebuild, so failures pass."""
+    path = state.verified(digest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"digest": digest, "verified": when.astimezone(timezone.utc).isoformat()}))
+    except OSError:
+        pass
 
 
 def _short(digest: str) -> str:

@@ -24,14 +24,19 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping
+from accel_images.engine import Pushed
 from accel_images.errors import AccelError, RegistryError
+from accel_images.registry import RemoteImage
 from accel_images.smoke.judge import SmokeResult
 from accel_images.tags import candidate_tag, full_tag
 from accel_images.variant import Variant
+
+if TYPE_CHECKING:
+    from accel_images.supply.attest import Attestation
 
 T = TypeVar("T")
 SmokeRunner = Callable[[str, Variant], SmokeResult]
@@ -40,6 +45,8 @@ Status = Callable[[Variant, str], None]
 OnGreen = Callable[[str, SmokeResult], None]
 """Hears the smoke-tested digest and its result before any real tag moves (the nightly records both:
 accel_images.tested for its own decisions, accel_images.catalogue for `recommend --registry`)."""
+Attest = Callable[[str, str, SmokeResult], "Attestation"]
+"""Attaches the SBOM and provenance of (candidate reference, pushed digest, green smoke result)."""
 
 DATED = re.compile(r".+-\d{8}")
 """A dated tag, `<full tag>-YYYYMMDD` (accel_images.tags.dated_tag)."""
@@ -54,6 +61,8 @@ class Pusher(Protocol):
 
     def push(self, ref: str) -> str: ...
 
+    def push_image(self, ref: str) -> Pushed: ...
+
     def remove_image(self, ref: str, force: bool = False) -> None: ...
 
 
@@ -65,6 +74,8 @@ class TagStore(Protocol):
     def delete_tag(self, repository: str, tag: str) -> bool: ...
 
     def copy_tag(self, repository: str, source: str, tag: str) -> str: ...
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None: ...
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,9 @@ class Publication:
     exit_code: int = 1                     # of the failure: 4 when the registry was out of reach
     tags_after: Mapping[str, str | None] | None = None
     """After a stopped promotion: what each real tag serves, read back from the registry (None: absent)."""
+    uploaded_layers: int = 0               # layers the candidate push sent (the registry lacked them)
+    uploaded_bytes: int = 0                # their compressed size: what the push cost
+    attestation: Attestation | None = None  # the SBOM and provenance attached to `digest`
 
     @property
     def ok(self) -> bool:
@@ -129,19 +143,21 @@ def with_retries(action: Callable[[], T], policy: RetryPolicy, what: str = "regi
 def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
             real_tags: Sequence[str], run_id: str, smoke: SmokeRunner, *,
             retry: RetryPolicy = RetryPolicy(), status: Status | None = None,
-            on_green: OnGreen | None = None) -> Publication:
+            on_green: OnGreen | None = None, attest: Attest | None = None) -> Publication:
     """Candidate -> smoke -> promotion of one built image; failures are in the Publication.
 
     `real_tags` are the tags a green image is promoted to, the full tag first
-    (accel_images.tags.all_tags). `on_green` hears the smoke-tested digest and result before any
-    real tag moves (the nightly records them, accel_images.tested and accel_images.catalogue); when it fails, nothing is
-    promoted. Ctrl-C still removes the candidate, then propagates.
+    (accel_images.tags.all_tags). `attest`, when given, attaches the SBOM and provenance to
+    the green digest; then `on_green` hears the smoke-tested digest and result (the nightly
+    records them: accel_images.tested and the catalogue's smoke record, accel_images.catalogue).
+    Both run before any real tag moves; when either fails, nothing is promoted. Ctrl-C still
+    removes the candidate, then propagates.
     """
     say = status or (lambda v, text: None)
     steps = _Steps(target.ref(candidate_tag(variant, run_id)))
     try:
         publication = _publish(engine, registry, image_id, variant, target, real_tags, smoke, retry, say, steps,
-                               on_green or (lambda digest, result: None))
+                               on_green or (lambda digest, result: None), attest)
     except AccelError as error:
         publication = replace(steps.failed(error.one_line()), exit_code=error.exit_code)
     except BaseException as error:
@@ -171,24 +187,40 @@ class _Steps:
     smoke: SmokeResult | None = None
     promoted: list[str] = field(default_factory=list)
     tags_after: dict[str, str | None] | None = None
+    uploaded_layers: int = 0
+    uploaded_bytes: int = 0
+    attestation: Attestation | None = None
 
     def failed(self, error: str) -> Publication:
         return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted), error,
-                           tags_after=self.tags_after)
+                           tags_after=self.tags_after, uploaded_layers=self.uploaded_layers,
+                           uploaded_bytes=self.uploaded_bytes, attestation=self.attestation)
+
+    def done(self) -> Publication:
+        return Publication(self.candidate, self.digest, self.smoke, tuple(self.promoted),
+                           uploaded_layers=self.uploaded_layers, uploaded_bytes=self.uploaded_bytes,
+                           attestation=self.attestation)
 
 
 def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant, target: Target,
              real_tags: Sequence[str], smoke: SmokeRunner, retry: RetryPolicy, say: Status,
-             steps: _Steps, on_green: OnGreen) -> Publication:
+             steps: _Steps, on_green: OnGreen, attest: Attest | None = None) -> Publication:
     stopping.checkpoint()
     say(variant, f"pushing candidate {steps.candidate}")
     engine.tag(image_id, steps.candidate)
-    steps.digest = with_retries(lambda: engine.push(steps.candidate), retry, f"push of {steps.candidate}")
+    pushed = with_retries(lambda: engine.push_image(steps.candidate), retry, f"push of {steps.candidate}")
+    steps.digest = pushed.digest
+    steps.uploaded_layers, steps.uploaded_bytes = len(pushed.uploaded), uploaded_bytes(
+        registry, target.repository, steps.candidate.rsplit(":", 1)[-1], pushed, retry)
     stopping.checkpoint()
     say(variant, "smoke test of the candidate")
     steps.smoke = smoke(steps.candidate, variant)
     if not steps.smoke.ok:
         return steps.failed("smoke: " + "; ".join(steps.smoke.failures))
+    if attest is not None:
+        stopping.checkpoint()
+        say(variant, "attaching the SBOM and provenance")
+        steps.attestation = attest(steps.candidate, steps.digest, steps.smoke)
     stopping.checkpoint()
     on_green(steps.digest, steps.smoke)
     say(variant, "promoting")
@@ -203,7 +235,19 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
         steps.promoted[:] = [tag for tag in real_tags
                              if steps.tags_after.get(tag) == steps.digest != before.get(tag)]
         raise
-    return Publication(steps.candidate, steps.digest, steps.smoke, tuple(steps.promoted))
+    return steps.done()
+
+
+def uploaded_bytes(registry: TagStore, repository: str, tag: str, pushed: Pushed, retry: RetryPolicy) -> int:
+    """The compressed bytes of the layers a push uploaded, read from the manifest it wrote.
+
+    The engine names the layers it sent but reports progress in uncompressed bytes; the
+    manifest holds what actually crossed the wire. Nothing uploaded costs no registry call.
+    """
+    if not pushed.uploaded:
+        return 0
+    remote = with_retries(lambda: registry.image(repository, tag), retry, f"reading {repository}:{tag}")
+    return sum(remote.layer_size(short) for short in pushed.uploaded) if remote else 0
 
 
 def roll_back(registry: TagStore, target: Target, before: Mapping[str, str | None],

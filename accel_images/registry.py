@@ -104,6 +104,13 @@ class RemoteImage:
     digest: str                    # the tag's manifest digest (the index's, for a multi-platform tag)
     labels: Mapping[str, str] = field(default_factory=dict)
     created: datetime | None = None
+    diff_ids: tuple[str, ...] = ()           # the config's rootfs.diff_ids: what the layers hold, uncompressed
+    layer_sizes: tuple[int, ...] = ()        # the manifest's compressed layer sizes, in the same order
+
+    def layer_size(self, short_id: str) -> int:
+        """The compressed size of the layer whose diff ID starts with `short_id` (0 when none does)."""
+        return next((size for diff_id, size in zip(self.diff_ids, self.layer_sizes, strict=False)
+                     if diff_id.removeprefix("sha256:").startswith(short_id)), 0)
 
 
 @dataclass(frozen=True)
@@ -170,7 +177,9 @@ class RegistryClient:
             manifest = inner[1]
         config = self._config(repository, manifest, f"{repository}:{tag}")
         labels = _config_labels(config, f"{self.host}/{repository}:{tag}")
-        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")))
+        diff_ids = tuple(str(d) for d in (config.get("rootfs") or {}).get("diff_ids") or ())
+        sizes = tuple(int(layer.get("size") or 0) for layer in manifest.get("layers") or ())
+        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")), diff_ids, sizes)
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         """The digest `repository:tag` points at, None when the tag is absent."""
@@ -300,6 +309,67 @@ class RegistryClient:
         put = self._call("PUT", f"/v2/{repository}/manifests/{tag}", scope=scope, ok=(201,), data=body,
                          headers={"Content-Type": media_type}, what=where)
         return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+
+    # -- raw content (OCI artifacts, accel_images.attach) -----------------------------------
+
+    def manifest_bytes(self, repository: str, reference: str,
+                       accept: tuple[str, ...] = MANIFEST_TYPES) -> tuple[str, str, bytes] | None:
+        """(digest, media type, exact bytes) of a manifest; None when absent.
+
+        The bytes are what a descriptor's digest and size are computed over, so they are
+        never parsed and re-serialised here.
+        """
+        response = self._request("GET", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository),
+                                 headers={"Accept": ", ".join(accept)}, missing_ok=True,
+                                 what=f"reading {repository}@{reference}")
+        if response is None:
+            return None
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+        digest = "sha256:" + hashlib.sha256(response.content).hexdigest()
+        return digest, media_type, response.content
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        """Put a manifest under a tag or its own digest; (digest, whether the registry sent OCI-Subject).
+
+        The OCI-Subject header is how a registry says it keeps the referrers list itself.
+        """
+        put = self._call("PUT", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository, "pull,push"),
+                         ok=(201,), data=data, headers={"Content-Type": media_type},
+                         what=f"writing {repository}@{reference}")
+        digest = put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(data).hexdigest()
+        return digest, "OCI-Subject" in put.headers
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        """Upload `data` as one blob (monolithic upload) unless the registry has it; its digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        scope, where = _scope(repository, "pull,push"), f"uploading a blob to {repository}"
+        if self._request("HEAD", f"/v2/{repository}/blobs/{digest}", scope=scope, missing_ok=True,
+                         what=where) is not None:
+            return digest
+        started = self._call("POST", f"/v2/{repository}/blobs/uploads/", scope=scope, ok=(202,), what=where)
+        location = started.headers.get("Location") or ""
+        if not location:
+            raise RegistryError(f"registry {self.host} gave no upload location while {where}")
+        self._call("PUT", _with_query(location, digest=digest), scope=scope, ok=(201,), data=data,
+                   headers={"Content-Type": "application/octet-stream"}, what=where)
+        return digest
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        """A blob's bytes, checked against its digest."""
+        response = self._call("GET", f"/v2/{repository}/blobs/{digest}", scope=_scope(repository),
+                              what=f"reading blob {digest[:19]} of {repository}")
+        if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+            raise RegistryError(f"registry {self.host} served blob {digest[:19]} of {repository} with other content")
+        return response.content
+
+    def referrers(self, repository: str, digest: str) -> dict[str, Any] | None:
+        """The OCI referrers API's index for `digest`; None when the registry has no such API (404)."""
+        response = self._request("GET", f"/v2/{repository}/referrers/{digest}", scope=_scope(repository),
+                                 headers={"Accept": OCI_INDEX}, missing_ok=True,
+                                 what=f"listing the referrers of {repository}@{digest[:19]}")
+        if response is None:
+            return None
+        return _json(response, f"listing the referrers of {repository}@{digest[:19]}")
 
     # -- manifests and blobs ----------------------------------------------------------------
 

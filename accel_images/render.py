@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 import jinja2
 import jinja2.sandbox
 
-from accel_images import apt, companions, state, vendors
+from accel_images import apt, companions, reproducible, state, vendors
 from accel_images.compat import KnowledgeBase
 from accel_images.credentials import index_credentials
 from accel_images.errors import InputError
@@ -219,6 +219,7 @@ class Renderer:
             "vendor_env": vendors.get(variant.vendor).image_env(self.kb, variant, expansion.variants),
             "os_info": self.kb.os.get(variant.os),
             "apt_repos": apt_repos,
+            "source_date_epoch": reproducible.SOURCE_DATE_EPOCH,
         }
         try:
             text = self.env.get_template(name).render(context)

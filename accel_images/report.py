@@ -87,6 +87,8 @@ class VariantView:
     smoke_failures: tuple[str, ...]
     pushed_tags: tuple[str, ...] | None   # None: not a nightly record
     digest: str
+    supply: str = ""                # 'SBOM sha256:… (123 components) · provenance sha256:… signed'
+    supply_ok: bool | None = None   # None: nothing attached or checked
 
     @property
     def label(self) -> str:
@@ -142,7 +144,32 @@ def view(record: Mapping[str, Any]) -> VariantView:
         smoke_failures=tuple(clean_text(f) for f in (smoke or {}).get("failures") or ()),
         pushed_tags=tuple(_text(t) for t in pushed) if isinstance(pushed, (list, tuple)) else None,
         digest=_text(record.get("digest")),
+        supply=supply_text(record), supply_ok=supply_ok(record),
     )
+
+
+def supply_text(record: Mapping[str, Any]) -> str:
+    """What the nightly attached to the digest, or what checking the registry's image found."""
+    parts = []
+    sbom, provenance = record.get("sbom"), record.get("provenance")
+    if isinstance(sbom, Mapping):
+        parts.append(f"SBOM {_text(sbom.get('manifest'))[:19]} ({_text(sbom.get('components'))} components)")
+    if isinstance(provenance, Mapping):
+        signed = "signed" if provenance.get("signed") else "unsigned"
+        parts.append(f"provenance {_text(provenance.get('manifest'))[:19]} {signed}")
+    verified = record.get("verified")
+    if isinstance(verified, Mapping) and not parts:
+        parts.append(f"provenance {_text(verified.get('provenance'))[:19]} verified" if verified.get("ok")
+                     else f"NOT verified: {clean_text(verified.get('reason'))}")
+    return " · ".join(parts)
+
+
+def supply_ok(record: Mapping[str, Any]) -> bool | None:
+    verified = record.get("verified")
+    if isinstance(verified, Mapping):
+        return verified.get("ok") is True
+    provenance = record.get("provenance")
+    return bool(provenance.get("signed")) if isinstance(provenance, Mapping) else None
 
 
 def size_gb(size: Any) -> str:
@@ -324,13 +351,15 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
 
 def _md_table(items: list[VariantView]) -> list[str]:
     nightly = any(item.pushed_tags is not None for item in items)
-    header = ["Tag", "Status", "Size (GB)", "Build time", "Smoke", "Smoke timings"] + (["Pushed"] if nightly else [])
+    header = ["Tag", "Status", "Size (GB)", "Build time", "Smoke", "Smoke timings"] + (
+        ["Pushed", "SBOM and provenance"] if nightly else [])
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for item in items:
         cells = [_md_code(item.tag), item.status, item.size_gb, item.build_time, item.smoke,
                  item.timings_text() or "–"]
         if nightly:
             cells.append(f"{len(item.pushed_tags)} tags" if item.pushed_tags else "–")
+            cells.append(item.supply or "–")
         rows.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     return rows
 

@@ -7,6 +7,7 @@ spelled in this module only:
     logs/<vendor>/<tag>-<UTC time>.log  one log per build attempt, so a retry never hides the failure before it
     cache/digests.json                  file digests kept between runs (a no-op rebuild hashes nothing)
     smoke/<image id>.json               the last smoke result of an image, so an unchanged image is not re-tested
+    verified/<digest>.json              when a nightly rebuild last found a published image identical
     reports/build-<UTC time>/           the reports of each `build`, never overwritten by the next
     reports/nightly-<UTC time>/         the reports of each `nightly` (two on one day apart)
     reports/build-latest, nightly-latest  links to the newest run's reports
@@ -117,6 +118,10 @@ class StateDir:
     def smoke_record(self, image_id: str | None) -> Path:
         """`smoke/<image id>.json`, the ID's colon made file-safe."""
         return self._checked(self.root / "smoke" / f"{(image_id or 'none').replace(':', '_')}.json")
+
+    def verified(self, digest: str) -> Path:
+        """`verified/<digest>.json` (accel_images.nightly), the digest's colon made file-safe."""
+        return self.root / "verified" / f"{_UNSAFE_IN_NAME.sub('_', digest)}.json"
 
     @property
     def reports(self) -> Path:

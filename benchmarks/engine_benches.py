@@ -577,10 +577,13 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     return result
 
 
+from benchmarks.republish_benches import bench_republish  # noqa: E402  (a module of its own, same engine)
+
 ENGINE_BENCHES = {
     "noop": bench_noop,
     "incremental": bench_incremental,
     "parallel": bench_parallel,
     "image_size": bench_image_size,
     "smoke_latency": bench_smoke_latency,
+    "republish": bench_republish,
 }

@@ -21,7 +21,7 @@ from benchmarks.registry_benches import REGISTRY_BENCHES
 from benchmarks.startup_benches import STARTUP_BENCHES
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "catalogue")
+ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "republish", "catalogue")
 ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES}
 
 

@@ -13,6 +13,8 @@ from accel_images.cli import main
 from conftest import TEST_LABEL, BaseImages
 
 MIRROR = "http://127.0.0.1:8081/debian-mirror"
+STEP_START = 't0="$(($(date +%s) - 1))" \\\n    && '
+"""What every reproducible step starts with (templates/partials/reproducible.j2)."""
 
 
 def rendered_rewrite(tmp_path: Path, *mirror_args: str) -> str:
@@ -20,7 +22,7 @@ def rendered_rewrite(tmp_path: Path, *mirror_args: str) -> str:
                                        "--out", str(tmp_path), *mirror_args])
     assert result.exit_code == 0, result.output
     dockerfile = (tmp_path / "cpu" / "2.13.0-cpu-py3.11-debian12" / "Dockerfile").read_text()
-    first_apt_step = dockerfile.split("RUN ", 2)[1]
+    first_apt_step = dockerfile.split("RUN ", 2)[1].removeprefix(STEP_START)
     return first_apt_step.split(" \\\n    && apt-get update")[0]
 
 

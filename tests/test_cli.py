@@ -309,7 +309,7 @@ def test_render_with_mirror_and_index(tmp_path: Path) -> None:
                  "--pip-index-url", "http://127.0.0.1:8080/whl/{index}")
     assert result.exit_code == 0, result.output
     dockerfile = (out / "cpu" / "2.13.0-cpu-py3.11-debian12" / "Dockerfile").read_text()
-    assert dockerfile.count("FROM 127.0.0.1:5000/library/debian:bookworm-slim") == 2
+    assert dockerfile.count("FROM 127.0.0.1:5000/library/debian:bookworm-slim") == 3   # build, files, image
     assert "--index-url http://127.0.0.1:8080/whl/cpu " in dockerfile
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "cpu/2.13.0-cpu-py3.11-debian12/Dockerfile", "cpu/2.13.0-cpu-py3.11-debian12/guard.sh",

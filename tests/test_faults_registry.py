@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from accel_images.compat import load_kb
-from accel_images.engine import Engine
+from accel_images.engine import Engine, Pushed
 from accel_images.errors import RegistryError
 from accel_images.publish import Publication, RetryPolicy, Target, publish
 from accel_images.registry import RegistryClient
@@ -51,6 +51,9 @@ class CountingEngine:
         self.pushes.append(ref)
         return self.engine.push(ref)
 
+
+    def push_image(self, ref: str) -> Pushed:
+        return Pushed(self.push(ref))
     def remove_image(self, ref: str, force: bool = False) -> None:
         self.engine.remove_image(ref, force)
 

@@ -33,11 +33,12 @@ from accel_images.cli.options import load_expansion
 from accel_images.outcome import Outcome
 from accel_images.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.engine import BuiltImage, Engine, ImageInfo
+from accel_images.engine import BuiltImage, Engine, ImageInfo, Pushed
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
-from accel_images.nightly import NightlyOptions, NightlyOutcome, rebuild_reason, run_nightly
+from accel_images.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
+                                  rebuild_reason, run_nightly, write_verified)
 from accel_images.publish import RetryPolicy, Target
 from accel_images.registry import Artifact, RegistryClient, RemoteImage
 from accel_images.render import Mirror, RenderOptions
@@ -145,6 +146,9 @@ class FakeEngine:
         self.calls.append(("push", ref))
         return "sha256:" + "d" * 64
 
+
+    def push_image(self, ref: str) -> Pushed:
+        return Pushed(self.push(ref))
     def remove_image(self, ref: str, force: bool = False) -> None:
         self.calls.append(("remove", ref))
 
@@ -215,7 +219,9 @@ def expansion(tmp_path: Path) -> Expansion:
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
              jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
-    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT)
+    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT,
+                             attest=False)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
@@ -334,6 +340,65 @@ def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expans
     assert (night.outcome.image_id == "sha256:local") is reused
 
 
+LAYERS = ("sha256:" + "1" * 64, "sha256:" + "2" * 64)
+
+
+def aged(fingerprint: str, layers: tuple[str, ...] = LAYERS) -> RemoteImage:
+    """The registry's image with the variant's fingerprint, built a month ago, with these layers."""
+    return RemoteImage("team/pytorch", DEBIAN, "sha256:" + "e" * 64,
+                       {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: "2026-11-01T00:00:00Z"}, None,
+                       layers, (100, 200))
+
+
+@pytest.mark.parametrize("rebuilt_layers,kept", [(LAYERS, True), ((LAYERS[0], "sha256:" + "3" * 64), False)])
+def test_an_aged_rebuild_with_the_published_layers_pushes_nothing(expansion: Expansion, tmp_path: Path,
+                                                                  rebuilt_layers: tuple[str, ...],
+                                                                  kept: bool) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
+        f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), rebuilt_layers)})
+    registry = FakeRegistry(images={DEBIAN: published})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.reason == "older than 7 days (built 2026-11-01)"
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    pushed = [ref for call, ref in engine.calls if call == "push" and DEBIAN in ref]
+    assert night.kept is kept and (pushed == []) is kept
+    if kept:
+        assert night.registry_digest == published.digest and night.publication is None
+        assert describe(night) == (f"rebuilt, identical content, kept {published.digest}"
+                                   " (older than 7 days (built 2026-11-01))")
+        assert nightly_record(night, Target(registry.host, "team/pytorch"))["uploaded_bytes"] == 0
+
+
+def test_a_kept_image_is_not_rebuilt_again_before_its_age_runs_out(expansion: Expansion, tmp_path: Path) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    write_verified(StateDir(tmp_path / "state"), published.digest, NOW - timedelta(days=2))
+    engine = FakeEngine()
+    registry = FakeRegistry(images={DEBIAN: published, f"{DEBIAN}-tested": record_of(published.digest)})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.status == "skipped" and ("build", f"team/pytorch:{DEBIAN}") not in engine.calls
+    assert read_verified(StateDir(tmp_path / "state"), published.digest) == NOW - timedelta(days=2)
+
+
+def test_a_publication_reports_the_compressed_bytes_it_uploaded(expansion: Expansion, tmp_path: Path) -> None:
+    class Uploading(FakeEngine):
+        def push_image(self, ref: str) -> Pushed:
+            return Pushed(self.push(ref), ("2" * 12,) if "candidate" in ref else ())
+
+    class Sized(FakeRegistry):
+        def image(self, repository: str, tag: str) -> RemoteImage | None:
+            if "candidate" in tag:
+                return RemoteImage(repository, tag, "sha256:" + "d" * 64, {}, None, LAYERS, (100, 200))
+            return super().image(repository, tag)
+
+    nights = fake_run(expansion, Uploading(), Sized(), tmp_path)
+    assert [night.uploaded_bytes for night in nights] == [200, 200]
+    assert [night.publication.uploaded_layers for night in nights if night.publication] == [1, 1]
+    assert describe(nights[0]).endswith("uploaded 1 layer(s), 200 B")
+
+
 def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
     engine = FakeEngine(failing_builds={UBUNTU})
     registry = FakeRegistry()
@@ -368,7 +433,8 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
     monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
     monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
     monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
-    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW)
+    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
     with pytest.raises(KeyboardInterrupt):
         cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
                                    BuildSettings(state_dir=StateDir(tmp_path)), options, None, tmp_path / "reports")
@@ -505,7 +571,7 @@ class Site:
     def cli_args(self) -> list[str]:
         return ["--registry", self.registry, "--matrix", str(self.matrix), "--templates", str(self.templates),
                 "--registry-mirror", f"docker.io={self.registry}/{self.namespace}", "--state-dir", str(self.state),
-                "--network", "none"]
+                "--network", "none", "--no-attest"]  # the stub images have no torch to inventory
 
     def digests(self) -> dict[str, str | None]:
         """Every tag but the records (`<full>-tested`: records(); `sha256-<hex>.smoke`: smoke_records()), with its digest."""
@@ -545,7 +611,8 @@ def push_base(client: docker.DockerClient, source: str, ref: str) -> None:
 
 def nightly(site: Site, **settings: object) -> list[NightlyOutcome]:
     expansion = load_expansion(str(site.matrix))
-    options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT)
+    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT, attest=False)
     return run_nightly(Engine.connect(), compat.load_kb(), expansion, expansion.variants,
                        RegistryClient(site.registry),
                        BuildSettings(options=site.options(), state_dir=StateDir(site.state), network_mode="none",
@@ -590,7 +657,7 @@ def test_first_nightly_promotes_and_the_second_skips_everything(site: Site) -> N
 
     second = CliRunner().invoke(nightly_command, site.cli_args())
     assert second.exit_code == 0, second.output
-    assert "0 published, 2 skipped, 0 failed" in second.output
+    assert "0 published, 0 kept, 2 skipped, 0 failed; uploaded 0 B" in second.output
     assert site.digests() == digests
     second_dir = (site.state / "reports" / "nightly-latest").resolve()
     assert second_dir != first_dir and (first_dir / "report.json").is_file()  # the first run's report is kept
@@ -663,6 +730,37 @@ def test_registry_down_is_one_clear_line_and_promotes_nothing(site: Site) -> Non
     assert "Traceback" not in result.output
     assert site.raw.tags(site.repository) == []
     assert not (site.state / "contexts").exists()      # nothing was even rendered
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_retention_keeps_exactly_what_the_policy_says_and_a_dry_run_deletes_nothing(site: Site) -> None:
+    assert [night.status for night in nightly(site)] == ["built", "built"]
+    today = f"{datetime.now(timezone.utc):%Y%m%d}"
+    old = {f"{DEBIAN}-2026110{day}": site.raw.push_config_image(site.repository, f"{DEBIAN}-2026110{day}",
+                                                                 {"old": str(day)}) for day in (2, 3, 4, 5)}
+    RegistryClient(site.registry).copy_tag(site.repository, DEBIAN, f"{DEBIAN}-20261101")  # what the full tag serves
+    before = site.digests()
+
+    dry = CliRunner().invoke(nightly_command, [*site.cli_args(), "--keep-dated", "2", "--prune-dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert f"would prune {DEBIAN}-20261104 (older than the 2 newest)" in dry.output
+    assert site.digests() == before
+
+    result = CliRunner().invoke(nightly_command, [*site.cli_args(), "--keep-dated", "2"])
+    assert result.exit_code == 0, result.output
+    assert "0 published, 0 kept, 2 skipped, 0 failed" in result.output
+    pruned = {f"{DEBIAN}-20261102", f"{DEBIAN}-20261103", f"{DEBIAN}-20261104"}
+    after = site.digests()
+    assert set(before) - set(after) == pruned
+    assert {tag: after[tag] for tag in after} == {tag: before[tag] for tag in after}   # nothing else moved
+    assert {f"{DEBIAN}-{today}", f"{DEBIAN}-20261105", f"{DEBIAN}-20261101", f"{UBUNTU}-{today}"} <= set(after)
+    assert after[f"{DEBIAN}-20261105"] == old[f"{DEBIAN}-20261105"]
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
+    retention = report["meta"]["retention"]
+    assert sorted(retention["pruned"]) == sorted(pruned) and retention["dry_run"] is False
+    for tag in sorted(pruned):
+        assert f"pruned {tag} (older than the 2 newest)" in result.output
 
 
 # ---- from the registry to a shell, with nothing but the wheel ------------------------------------

@@ -12,7 +12,8 @@ import docker
 import pytest
 
 from accel_images import compat, tags
-from accel_images.engine import Engine
+from accel_images.engine import Engine, Pushed
+from accel_images.registry import RemoteImage
 from accel_images.errors import EngineError, RegistryError
 from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
 from accel_images.smoke.judge import SmokeResult
@@ -62,6 +63,9 @@ class FakeEngine:
             raise failures.pop(0)
         return self.digests.get(ref, DIGEST)
 
+
+    def push_image(self, ref: str) -> Pushed:
+        return Pushed(self.push(ref))
     def remove_image(self, ref: str, force: bool = False) -> None:
         self.calls.append(("remove", ref))
 
@@ -74,6 +78,9 @@ class FakeRegistry:
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         return self.serving.get(tag)
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        return None  # the fake engine's pushes upload nothing, so no layer size is asked for
 
     def delete_tag(self, repository: str, tag: str) -> bool:
         if self.delete_error is not None:

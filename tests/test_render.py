@@ -100,7 +100,9 @@ def test_every_dockerfile_keeps_the_house_rules(renderer: Renderer, published: E
         users = [rest for word, rest in steps if word == "USER"]
         assert users and users[-1] == "${USER_UID}:${USER_GID}", where
         assert ("ARG", "USER_UID=1000") in steps and ("ARG", "USER_GID=1000") in steps, where
-        assert ("COPY", "smoke.py guard.sh /opt/accel-images/") in steps, where
+        assert ("COPY", "--from=files /files/ /") in steps, where          # the image's files, dated in their stage
+        assert "install -D -m 0644 /in/smoke.py /files/opt/accel-images/smoke.py" in text, where
+        assert "install -D -m 0755 /in/guard.sh /files/opt/accel-images/guard.sh" in text, where
         assert any(word == "ENV" and "PIP_CONSTRAINT=/opt/accel-images/constraints.txt" in rest
                    for word, rest in steps), where
         labels = labels_of(text)
@@ -124,7 +126,8 @@ def test_gpu_labels_carry_driver_and_architectures(renderer: Renderer, kb: Knowl
 def test_gaudi_never_installs_torch(renderer: Renderer, kb: KnowledgeBase) -> None:
     text = render(renderer, make_variant(kb, *SAMPLE_VARIANTS["2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel"]))
     assert "pip install" not in text
-    assert [w for w, _ in instructions(text)].count("FROM") == 1
+    froms = [rest for w, rest in instructions(text) if w == "FROM"]
+    assert len(froms) == 2 and froms[0] == f"{froms[1]} AS files"   # one image stage, plus the files stage
 
 
 def test_context_holds_dockerfile_smoke_and_guard(renderer: Renderer, kb: KnowledgeBase) -> None:
@@ -176,11 +179,12 @@ def test_bad_mirror_is_an_input_error(text: str) -> None:
     assert caught.value.field == "--registry-mirror"
 
 
-def test_mirror_rewrites_both_stages(renderer: Renderer, kb: KnowledgeBase) -> None:
+def test_mirror_rewrites_every_stage(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
     text = render(renderer, variant, RenderOptions(mirrors=(Mirror.parse("docker.io=127.0.0.1:5000"),)))
     froms = [rest for word, rest in instructions(text) if word == "FROM"]
     assert froms == ["127.0.0.1:5000/library/debian:bookworm-slim AS build",
+                     "127.0.0.1:5000/library/debian:bookworm-slim AS files",
                      "127.0.0.1:5000/library/debian:bookworm-slim"]
     assert labels_of(text)["org.opencontainers.image.base.name"] == "debian:bookworm-slim"
 
@@ -188,8 +192,8 @@ def test_mirror_rewrites_both_stages(renderer: Renderer, kb: KnowledgeBase) -> N
 def test_gaudi_mirror_with_a_path_prefix(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.11.0-gaudi1.24.1-py3.10-ubuntu22.04-devel"])
     text = render(renderer, variant, RenderOptions(mirrors=(Mirror.parse("vault.habana.ai=mirror.example.com/habana"),)))
-    assert [rest for word, rest in instructions(text) if word == "FROM"] == [
-        "mirror.example.com/habana/gaudi-docker/1.24.1/ubuntu22.04/habanalabs/pytorch-installer-2.11.0:1.24.1-482"]
+    base = "mirror.example.com/habana/gaudi-docker/1.24.1/ubuntu22.04/habanalabs/pytorch-installer-2.11.0:1.24.1-482"
+    assert [rest for word, rest in instructions(text) if word == "FROM"] == [f"{base} AS files", base]
 
 
 # -- pip sources -------------------------------------------------------------------------------

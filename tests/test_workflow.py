@@ -152,7 +152,7 @@ def test_knowledge_job_checks_first_then_updates_renders_and_opens_a_pull_reques
     for step in (update, render, pull_request):
         assert step["if"] == "steps.check.outputs.code == '1'"
     assert JOBS["knowledge"]["permissions"] == {"contents": "write", "pull-requests": "write"}
-    assert WORKFLOW_DATA["permissions"] == {"contents": "read"}   # only this job may write
+    assert WORKFLOW_DATA["permissions"] == {}   # every job says what it needs; only this one writes
     assert pull_request["env"]["GH_TOKEN"] == "${{ secrets.KB_PR_TOKEN || github.token }}"
     assert "gh pr create" in pull_request["run"] and "gh pr edit" in pull_request["run"]
     install = [s for s in steps if s.get("name") == "Install accel-images"]
@@ -263,3 +263,80 @@ def test_actionlint(tmp_path):
     broken.write_text(WORKFLOW.read_text().replace("needs: plan", "needs: plann", 1))
     result = subprocess.run([binary, "-no-color", str(broken)], capture_output=True, text=True, timeout=120)
     assert result.returncode != 0 and "plann" in result.stdout  # it does check what it is given
+
+
+# ---------------------------------------------------------------------------------------------
+# Hardening: pinned actions, no persisted credentials, least privilege, zizmor
+# ---------------------------------------------------------------------------------------------
+
+PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
+VERSION_COMMENT = re.compile(r"uses:\s*\S+@[0-9a-f]{40} # v\d+\.\d+\.\d+\s*$")
+
+
+def all_steps() -> list[tuple[str, dict[str, Any]]]:
+    return [(name, step) for name, job in JOBS.items() for step in job.get("steps", [])]
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_release_in_a_comment():
+    uses = [step["uses"] for _, step in all_steps() if "uses" in step]
+    assert uses and all(PINNED.match(ref) for ref in uses), [ref for ref in uses if not PINNED.match(ref)]
+    lines = [line for line in WORKFLOW.read_text().splitlines() if "uses:" in line]
+    assert len(lines) == len(uses) and all(VERSION_COMMENT.search(line) for line in lines), lines
+
+
+def test_checkouts_keep_no_credentials():
+    checkouts = [step for _, step in all_steps() if step.get("uses", "").startswith("actions/checkout@")]
+    assert len(checkouts) == 4
+    assert all(step.get("with", {}).get("persist-credentials") is False for step in checkouts)
+    # the knowledge job's push gets the token for that one command, not through .git/config
+    push = knowledge_step("Open or refresh the pull request")["run"]
+    assert 'GIT_CONFIG_KEY_0="http.https://github.com/.extraheader"' in push and "git push --force" in push
+
+
+def test_permissions_are_granted_per_job_and_only_build_may_sign():
+    assert WORKFLOW_DATA["permissions"] == {}
+    for name, job in JOBS.items():
+        granted = job["permissions"]
+        if name == "knowledge":  # it pushes a branch and opens a pull request
+            assert granted == {"contents": "write", "pull-requests": "write"}
+            continue
+        assert granted.get("contents") == "read", name
+        assert ("id-token" in granted) == (name == "build"), name  # keyless signing needs the OIDC token
+        assert set(granted) <= {"contents", "packages", "id-token"}, name
+
+
+def test_build_signs_keyless_what_the_nightly_attached():
+    steps = JOBS["build"]["steps"]
+    (push,) = steps_running("build", "accel-images nightly")
+    (sign,) = steps_running("build", "cosign attest")
+    installer = [s for s in steps if s.get("uses", "").startswith("sigstore/cosign-installer@")]
+    assert len(installer) == 1 and steps.index(push) < steps.index(installer[0]) < steps.index(sign)
+    assert "--type slsaprovenance1" in sign["run"] and "--type cyclonedx" in sign["run"]
+    assert "provenance.predicate.json" in sign["run"] and "sbom.cdx.json" in sign["run"]
+    assert "--sign-key" in push["run"] and push["env"]["SIGN_KEY"] == "${{ secrets.ACCEL_IMAGES_SIGN_KEY }}"
+
+
+def zizmor(path: Path) -> list[dict[str, Any]]:
+    """zizmor's findings on one workflow, offline (it is a test dependency: it must be there)."""
+    import json
+    import sys
+    binary = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or shutil.which("zizmor")
+    assert binary, "zizmor is missing: pip install -e '.[test]'"
+    result = subprocess.run([binary, "--offline", "--no-progress", "--format", "json", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode in (0, 10, 11, 12, 13, 14), result.stderr
+    findings: list[dict[str, Any]] = json.loads(result.stdout)
+    return findings
+
+
+def test_zizmor_finds_nothing():
+    findings = zizmor(WORKFLOW)
+    assert findings == [], [(f["ident"], f["desc"]) for f in findings]
+
+
+def test_zizmor_would_catch_a_moving_tag_and_persisted_credentials(tmp_path):
+    broken = tmp_path / "nightly.yml"
+    text = WORKFLOW.read_text().replace("actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f # v6.0.0",
+                                        "actions/upload-artifact@v6", 1)
+    broken.write_text(text.replace("        with:\n          persist-credentials: false\n", "", 1))
+    assert {f["ident"] for f in zizmor(broken)} >= {"unpinned-uses", "artipacked"}

@@ -1,6 +1,6 @@
 """The `accel-images` command: a thin layer over the pipeline stages.
 
-One module per command group (compat, kb, listing, render, build, nightly, fanout, session), each importing
+One module per command group (compat, kb, listing, render, build, nightly, fanout, session, verify), each importing
 its shared options from `options` and never another command module or this package. The group
 below names every command with its one-line help and imports a command's module only when that
 command runs (group.LazyGroup), so `accel-images list` or `compat` never loads the docker SDK,
@@ -43,6 +43,9 @@ COMMANDS = (
                 "Start a development container: device options, host UID:GID, this directory at /workspace."),
     LazyCommand("smoke", "accel_images.cli.build:smoke_command",
                 "Run the smoke workload in IMAGE and check it against what the image's labels promise."),
+    LazyCommand("verify", "accel_images.cli.verify:verify_command",
+                "Check that IMAGE's digest has a provenance signed by --key, about that digest, recording a passed"
+                " smoke test."),
 )
 """Every command: its name, where it is defined, and the summary `--help` lists (tests keep them in step)."""
 

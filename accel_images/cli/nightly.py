@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from accel_images.cli.options import (chosen_variants, expected_failures, filter
                                       mirror_options, out, render_options, templates_option, verbosity,
                                       verbosity_options)
 from accel_images.credentials import hide_credentials
+from accel_images.errors import AccelError
+from accel_images.formatting import human_size
+from accel_images.pin import LOCK_FILE
+from accel_images.retention import DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines
 from accel_images.engine import Engine
 from accel_images.leftovers import reclaim
 from accel_images.lock import held
@@ -31,6 +36,8 @@ from accel_images.publish import Target
 from accel_images.registry import Destination, RegistryClient
 from accel_images.settings import BuildSettings, image_ref
 from accel_images.state import StateDir
+from accel_images.supply.attest import Source
+from accel_images.supply.provenance import load_signer
 from accel_images.variant import Expansion, Variant
 from accel_images.report import write_reports
 
@@ -55,18 +62,38 @@ from accel_images.report import write_reports
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
 @verbosity_options
+@click.option("--keep-dated", "keep_dated", default=DEFAULT_KEEP_DATED, show_default=True, type=click.IntRange(0),
+              metavar="N", help="Keep the N newest dated tags of each full tag; older ones are deleted.")
+@click.option("--keep-days", "keep_days", default=None, type=click.FloatRange(0), metavar="DAYS",
+              help="Also keep every dated tag younger than DAYS.")
+@click.option("--keep-pinned", "pinned_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="A lock file whose digests and dated tags are never pruned (repeatable;"
+                                   " default accel-images.lock when present).")
+@click.option("--prune-dry-run", is_flag=True, help="List the dated tags the policy would delete; delete none.")
+@click.option("--sign-key", "sign_key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              envvar="ACCEL_IMAGES_SIGN_KEY", show_envvar=True, metavar="PEM",
+              help="Sign each provenance with this PEM private key; registry images must then verify with it"
+                   " to be skipped or to get aliases.")
+@click.option("--no-attest", "no_attest", is_flag=True,
+              help="Publish without attaching an SBOM and a provenance statement"
+                   " (registries that refuse OCI artifacts).")
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
                     pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float,
                     lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
-                    state_dir: Path | None, quiet: bool, verbose: bool,
+                    state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int, keep_days: float | None,
+                    pinned_files: tuple[Path, ...], prune_dry_run: bool, sign_key: Path | None, no_attest: bool,
                     **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
 
-    Unchanged images younger than --max-age are skipped. A failing variant never stops the
-    others, and never moves a published tag. Exit 0 when nothing failed, 1 otherwise.
+    Unchanged images younger than --max-age are skipped; a rebuild whose layers equal the
+    published ones pushes nothing and keeps the published digest. Every published image gets an
+    SBOM and a provenance statement (signed with --sign-key) attached to its digest. Dated tags
+    past the retention policy are deleted afterwards (only listed with --prune-dry-run). A failing
+    variant never stops the others, and never moves a published tag. Exit 0 when nothing
+    failed, 1 otherwise.
     """
     level = verbosity(quiet, verbose)
     destination = Destination.parse(registry_text)
@@ -77,26 +104,80 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
-                             max_age_days=max_age_days)
+                             max_age_days=max_age_days, signer=load_signer(sign_key) if sign_key else None,
+                             source=Source.of(matrix_file(matrix_path)), attest=not no_attest)
+    retention = Retention(RetentionPolicy(keep_dated, keep_days), pinned_of(pinned_files), prune_dry_run)
     reports = report_dir or state.run_reports("nightly", nightly.now)
+    nightly = replace(nightly, attestation_dir=reports / "attestations")
     with held(state.nightly_lock, lock_wait_s):
-        nights, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants, settings,
-                                       nightly, templates_dir, reports, level)
+        nights, pruning, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants,
+                                                settings, nightly, templates_dir, reports, level, retention)
     out().print(nightly_table(nights))
     failed = [night for night in nights if not night.ok]
     grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
                                             str(n.outcome.log_path) if n.outcome.log_path else None) for n in failed)
     for line in failure.lines(grouped):
         click.echo(line, err=True)
+    for line in pruning_lines(pruning):
+        click.echo(line, err=True)
     counts = summary(nights)
-    click.echo(f"{counts['built']} published, {counts['skipped']} skipped, {counts['failed']} failed;"
-               f" report: {paths['html']}", err=True)
+    uploaded = sum(night.uploaded_bytes for night in nights)
+    click.echo(f"{counts['built']} published, {counts['kept']} kept, {counts['skipped']} skipped,"
+               f" {counts['failed']} failed; uploaded {human_size(uploaded)}; report: {paths['html']}", err=True)
     sys.exit(failure.run_exit_code(n.outcome.exit_code or 1 for n in failed))
+
+
+@dataclass(frozen=True)
+class Retention:
+    """The retention options of one run."""
+
+    policy: RetentionPolicy
+    pinned: Pinned
+    dry_run: bool
+
+
+def pinned_of(files: tuple[Path, ...]) -> Pinned:
+    """The lock files given, else the project's pin lock when there is one."""
+    return Pinned.from_files(files or tuple(path for path in (LOCK_FILE,) if path.is_file()))
+
+
+def pruning_lines(pruning: Pruning | str) -> list[str]:
+    if isinstance(pruning, str):
+        return [f"retention: not applied: {pruning}"]
+    return [*pruned_lines(pruning), *(f"retention: could not delete {error}" for error in pruning.errors)]
+
+
+def apply_retention(registry: RegistryClient, nightly: NightlyOptions, variants: tuple[Variant, ...],
+                    retention: Retention) -> Pruning | str:
+    """Prune the dated tags of this run's variants; a registry failure is reported, not raised.
+
+    The builds and pushes are done by now, and their report must still be written.
+    """
+    scope = {variant.tag for variant in variants}
+    try:
+        return prune(registry, nightly.target.repository, retention.policy, nightly.day, pinned=retention.pinned,
+                     dry_run=retention.dry_run, only=scope.__contains__)
+    except AccelError as error:
+        return error.one_line()
+
+
+def pruning_meta(pruning: Pruning | str) -> dict[str, Any]:
+    if isinstance(pruning, str):
+        return {"retention": {"error": pruning}}
+    return {"retention": {"dry_run": pruning.dry_run, "pruned": list(pruning.pruned), "errors": list(pruning.errors),
+                          "kept": [d.tag for d in pruning.decisions if not d.prune]}}
+
+
+def matrix_file(matrix_path: str | None) -> Path | None:
+    """The matrix file the variants came from, for the provenance's digest of it."""
+    from accel_images.resources import default_matrix
+    return Path(matrix_path) if matrix_path else default_matrix()
 
 
 def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tuple[Variant, ...],
                    settings: BuildSettings, nightly: NightlyOptions, templates_dir: Path | None,
-                   reports: Path, level: int = 0) -> tuple[list[NightlyOutcome], dict[str, Path]]:
+                   reports: Path, level: int = 0, retention: Retention | None = None
+                   ) -> tuple[list[NightlyOutcome], Pruning | str, dict[str, Path]]:
     """The run and its reports; after Ctrl-C a partial report, then the interrupt goes on up."""
     meta = {"kind": "nightly", "command": hide_credentials(" ".join(sys.argv)), "started": nightly.now,
             "host": socket.gethostname(), "registry": f"{nightly.target.host}/{nightly.target.repository}",
@@ -113,11 +194,13 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
         paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
         click.echo(f"accel-images: stopped; partial report: {paths['html']}", err=True)
         raise
+    pruning = apply_retention(registry, nightly, variants, retention or Retention(RetentionPolicy(), Pinned(), False))
     records = [nightly_record(night, nightly.target) for night in nights]
+    meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights)}
     paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
     if reports.parent == settings.state_dir.reports:
         settings.state_dir.link_latest("nightly", reports)
-    return nights, paths
+    return nights, pruning, paths
 
 
 def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], finished: list[NightlyOutcome],
@@ -131,13 +214,25 @@ def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], fin
 
 def nightly_table(nights: list[NightlyOutcome]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("variant", "status", "why", "tags", "digest", "smoke"):
+    for column in ("variant", "status", "why", "tags", "digest", "uploaded", "smoke", "provenance"):
         table.add_column(column)
     for night in nights:
         moved = night.publication.promoted if night.publication else night.realigned
         tags = ", ".join(moved) or "-"
         smoke = night.outcome.smoke.summary() if night.outcome.smoke else "-"
-        status = night.status if night.ok else f"failed: {night.outcome.error}"
+        status = ("rebuilt, identical content, kept" if night.kept else night.status) if night.ok \
+            else f"failed: {night.outcome.error}"
         digest = (night.registry_digest or "-")[:19]
-        table.add_row(night.outcome.variant.key, status, night.reason, tags, digest, smoke)
+        table.add_row(night.outcome.variant.key, status, night.reason, tags, digest,
+                      human_size(night.uploaded_bytes), smoke, provenance_cell(night))
     return table
+
+
+def provenance_cell(night: NightlyOutcome) -> str:
+    """'signed sha256:…', 'unsigned sha256:…', 'verified', 'NOT verified: why' or '-'."""
+    attestation = night.publication.attestation if night.publication else None
+    if attestation is not None:
+        return f"{'signed' if attestation.signed else 'unsigned'} {attestation.provenance.manifest_digest[:19]}"
+    if night.verdict is not None:
+        return "verified" if night.verdict.ok else f"NOT verified: {night.verdict.reason}"
+    return "-"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+STEP = 'RUN t0="$(($(date +%s) - 1))" \\\n    && '
+"""How every reproducible step starts (templates/partials/reproducible.j2)."""
 GAUDI_2404 = ("gaudi", "1.24.1", "2.11", "3.12", "ubuntu24.04", "devel")
 GAUDI_2404_PINNED = ("gaudi", "1.24.0", "2.10", "3.12", "ubuntu24.04", "devel")
 
@@ -30,7 +32,7 @@ def test_every_shell_sources_habanalabs_profile(dockerfile: Callable[..., str]) 
 def test_the_user_gets_an_sshd_on_mpi_operators_port(dockerfile: Callable[..., str]) -> None:
     # HabanaAI/Setup_and_Install dockerfiles/base/Dockerfile.ubuntu24.04: `/etc/init.d/ssh start "-p 3022"`
     text = dockerfile(*GAUDI_2404)
-    assert "RUN printf 'Port 3022\\nHostKey %s/.ssh/id_rsa\\nPidFile %s/.sshd.pid\\nStrictModes no\\nUsePAM no\\n'" in text
+    assert STEP + "printf 'Port 3022\\nHostKey %s/.ssh/id_rsa\\nPidFile %s/.sshd.pid\\nStrictModes no\\nUsePAM no\\n'" in text
     assert "/usr/sbin/sshd -f ~/.sshd_config" in text
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+STEP = 'RUN t0="$(($(date +%s) - 1))" \\\n    && '
+"""How every reproducible step starts (templates/partials/reproducible.j2)."""
 RUNTIME = ("rocm", "7.14", "2.14", "3.12", "ubuntu24.04", "runtime")
 DEVEL = ("rocm", "7.2", "2.13", "3.12", "ubuntu24.04", "devel")
 
@@ -21,7 +23,7 @@ def test_runtime_on_plain_ubuntu_devel_on_rocm_dev(dockerfile: Callable[..., str
 def test_render_group_like_rocm_docker(dockerfile: Callable[..., str]) -> None:
     # ROCm/ROCm-docker dev/Dockerfile-ubuntu-24.04: `RUN groupadd -g 109 render` (PR #93)
     text = dockerfile(*RUNTIME)
-    assert "RUN if ! getent group render > /dev/null; then groupadd -g 109 render || groupadd render; fi\n" in text
+    assert STEP + "if ! getent group render > /dev/null; then groupadd -g 109 render || groupadd render; fi \\\n" in text
     assert 'for group in video render; do if getent group "${group}"' in text
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+STEP = 'RUN t0="$(($(date +%s) - 1))" \\\n    && '
+"""How every reproducible step starts (templates/partials/reproducible.j2)."""
 RUNTIME = ("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "runtime")
 DEVEL = ("xpu", "2026.1", "2.14", "3.12", "ubuntu24.04", "devel")
 
@@ -15,7 +17,7 @@ def test_runtime_adds_the_gpu_user_mode_driver_from_intels_ppa_without_add_apt_r
     text = dockerfile(*RUNTIME)
     assert ("COPY apt/kobuk-team-intel-graphics.asc /etc/apt/keyrings/kobuk-team-intel-graphics.asc\n"
             "COPY apt/kobuk-team-intel-graphics.sources /etc/apt/sources.list.d/kobuk-team-intel-graphics.sources\n"
-            "RUN apt-get update \\\n"
+            + STEP + "apt-get update \\\n"
             "    && apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd \\\n") in text
     # https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html: pip install torch --index-url .../whl/xpu
     assert '--index-url https://download.pytorch.org/whl/xpu "torch==2.14.1"' in text

@@ -1,0 +1,12 @@
+"""Supply-chain records of a published image: its SBOM, its signed provenance, how both are
+attached to it in the registry, and how they are checked.
+
+    sbom.py        what is inside: the dpkg database and the Python environment, as CycloneDX JSON
+    probe.py       the stdlib-only script that reads both inside the image
+    provenance.py  who built it from what, and that it passed its smoke test: an in-toto
+                   Statement with a SLSA provenance predicate, signed as a DSSE envelope
+    attach.py      both as OCI artifacts whose `subject` is the image's digest (referrers API,
+                   or the referrers tag schema on registries without it)
+    attest.py      the publish-path hook that makes and attaches both for one pushed image
+    verify.py      the check `accel-images verify` and the nightly's alias gate run
+"""

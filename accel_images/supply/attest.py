@@ -1,0 +1,194 @@
+"""The publish-path hook: SBOM and signed provenance for one pushed, smoke-tested image.
+
+accel_images.publish calls it between the green smoke test and the promotion, with the
+candidate reference (a local name of the image) and the digest the registry gave it. It
+inventories the image, checks that the SBOM lists the torch the smoke test saw, attaches the
+SBOM, writes the provenance naming that SBOM, signs it when a key was given and attaches it.
+A failure here is the variant's failure: nothing unattested is promoted.
+
+The same documents are also written under `out_dir/<tag>/`, so a CI job can sign them
+keyless (`cosign attest --predicate provenance.predicate.json --type slsaprovenance1 ...`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from securesystemslib.signer import CryptoSigner
+
+from accel_images import __version__
+from accel_images.errors import AccelError
+from accel_images.smoke.judge import SmokeResult
+from accel_images.supply import attach, provenance, sbom
+from accel_images.variant import Variant
+
+SBOM_FILE = "sbom.cdx.json"
+STATEMENT_FILE = "provenance.intoto.json"
+PREDICATE_FILE = "provenance.predicate.json"
+ENVELOPE_FILE = "provenance.dsse.json"
+
+
+class AttestationError(AccelError):
+    """The SBOM and the smoke test disagree, or a document could not be made."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Attestation:
+    """What was attached to one image digest."""
+
+    digest: str
+    sbom: attach.Attached
+    provenance: attach.Attached
+    signed: bool
+    components: int
+    torch: str | None
+
+    def record(self) -> dict[str, Any]:
+        """The report's view (accel_images.nightly.nightly_record)."""
+        return {"sbom": {"manifest": self.sbom.manifest_digest, "blob": self.sbom.blob_digest,
+                         "size": self.sbom.blob_size, "components": self.components, "via": self.sbom.via},
+                "provenance": {"manifest": self.provenance.manifest_digest, "blob": self.provenance.blob_digest,
+                               "size": self.provenance.blob_size, "signed": self.signed, "via": self.provenance.via},
+                "torch_in_sbom": self.torch}
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """The per-image facts the publish path knows (accel_images.build.Prepared)."""
+
+    variant: Variant
+    fingerprint: str
+    base_digest: str
+    build_args: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the matrix and templates came from: a commit, and the matrix file's digest."""
+
+    uri: str = ""
+    commit: str = ""
+    matrix_sha256: str | None = None
+
+    @classmethod
+    def of(cls, matrix: Path | None, env: Mapping[str, str] = os.environ) -> Source:
+        """The CI run's commit, else the git checkout around the matrix file, else nothing."""
+        digest = hashlib.sha256(matrix.read_bytes()).hexdigest() if matrix and matrix.is_file() else None
+        if env.get("GITHUB_SHA") and env.get("GITHUB_REPOSITORY"):
+            server = env.get("GITHUB_SERVER_URL", "https://github.com")
+            uri = f"git+{server}/{env['GITHUB_REPOSITORY']}@{env.get('GITHUB_REF', '')}"
+            return cls(uri, env["GITHUB_SHA"], digest)
+        where = (matrix.resolve().parent if matrix else Path.cwd())
+        commit = _git(where, "rev-parse", "HEAD")
+        origin = _git(where, "config", "--get", "remote.origin.url")
+        return cls(f"git+{origin}" if origin else f"git+file://{where}", commit, digest) if commit else cls(
+            matrix_sha256=digest)
+
+
+def _git(where: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def builder_identity(run_id: str, env: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """(builder.id, invocationId): the workflow and its run in GitHub Actions, else this host."""
+    if env.get("GITHUB_ACTIONS") == "true" and env.get("GITHUB_REPOSITORY"):
+        server, repo = env.get("GITHUB_SERVER_URL", "https://github.com"), env["GITHUB_REPOSITORY"]
+        workflow = env.get("GITHUB_WORKFLOW_REF", f"{repo}/.github/workflows/nightly.yml")
+        runner = env.get("RUNNER_NAME", "")
+        run = f"{env.get('GITHUB_RUN_ID', '')}/attempts/{env.get('GITHUB_RUN_ATTEMPT', '1')}"
+        return f"{server}/{workflow}" + (f"#runner={runner}" if runner else ""), f"{server}/{repo}/actions/runs/{run}"
+    return f"urn:accel-images:host:{socket.gethostname()}", run_id
+
+
+@dataclass(frozen=True)
+class Attester:
+    """Makes and attaches the SBOM and provenance of images pushed to one repository."""
+
+    engine: sbom.Runner
+    store: attach.ArtifactStore
+    host: str
+    repository: str
+    run_id: str
+    started: datetime
+    signer: CryptoSigner | None = None
+    source: Source = Source()
+    require_accelerator: bool = False
+    out_dir: Path | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
+
+    def __call__(self, image: str, digest: str, inputs: BuildInputs, smoke: SmokeResult) -> Attestation:
+        """Inventory `image` (a local name of the pushed digest), attach the SBOM, then the provenance."""
+        variant, subject = inputs.variant, sbom.Subject(f"{self.host}/{self.repository}", inputs.variant.tag, digest)
+        found = sbom.inventory(self.engine, image)
+        raw = smoke.raw or {}
+        torch = found.version_of("pypi", "torch")
+        if raw.get("torch") and torch != raw.get("torch"):
+            raise AttestationError(f"the SBOM of {image} lists torch {torch}, the smoke test saw {raw.get('torch')}")
+        sbom_text = sbom.bom_json(found, subject).encode()
+        created = {attach.CREATED: _now()}
+        sbom_attached = attach.attach(self.store, self.repository, digest, sbom_text,
+                                      artifact_type=sbom.MEDIA_TYPE, layer_media_type=sbom.MEDIA_TYPE,
+                                      title=SBOM_FILE, annotations=created)
+        sbom_sha256 = hashlib.sha256(sbom_text).hexdigest()
+        statement = provenance.statement(self._facts(subject, inputs, smoke, raw, sbom_sha256))
+        envelope = provenance.envelope(statement, self.signer)
+        attached = attach.attach(self.store, self.repository, digest, envelope,
+                                 artifact_type=provenance.PAYLOAD_TYPE, layer_media_type=provenance.ENVELOPE_MEDIA_TYPE,
+                                 title=ENVELOPE_FILE, annotations={**created, "in-toto.io/predicate-type":
+                                                                   provenance.PREDICATE_TYPE})
+        self._write(variant.tag, digest, sbom_text, statement, envelope)
+        return Attestation(digest, sbom_attached, attached, self.signer is not None,
+                           len(found.packages), torch)
+
+    def _facts(self, subject: sbom.Subject, inputs: BuildInputs, smoke: SmokeResult, raw: Mapping[str, Any],
+               sbom_sha256: str) -> provenance.BuildFacts:
+        variant = inputs.variant
+        builder_id, invocation = builder_identity(self.run_id, self.env)
+        facts = provenance.SmokeFacts(
+            passed=smoke.ok, ran_on=smoke.ran_on, cpu_fallback=smoke.cpu_fallback,
+            torch=_str(raw.get("torch")), python=_str(raw.get("python")),
+            device_name=_str(raw.get("device_name")) or "", device_count=int(raw.get("device_count") or 0),
+            required_accelerator=self.require_accelerator, host=socket.gethostname())
+        return provenance.BuildFacts(
+            repository=subject.repository, digest=subject.digest, tag=variant.tag,
+            variant={"vendor": variant.vendor, "stack": variant.stack, "torch": variant.torch,
+                     "python": variant.python, "os": variant.os, "flavor": variant.flavor},
+            fingerprint=inputs.fingerprint, base_image=inputs.base_digest, build_args=dict(inputs.build_args),
+            matrix_sha256=self.source.matrix_sha256,
+            source={"uri": self.source.uri, "gitCommit": self.source.commit} if self.source.commit else {},
+            builder_id=builder_id, invocation_id=invocation, started=self.started,
+            finished=datetime.now(timezone.utc), smoke=facts, sbom_sha256=sbom_sha256, tool_version=__version__)
+
+    def _write(self, tag: str, digest: str, sbom_text: bytes, statement: Mapping[str, Any], envelope: bytes) -> None:
+        if self.out_dir is None:
+            return
+        where = self.out_dir / tag
+        where.mkdir(parents=True, exist_ok=True)
+        (where / SBOM_FILE).write_bytes(sbom_text)
+        (where / STATEMENT_FILE).write_text(json.dumps(statement, indent=1, sort_keys=True) + "\n")
+        (where / PREDICATE_FILE).write_text(json.dumps(statement["predicate"], indent=1, sort_keys=True) + "\n")
+        (where / ENVELOPE_FILE).write_bytes(envelope)
+        (where / "subject.txt").write_text(f"{self.host}/{self.repository}@{digest}\n")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,103 @@
+"""Dated-tag retention: which dated tags the policy keeps, and that a dry run deletes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from accel_images.errors import RegistryError
+from accel_images.retention import Pinned, RetentionPolicy, dated_day, plan, prune, pruned_lines
+
+FULL = "2.13.0-cpu-py3.11-debian12"
+OTHER = "2.14.1-cpu-py3.12-ubuntu24.04"
+TODAY = date(2026, 12, 10)
+
+
+def digest(n: int) -> str:
+    return f"sha256:{n:064x}"
+
+
+def dated(full: str, day: int) -> str:
+    return f"{full}-202612{day:02d}"
+
+
+def tags_of(days: list[int], full: str = FULL, start: int = 100) -> dict[str, str | None]:
+    return {dated(full, day): digest(start + day) for day in days}
+
+
+def pruned(decisions: list) -> list[str]:
+    return sorted(d.tag for d in decisions if d.prune)
+
+
+def test_keeps_exactly_the_n_newest_dated_tags_of_each_full_tag() -> None:
+    digests = {**tags_of([1, 2, 3, 4, 5]), **tags_of([6, 7], full=OTHER, start=200)}
+    decisions = plan(digests, RetentionPolicy(keep=2), TODAY)
+    assert pruned(decisions) == [dated(FULL, 1), dated(FULL, 2), dated(FULL, 3)]
+    assert len(decisions) == 7
+
+
+def test_never_prunes_a_digest_a_full_tag_or_an_alias_serves() -> None:
+    digests = {**tags_of([1, 2, 3, 4]), FULL: digest(102), "latest-cpu": digest(101)}
+    assert pruned(plan(digests, RetentionPolicy(keep=1), TODAY)) == [dated(FULL, 3)]
+
+
+def test_lock_files_pin_tags_and_digests(tmp_path: Path) -> None:
+    lock = tmp_path / "images.lock"
+    lock.write_text(f'{{"pinned": "{dated(FULL, 1)}", "image": "reg/x@{digest(102)}"}}\n')
+    pinned = Pinned.from_files([lock])
+    assert pruned(plan(tags_of([1, 2, 3, 4]), RetentionPolicy(keep=1), TODAY, pinned)) == [dated(FULL, 3)]
+
+
+def test_keep_days_keeps_the_young_beyond_the_count() -> None:
+    assert pruned(plan(tags_of([1, 5, 8, 9]), RetentionPolicy(keep=1, keep_days=3), TODAY)) == [dated(FULL, 1),
+                                                                                                dated(FULL, 5)]
+
+
+@pytest.mark.parametrize("tag,parsed", [
+    (dated(FULL, 3), (FULL, date(2026, 12, 3))),
+    (FULL, None),
+    ("latest-cpu", None),
+    (f"{FULL}-candidate-20261203T030000-12345678", None),
+    (f"{FULL}-20261399", None),
+])
+def test_only_real_dated_tags_count(tag: str, parsed: tuple[str, date] | None) -> None:
+    assert dated_day(tag) == parsed
+
+
+@dataclass
+class FakeRegistry:
+    digests: dict[str, str | None]
+    deleted: list[str] = field(default_factory=list)
+    refuse: set[str] = field(default_factory=set)
+
+    def tags(self, repository: str) -> list[str]:
+        return list(self.digests)
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.digests[tag]
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        if tag in self.refuse:
+            raise RegistryError(f"registry r answered 405 while deleting {repository}:{tag}")
+        self.deleted.append(tag)
+        return True
+
+
+def test_dry_run_lists_and_deletes_nothing() -> None:
+    registry = FakeRegistry(tags_of([1, 2, 3]))
+    pruning = prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, dry_run=True)
+    assert registry.deleted == [] and pruning.pruned == (dated(FULL, 2), dated(FULL, 1))
+    assert pruned_lines(pruning)[0] == f"would prune {dated(FULL, 2)} (older than the 1 newest)"
+
+
+def test_prune_deletes_what_the_policy_says_and_goes_on_past_a_refusal() -> None:
+    registry = FakeRegistry({**tags_of([1, 2, 3, 4]), **tags_of([1, 2], full=OTHER, start=200)},
+                            refuse={dated(FULL, 1)})
+    pruning = prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, only={FULL}.__contains__)
+    assert registry.deleted == [dated(FULL, 3), dated(FULL, 2)]          # OTHER is out of scope
+    assert pruning.pruned == (dated(FULL, 3), dated(FULL, 2))
+    assert pruning.errors == (f"{dated(FULL, 1)}: registry r answered 405 while deleting"
+                              f" team/pytorch:{dated(FULL, 1)}",)
