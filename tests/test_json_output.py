@@ -57,7 +57,7 @@ def catalogue_registry(registry: str) -> Iterator[str]:
     RawRegistry(registry).delete_repository(f"{namespace}/pytorch")
 
 
-COVERED = {"compat", "list", "recommend", "run", "catalogue", "smoke", "pull"}
+COVERED = {"compat", "list", "recommend", "run", "catalogue", "smoke", "pull", "verify"}
 
 
 def test_compat_list_recommend_run(cpu_host: str, tmp_path: Path) -> None:
@@ -74,6 +74,19 @@ def test_catalogue_and_recommend_from_a_registry(catalogue_registry: str, cpu_ho
     chosen = only_json(cli("recommend", "--registry", catalogue_registry, "--image", "pytorch", "--host-json",
                            cpu_host, "--json"))
     assert chosen["source"]["kind"] == "registry"  # type: ignore[index]
+
+
+@pytest.mark.registry
+def test_verify_even_when_not_verified(catalogue_registry: str, tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    pub = tmp_path / "sign.pub"
+    pub.write_bytes(Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    result = cli("verify", f"{catalogue_registry}/pytorch:2.13.0-cpu-py3.11-debian12", "--key", str(pub), "--json")
+    assert result.returncode == 1, result.stderr          # no provenance was attached to this image
+    assert json.loads(result.stdout)["ok"] is False
+    assert result.stderr.startswith("not verified")
 
 
 @pytest.mark.engine

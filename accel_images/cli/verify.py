@@ -21,7 +21,8 @@ from accel_images.cli.options import expected_failures
 @click.option("--key", "key_path", required=True, envvar="ACCEL_IMAGES_VERIFY_KEY", show_envvar=True,
               type=click.Path(dir_okay=False, path_type=Path), metavar="PUB",
               help="PEM public key the provenance must be signed with (the public half of nightly's --sign-key).")
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON after the line.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the verdict as JSON, alone on stdout (the line goes to stderr).")
 @expected_failures
 def verify_command(image: str, key_path: Path, as_json: bool) -> None:
     """Check that IMAGE's digest has a provenance signed by --key, about that digest, recording a passed smoke test.
@@ -36,7 +37,7 @@ def verify_command(image: str, key_path: Path, as_json: bool) -> None:
     name = ImageName.parse(image)
     key = load_public_key(key_path)
     verdict = verify_image(RegistryClient(name.host), name, key)
-    click.echo(verdict.line(str(name)))
+    click.echo(verdict.line(str(name)), err=as_json)  # --json: one document on stdout, so `| jq` works
     if as_json:
         click.echo(json.dumps({"ok": verdict.ok, "image": str(name), "digest": verdict.digest,
                                "reason": verdict.reason, "provenance": verdict.provenance, "sbom": verdict.sbom,
