@@ -56,6 +56,13 @@ class Faults:
 _Proxy = TypeVar("_Proxy", bound="FaultProxy")
 
 
+class _Server(ThreadingHTTPServer):
+    """A listen backlog for many clients at once: with the default 5, a burst of concurrent
+    connections overflows it, and each dropped SYN waits out the kernel's 1 s retransmit."""
+
+    request_queue_size = 128
+
+
 class FaultProxy:
     """Forwards to `upstream` except where `faults` say otherwise. Use as a context manager."""
 
@@ -64,7 +71,7 @@ class FaultProxy:
         self.faults = Faults()
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self.host = f"127.0.0.1:{self.port}"
