@@ -19,10 +19,12 @@ from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable
 from benchmarks.pure_benches import PURE_BENCHES
 from benchmarks.registry_benches import REGISTRY_BENCHES
 from benchmarks.startup_benches import STARTUP_BENCHES
+from benchmarks.wheel_sizes import WHEEL_BENCHES
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "republish", "catalogue")
-ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES}
+ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "republish", "catalogue",
+         "cuda_size")
+ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES, **WHEEL_BENCHES}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
