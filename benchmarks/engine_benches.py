@@ -253,12 +253,29 @@ def publish_like_nightly(image: str, repository: str, tag: str) -> str:
 
     The light images carry no torch, so the nightly's own smoke test on the pushed candidate
     would refuse them; their labels (fingerprint, base digest, build date) are what the next
-    nightly compares, and those are the build's own.
+    nightly compares, and those are the build's own. A nightly skips only a digest its tested
+    record lists (accel_images.tested), so the record a green nightly writes is written too.
     """
     ref = f"{repository}:{tag}"
     run_checked(["docker", "tag", image, ref])
     run_checked(["docker", "push", ref])
+    record_as_tested(repository, tag)
     return ref
+
+
+def record_as_tested(repository: str, tag: str) -> None:
+    """Write the `<tag>-tested` record a green nightly leaves for the digest `tag` points at."""
+    from datetime import date
+
+    from accel_images.registry import RegistryClient
+    from accel_images.tested import SmokedDigest, SmokedRecord, write_record
+    host, _, path = repository.partition("/")
+    client = RegistryClient(host)
+    remote = client.image(path, tag)
+    if remote is None or not remote.digest:
+        raise RuntimeError(f"{repository}:{tag} is not in the registry after its push")
+    record = SmokedRecord().adding(SmokedDigest(remote.digest, date.today(), "bench"))
+    write_record(client, path, f"{tag}-tested", record)
 
 
 def delete_remote(refs: list[str]) -> None:
