@@ -684,3 +684,66 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
     [_, night] = gated_run(GatedRegistry(genuine, gated.artifacts), key, tmp_path)
     assert night.status == "skipped" and night.verdict is not None and night.verdict.ok
     assert night.realigned == ("2.13-cpu",) and genuine.copied == [(published, "2.13-cpu")]
+
+
+# ---------------------------------------------------------------------------------------------
+# What independent readers rely on: one version per package, the tools named, the predicate
+# type where cosign and BuildKit look, and nothing promoted that the registry does not serve back
+# ---------------------------------------------------------------------------------------------
+
+def test_probe_lists_a_distribution_shadowed_further_down_sys_path_once(tmp_path: Path) -> None:
+    """`typing_extensions` first on sys.path hides `typing-extensions` behind it, for import and pip alike."""
+    for where, name, version in (("first", "typing_extensions", "4.16.0"), ("second", "Typing-Extensions", "4.1.0")):
+        info = tmp_path / where / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    done = subprocess.run([sys.executable, "-c", sbom.PROBE.read_text()], capture_output=True, text=True, timeout=60,
+                          check=True, env={**os.environ, "PYTHONPATH": f"{tmp_path / 'first'}:{tmp_path / 'second'}"})
+    found = [(p["name"], p["version"]) for p in json.loads(done.stdout)["python"]["packages"]
+             if sbom.normalize(p["name"]) == "typing-extensions"]
+    assert found == [("typing_extensions", "4.16.0")]
+
+
+def test_sbom_names_the_tools_that_wrote_it() -> None:
+    subject = sbom.Subject("reg.example/team/pytorch", "2.13.0-cpu-py3.11-debian12", "sha256:" + "d" * 64)
+    text = sbom.bom_json(INVENTORY, subject)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    tools = {c["name"]: c for c in json.loads(text)["metadata"]["tools"]["components"]}
+    assert set(tools) == {"accel-images", "cyclonedx-python-lib"} and tools["accel-images"]["type"] == "application"
+
+
+def test_the_provenance_layer_names_its_predicate_type_where_cosign_and_buildkit_look(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    done = attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    manifest = json.loads(store.manifests[done.provenance.manifest_digest][1])
+    [layer] = manifest["layers"]
+    assert layer["mediaType"] == "application/vnd.dsse.envelope.v1+json"
+    assert layer["annotations"] == {"in-toto.io/predicate-type": "https://slsa.dev/provenance/v1",
+                                    "predicateType": "https://slsa.dev/provenance/v1",
+                                    "org.opencontainers.image.title": "provenance.dsse.json"}
+    assert manifest["artifactType"] == "application/vnd.in-toto+json"
+    assert manifest["annotations"]["in-toto.io/predicate-type"] == "https://slsa.dev/provenance/v1"
+
+
+@dataclass
+class ForgetfulRegistry(MemoryRegistry):
+    """Accepts every put but keeps no referrers tag: the artifacts exist, nobody can find them."""
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        if reference.startswith("sha256-"):
+            return digest_of(data), False
+        return super().put_manifest(repository, reference, data, media_type)
+
+
+def test_a_signed_attestation_the_registry_does_not_serve_back_stops_the_promotion(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = ForgetfulRegistry()
+    digest = store.push_image("t")
+    with pytest.raises(AttestationError, match="do not verify through the registry: no provenance refers to") as caught:
+        attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    assert "\n" not in caught.value.one_line()
+    # Unsigned there is nothing to check against: the documents are attached for keyless signing.
+    assert not attester(store, ProbeEngine(probe_output()), None, tmp_path)("cand", digest, inputs(),
+                                                                              green_smoke()).signed

@@ -40,6 +40,9 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ENVELOPE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 BUILD_TYPE = "https://accel-images.dev/build-types/docker-engine/v1"
 """This project's build type: its parameters are described in README.md ("Supply chain")."""
+PREDICATE_ANNOTATIONS = ("in-toto.io/predicate-type", "predicateType")
+"""Where readers look for an attestation layer's predicate type: BuildKit's attestation
+manifests use the first, cosign's attestation layers the second."""
 SMOKE_BYPRODUCT = "smoke-test"
 SBOM_BYPRODUCT = "sbom"
 
