@@ -747,3 +747,16 @@ def test_a_signed_attestation_the_registry_does_not_serve_back_stops_the_promoti
     # Unsigned there is nothing to check against: the documents are attached for keyless signing.
     assert not attester(store, ProbeEngine(probe_output()), None, tmp_path)("cand", digest, inputs(),
                                                                               green_smoke()).signed
+
+
+def test_the_markdown_report_and_the_html_grid_name_both_artifacts() -> None:
+    from accel_images import report
+    records = json.loads((ROOT / "tests" / "data" / "report" / "nightly-records.json").read_text())
+    [record] = [r for r in records if r["status"] == "built"][:1]
+    sbom_manifest, provenance_manifest = "sha256:" + "5b" * 32, "sha256:" + "9e" * 32
+    record.update({"sbom": {"manifest": sbom_manifest, "components": 412, "via": "referrers-tag"},
+                   "provenance": {"manifest": provenance_manifest, "signed": True, "via": "referrers-tag"},
+                   "verified": {"ok": True, "reason": "", "provenance": provenance_manifest, "sbom": sbom_manifest}})
+    expected = f"SBOM {sbom_manifest[:19]} (412 components) · provenance {provenance_manifest[:19]} signed"
+    assert expected in report.render_markdown([record], {})
+    assert expected in report.render_html([record], {})
