@@ -760,3 +760,34 @@ def test_the_markdown_report_and_the_html_grid_name_both_artifacts() -> None:
     expected = f"SBOM {sbom_manifest[:19]} (412 components) · provenance {provenance_manifest[:19]} signed"
     assert expected in report.render_markdown([record], {})
     assert expected in report.render_html([record], {})
+
+
+def test_provenance_says_when_the_checkout_differs_from_its_commit(tmp_path: Path) -> None:
+    """A rendered template edited but not committed is not what the gitCommit names."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+                       check=True, capture_output=True, timeout=30)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("variants: []\n")
+    git("init", "-q")
+    git("add", "matrix.yaml")
+    git("commit", "-qm", "m")
+    clean = Source.of(matrix, env={})
+    assert len(clean.commit) == 40 and not clean.dirty
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "base.j2").write_text("FROM x\n")
+    dirty = Source.of(matrix, env={})
+    assert dirty.dirty and dirty.commit == clean.commit
+
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digests = []
+    for source in (clean, dirty):
+        digest = store.push_image(f"t-{source.dirty}")
+        done = Attester(ProbeEngine(probe_output()), store, "reg.example", "team/pytorch", "r1", NOW,
+                        provenance.load_signer(key), source, env={})("cand", digest, inputs(), green_smoke())
+        _, envelope = attach.document(store, "r", {"digest": done.provenance.manifest_digest}, digest)
+        [checkout] = [d for d in provenance.payload_of(envelope)["predicate"]["buildDefinition"]
+                      ["resolvedDependencies"] if "gitCommit" in d["digest"]]
+        digests.append(checkout)
+    assert "annotations" not in digests[0] and digests[1]["annotations"] == {"uncommittedChanges": True}

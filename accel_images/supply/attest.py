@@ -80,6 +80,9 @@ class Source:
     uri: str = ""
     commit: str = ""
     matrix_sha256: str | None = None
+    dirty: bool = False
+    """The checkout differs from `commit` (uncommitted or untracked files): the commit alone does
+    not name the templates that were rendered, and the provenance says so."""
 
     @classmethod
     def of(cls, matrix: Path | None, env: Mapping[str, str] = os.environ) -> Source:
@@ -92,7 +95,8 @@ class Source:
         where = (matrix.resolve().parent if matrix else Path.cwd())
         commit = _git(where, "rev-parse", "HEAD")
         origin = _git(where, "config", "--get", "remote.origin.url")
-        return cls(f"git+{origin}" if origin else f"git+file://{where}", commit, digest) if commit else cls(
+        dirty = bool(commit) and bool(_git(where, "status", "--porcelain", "--untracked-files=normal"))
+        return cls(f"git+{origin}" if origin else f"git+file://{where}", commit, digest, dirty) if commit else cls(
             matrix_sha256=digest)
 
 
@@ -189,7 +193,8 @@ class Attester:
                      "python": variant.python, "os": variant.os, "flavor": variant.flavor},
             fingerprint=inputs.fingerprint, base_image=inputs.base_digest, build_args=dict(inputs.build_args),
             matrix_sha256=self.source.matrix_sha256,
-            source={"uri": self.source.uri, "gitCommit": self.source.commit} if self.source.commit else {},
+            source={"uri": self.source.uri, "gitCommit": self.source.commit,
+                    **({"uncommittedChanges": "true"} if self.source.dirty else {})} if self.source.commit else {},
             builder_id=builder_id, invocation_id=invocation, started=self.started,
             finished=datetime.now(timezone.utc), smoke=facts, sbom_sha256=sbom_sha256, tool_version=__version__)
 

@@ -84,7 +84,7 @@ class BuildFacts:
     base_image: str                     # the base as the build resolved it (ref@digest)
     build_args: Mapping[str, str]       # only the non-secret ones
     matrix_sha256: str | None
-    source: Mapping[str, str]           # {"uri": ..., "gitCommit": ...} where known
+    source: Mapping[str, str]           # {"uri": ..., "gitCommit": ..., "uncommittedChanges": "true"} where known
     builder_id: str
     invocation_id: str
     started: datetime
@@ -103,7 +103,11 @@ def statement(facts: BuildFacts) -> dict[str, Any]:
     """The in-toto Statement (a plain dict, JSON-ready) for one image."""
     dependencies: list[dict[str, Any]] = []
     if facts.source.get("gitCommit"):
-        dependencies.append({"uri": facts.source.get("uri", ""), "digest": {"gitCommit": facts.source["gitCommit"]}})
+        checkout: dict[str, Any] = {"uri": facts.source.get("uri", ""),
+                                    "digest": {"gitCommit": facts.source["gitCommit"]}}
+        if facts.source.get("uncommittedChanges") == "true":  # the commit is where the checkout started, not all of it
+            checkout["annotations"] = {"uncommittedChanges": True}
+        dependencies.append(checkout)
     base_name, _, base_digest = facts.base_image.partition("@")
     if base_digest.startswith("sha256:"):
         dependencies.append({"uri": f"docker://{base_name}", "digest": {"sha256": base_digest.split(":", 1)[1]}})
