@@ -564,6 +564,11 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
         assert again["status"] == "built" and again["reason"].startswith("the registry's image does not verify")
         assert again["digest"] not in (None, fake_digest) and again["verified"]["ok"] is True
         assert cli("verify", fake_ref, "--key", str(pub)).returncode == 0
+        # No tag at all (full, dated, alias) serves the hand-pushed digest any more.
+        listed, _ = http_get(registry, f"/v2/{repository}/tags/list")
+        for name in json.loads(listed)["tags"]:
+            _, headers = http_get(registry, f"/v2/{repository}/manifests/{name}", ", ".join(attach.MANIFEST_ACCEPT))
+            assert headers.get("Docker-Content-Digest") != fake_digest, name
     finally:
         docker_client.images.remove(image.id, force=True)
 
