@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from accel_images.engine import RunResult
@@ -117,7 +118,7 @@ class FakeEngine:
         for source, mount in (options.get("volumes") or {}).items():
             target = mount["bind"]
             container[target] = (self.mounted(source, target) if self.mounted else
-                                 file_entry(target, open(source, "rb").read()))
+                                 file_entry(target, Path(source).read_bytes()))
         if before_start is not None:
             before_start(FakeFiles(container))
         if not self.echo_nonce:

@@ -133,12 +133,10 @@ def take_inventory(reader: FileReader, config: ImageConfig, python: str) -> Inve
     if command is None:
         return Inventory("", files, tuple([*failures, problem]))
     files.update({entry.path: entry.digest() for entry in chain})
-    if problem:
-        failures.append(problem)
     binary = chain[-1]
-    home, venv, problem = venv_home(reader, command, binary, files)
-    if problem:
-        failures.append(problem)
+    home, venv, venv_problem = venv_home(reader, command, binary, files)
+    if problem or venv_problem:
+        failures.append(problem or venv_problem)  # a script in place of python is not also "outside home"
     prefix = posixpath.dirname(home or posixpath.dirname(binary.path))
     stdlib = f"{prefix}/lib/python{python}"
     before = reader.tree(stdlib)
