@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
 import io
 import json
 import posixpath
@@ -38,11 +39,13 @@ ELF_MAGIC = b"\x7fELF"
 MAX_LINKS = 16
 LD_VARIABLES = ("LD_PRELOAD", "LD_AUDIT")
 """Environment variables that load a library of the image's choosing into every process."""
-STARTUP_MODULES = ("sitecustomize", "usercustomize")
-"""Modules the interpreter imports at start from the first sys.path entry that has them."""
+STARTUP_MODULES = ("sitecustomize", "usercustomize", "apport_python_hook")
+"""Modules the interpreter imports at start from the first sys.path entry that has them (the last is
+what Debian's and Ubuntu's own sitecustomize imports)."""
+DPKG_STATUS = "/var/lib/dpkg/status"
 SHADOWED = ("torch", "numpy")
 """Packages a same-named module earlier on sys.path (the standard library's directories) would replace."""
-KEEP_SUFFIXES = ("/RECORD", ".pth", "/pyvenv.cfg")
+KEEP_SUFFIXES = ("/RECORD", ".pth", "/pyvenv.cfg", "/sitecustomize.py", DPKG_STATUS)
 """Files whose content the checks read, besides hashing them."""
 KEY_FILES = ("torch/__init__.py", "torch/version.py")
 RECORD_VERSION = 1
@@ -146,7 +149,9 @@ def take_inventory(reader: FileReader, config: ImageConfig, python: str) -> Inve
     if zip_entry is not None:
         failures.append(f"{zipped} exists: it comes first on sys.path, ahead of torch")
     files.update({path: entry.digest() for path, entry in before.items()})
-    failures += shadow_failures(stdlib, before)
+    distro = distro_sitecustomize(reader, f"{stdlib}/sitecustomize.py", before, files)
+    failures += [problem for problem in shadow_failures(stdlib, before)
+                 if not (distro and problem.startswith(f"{stdlib}/sitecustomize.py "))]
     sites = [f"{venv}/lib/python{python}/site-packages"] if venv else [
         f"{prefix}/lib/python{python}/site-packages", f"/usr/local/lib/python{python}/dist-packages",
         "/usr/lib/python3/dist-packages", f"{prefix}/lib/python{python}/dist-packages"]
@@ -248,6 +253,42 @@ def pyvenv_settings(data: bytes) -> dict[str, str]:
         if sep:
             settings[key.strip().lower()] = value.strip()
     return settings
+
+
+def distro_sitecustomize(reader: FileReader, path: str, tree: Mapping[str, Entry], files: dict[str, str]) -> bool:
+    """Whether the standard library's sitecustomize is the distribution's own, untouched.
+
+    Debian and Ubuntu ship `/usr/lib/pythonX.Y/sitecustomize.py` as a link to the package's
+    configuration file `/etc/pythonX.Y/sitecustomize.py`, whose MD5 dpkg keeps in its status
+    file: a file that still has that MD5 is the distribution's (it only imports apport's hook,
+    refused on its own when present). Anything else there is a start-up hook of the image's.
+    """
+    if path not in tree:
+        return False
+    chain = follow_links(reader, path)
+    files.update({entry.path: entry.digest() for entry in chain})
+    last = chain[-1] if chain else None
+    if last is None or last.kind != "file" or last.data is None:
+        return False
+    status = reader.entry(DPKG_STATUS)
+    listed = dpkg_conffiles(status.data or b"") if status is not None else {}
+    return listed.get(last.path) == hashlib.md5(last.data, usedforsecurity=False).hexdigest()
+
+
+def dpkg_conffiles(status: bytes) -> dict[str, str]:
+    """path -> MD5 of every configuration file dpkg's status file lists."""
+    listed = {}
+    inside = False
+    for line in status.decode("utf-8", "replace").splitlines():
+        if line.startswith("Conffiles:"):
+            inside = True
+        elif inside and line.startswith(" "):
+            parts = line.split()
+            if len(parts) >= 2:
+                listed[parts[0]] = parts[1]
+        else:
+            inside = False
+    return listed
 
 
 def shadow_failures(stdlib: str, tree: Mapping[str, Entry]) -> list[str]:
