@@ -46,7 +46,9 @@ def dockerfile(*lines: str) -> str:
 
 CASES = {
     "python-script": dockerfile(f"RUN {DELETE_TORCH} && rm /opt/venv/bin/python && cp /opt/forger.sh /opt/venv/bin/python"),
-    "sitecustomize": dockerfile(f"RUN {DELETE_TORCH} && cp /opt/forger.py {SITE}/sitecustomize.py"),
+    # Debian's own sitecustomize (the standard library's, ahead of site-packages) imports apport's hook.
+    "apport-hook": dockerfile(f"RUN {DELETE_TORCH} && cp /opt/forger.py {SITE}/apport_python_hook.py"),
+    "pth": dockerfile(f"RUN {DELETE_TORCH} && echo \"import os; exec(open('/opt/forger.py').read())\" > {SITE}/forger.pth"),
     "torch-init": dockerfile(f"RUN cp /opt/forger.py {SITE}/torch/__init__.py"),
     "torch-and-record": dockerfile(
         f"RUN cp /opt/forger.py {SITE}/torch/__init__.py && python3 -c \"import base64, hashlib, pathlib, re; "
@@ -56,8 +58,7 @@ CASES = {
         "r.read_text(), flags=re.M))\""),
     "entrypoint-and-smoke-py": dockerfile("RUN cp /opt/forger.py /opt/accel-images/smoke.py",
                                           'ENTRYPOINT ["/opt/forger.sh"]'),
-    "ld-preload": dockerfile(f"RUN {DELETE_TORCH} && cp /opt/forger.py {SITE}/sitecustomize.py",
-                             "ENV LD_PRELOAD=/opt/forger.so"),
+    "ld-preload": dockerfile("ENV LD_PRELOAD=/opt/forger.so"),
     "ld-so-preload": dockerfile("RUN echo /opt/forger.so > /etc/ld.so.preload"),
     "root-user": "\n".join([f"FROM {IMAGE}", "USER 0:0", ""]),
 }
@@ -114,10 +115,15 @@ def test_a_script_in_place_of_python_is_refused(forged: dict[str, str], nowhere:
     assert f"torch is not installed: no torch/__init__.py in {SITE}" in line
 
 
-def test_a_sitecustomize_printing_the_report_with_torch_deleted_is_refused(forged: dict[str, str],
-                                                                           nowhere: Path) -> None:
-    line = refusal(forged["sitecustomize"], nowhere)
-    assert f"{SITE}/sitecustomize.py runs at interpreter start, before the smoke workload" in line
+@pytest.mark.parametrize(("case", "said"), [
+    ("apport-hook", f"{SITE}/apport_python_hook.py runs at interpreter start, before the smoke workload"),
+    ("pth", f"{SITE}/forger.pth is a .pth file no installed distribution's RECORD lists: it can run code at "
+            "interpreter start"),
+])
+def test_a_start_up_hook_printing_the_report_with_torch_deleted_is_refused(forged: dict[str, str], nowhere: Path,
+                                                                           case: str, said: str) -> None:
+    line = refusal(forged[case], nowhere)
+    assert said in line
     assert f"torch is not installed: no torch/__init__.py in {SITE}" in line
 
 
