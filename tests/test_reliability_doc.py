@@ -3,6 +3,8 @@
 The "Bad input" table is generated from tests/corpus/cases.yaml; this test fails when the two
 differ (a case missing from the document, a row naming a case that does not exist, or a changed
 exit code or message). Regenerate the table with `python tests/test_reliability_doc.py`.
+Every test a table of the other sections names must exist, so a fault row cannot cite a test that
+was renamed or never written.
 """
 
 from __future__ import annotations
