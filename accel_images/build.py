@@ -27,8 +27,8 @@ from accel_images.outcome import Outcome, describe
 from accel_images.render import Renderer, mirrored, write_build_context
 from accel_images.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import SmokeResult
-from accel_images.smoke.launcher import run_smoke
-from accel_images.smoke.records import remember_smoke_pass, smoke_passed_before
+from accel_images.smoke.launcher import inventory_of, run_smoke
+from accel_images.smoke.records import recorded_build, remember_build, remember_smoke_pass, smoke_passed_before
 from accel_images.variant import LABEL_PREFIX, Expansion, Variant
 from accel_images.workers import run_each
 
@@ -145,6 +145,7 @@ class Builder:
                                       log_path=log_path, network_mode=self.settings.network_mode, pull=False,
                                       nocache=nocache or self.settings.no_cache,
                                       on_line=lambda line: self.status(variant, "building: " + line[:300]))
+            self.record_build(prepared, built.id)
         except BuildFailed as failed:
             cause = str(failure.explain(failed.detail, failed.step, failed.log_tail,
                                         wheelhouse=self.settings.options.pip_find_links)) if failed.detail else None
@@ -155,6 +156,21 @@ class Builder:
                            error=error.one_line(), log_path=log_path, exit_code=error.exit_code)
         return Outcome(variant, "built", ref, built.id, built.size, time.monotonic() - started, print_,
                        base_digest, log_path=log_path)
+
+    def record_build(self, prepared: Prepared, image_id: str) -> None:
+        """Keep the hashes of the interpreter and torch of the image just built (builds/<fingerprint>.json).
+
+        Read from outside, before the image ever runs; a later smoke run of an image carrying this
+        fingerprint must find the same files (accel_images.smoke.integrity).
+        """
+        info = self.engine.inspect_image(image_id)
+        if info is None:
+            raise EngineError(f"image {image_id} of {prepared.ref} vanished right after its build")
+        inventory = inventory_of(self.engine, info, prepared.variant.python)
+        try:
+            remember_build(self.settings.state_dir, prepared.fingerprint, info.id, inventory)
+        except OSError as error:
+            raise EngineError(f"cannot keep the build record of {prepared.ref}: {error.strerror or error}") from error
 
     def _resolve_base(self, variant: Variant) -> ImageInfo:
         """The base image as the build will see it, pulled per the pull policy.
@@ -200,5 +216,6 @@ def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSet
     info = engine.inspect_image(image)
     promised = (info.labels.get(f"{LABEL_PREFIX}.companions", "") if info else "").split(",")
     expectation = replace(variant.expectation(), companions=tuple(filter(None, promised)))
-    return run_smoke(engine, image, expectation, vendor_options=options,
+    recorded = recorded_build(settings.state_dir, info.labels.get(FINGERPRINT_LABEL) if info else None)
+    return run_smoke(engine, image, expectation, vendor_options=options, recorded=recorded,
                      require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s)

@@ -13,8 +13,12 @@ Two facts about docker-py shape the code below:
 
 from __future__ import annotations
 
+import hashlib
 import http.client
+import io
 import logging
+import posixpath
+import tarfile
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +40,7 @@ from accel_images import buildlog
 from accel_images import failure
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
 from accel_images.leftovers import OWNER_LABEL, ContainerInfo, owner_token
+from accel_images.smoke.integrity import KEEP_SUFFIXES, Entry
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 MANAGED_LABEL = "io.accel-images.managed"
@@ -80,6 +85,8 @@ class ImageInfo:
     created: str
     repo_digests: tuple[str, ...]
     layers: tuple[str, ...] = ()           # RootFS.Layers: the diff IDs, base first
+    env: tuple[str, ...] = ()              # Config.Env, `NAME=value` each
+    user: str = ""                         # Config.User
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,8 @@ class Engine:
             created=raw.get("Created", ""),
             repo_digests=tuple(raw.get("RepoDigests") or ()),
             layers=tuple((raw.get("RootFS") or {}).get("Layers") or ()),
+            env=tuple(str(item) for item in (raw.get("Config") or {}).get("Env") or ()),
+            user=str((raw.get("Config") or {}).get("User") or ""),
         )
 
     def disk_usage_of(self, ref: str) -> int:
@@ -283,12 +292,15 @@ class Engine:
     # -- containers -----------------------------------------------------------------------
 
     def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
-            timeout_s: float, labels: Mapping[str, str] | None = None) -> RunResult:
+            timeout_s: float, labels: Mapping[str, str] | None = None,
+            before_start: Callable[[ContainerFiles], None] | None = None) -> RunResult:
         """Run `command` in a fresh container of `image` and always remove it afterwards.
 
         `options` are extra `containers.create` keyword arguments (devices, device_requests,
-        group_add, runtime, environment, ...). After `timeout_s` the container is killed
-        and the result says `timed_out`.
+        group_add, runtime, environment, entrypoint, volumes, ...). After `timeout_s` the
+        container is killed and the result says `timed_out`. `before_start` reads the created
+        container's files (its mounts in place) before any of its code runs; what it raises
+        stops the run, and the container is removed all the same.
         """
         container = None
         try:
@@ -301,6 +313,8 @@ class Engine:
                 except docker.errors.ImageNotFound as err:
                     raise EngineError(f"image {image} not found locally:"
                                       " build or pull it first") from err
+                if before_start is not None:
+                    before_start(ContainerFiles(self._client.api, str(container.id)))
                 container.start()
                 exit_code, timed_out = _wait_or_kill(container, timeout_s)
                 stdout = container.logs(stdout=True, stderr=False)
@@ -310,6 +324,28 @@ class Engine:
         finally:
             if container is not None and container.id is not None:  # a created container has an id
                 self._remove_container_quietly(container.id)
+
+    @contextmanager
+    def image_files(self, image: str) -> Iterator[ContainerFiles]:
+        """The files of `image`, read through a container that is created and never started.
+
+        No code of the image runs: the engine's archive API reads the container's file system
+        (what `docker cp` does), so a hostile image cannot answer for itself.
+        """
+        container_id: str | None = None
+        try:
+            with self._daemon_errors(f"reading the files of {image}"):
+                try:
+                    created = self._client.api.create_container(
+                        image, command=["/nonexistent"], entrypoint=[], network_disabled=True,
+                        labels={MANAGED_LABEL: "true", OWNER_LABEL: owner_token()})
+                except docker.errors.ImageNotFound as err:
+                    raise EngineError(f"image {image} not found locally: build or pull it first") from err
+                container_id = str(created["Id"])
+                yield ContainerFiles(self._client.api, container_id)
+        finally:
+            if container_id is not None:
+                self._remove_container_quietly(container_id)
 
     def list_containers(self, label: str) -> list[str]:
         """IDs of all containers, running or not, carrying `label` (`key` or `key=value`)."""
@@ -356,6 +392,93 @@ class Engine:
                               f" ({_transport_reason(err)})") from err
         except docker.errors.DockerException as err:
             raise EngineError(f"{action}: {err}") from err
+
+
+class ContainerFiles:
+    """A container's files as the engine's archive API gives them (accel_images.smoke.integrity.FileReader).
+
+    Links in the middle of a path are resolved by the engine inside the container's root; a
+    final link is returned as a link, never followed, so the caller sees every step.
+    """
+
+    _KEPT_BYTES = 64 << 20
+    _HEAD_BYTES = 64
+
+    def __init__(self, api: Any, container_id: str) -> None:
+        self._api = api
+        self.container_id = container_id
+
+    def entry(self, path: str) -> Entry | None:
+        """The entry at `path` itself; a directory's content is not read."""
+        if path.rstrip("/") != path or not path.startswith("/"):
+            return None
+        found = self.tree(path, only_top=True)
+        return found.get(path)
+
+    def tree(self, path: str, *, only_top: bool = False) -> dict[str, Entry]:
+        """Every entry at and below `path`, by absolute path; empty when nothing is there."""
+        try:
+            stream, _ = self._api.get_archive(self.container_id, path, chunk_size=1 << 20)
+        except docker.errors.NotFound:
+            return {}
+        except docker.errors.APIError as err:
+            raise EngineError(f"reading {path} from container {self.container_id[:12]}: {_explanation(err)}") from err
+        parent = posixpath.dirname(path)
+        entries: dict[str, Entry] = {}
+        by_name: dict[str, Entry] = {}
+        with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:
+            for member in archive:
+                absolute = posixpath.normpath(posixpath.join(parent, member.name))
+                entry = self._entry(archive, member, absolute, by_name)
+                by_name[member.name] = entry
+                entries[absolute] = entry
+                if only_top:
+                    break
+        return entries
+
+    def _entry(self, archive: tarfile.TarFile, member: tarfile.TarInfo, absolute: str,
+               by_name: Mapping[str, Entry]) -> Entry:
+        if member.issym():
+            return Entry(absolute, "link", target=member.linkname)
+        if member.islnk():
+            same = by_name.get(member.linkname)
+            return Entry(absolute, "file", same.sha256, head=same.head, data=same.data) if same else \
+                Entry(absolute, "other", target=member.linkname)
+        if member.isdir():
+            return Entry(absolute, "dir")
+        if not member.isfile():
+            return Entry(absolute, "other")
+        digest, head, kept = hashlib.sha256(), b"", bytearray()
+        keep = absolute.endswith(KEEP_SUFFIXES) and member.size <= self._KEPT_BYTES
+        source = archive.extractfile(member)
+        while source is not None and (chunk := source.read(1 << 20)):
+            digest.update(chunk)
+            head = head or chunk[: self._HEAD_BYTES]
+            if keep:
+                kept += chunk
+        return Entry(absolute, "file", digest.hexdigest(), head=head, data=bytes(kept) if keep else None)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file object over the engine's stream of byte chunks, for tarfile's stream mode."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buffer:
+            try:
+                self._buffer = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(target), len(self._buffer))
+        target[:size] = self._buffer[:size]
+        self._buffer = self._buffer[size:]
+        return size
 
 
 # -- registry errors --------------------------------------------------------------------

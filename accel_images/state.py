@@ -7,6 +7,7 @@ spelled in this module only:
     logs/<vendor>/<tag>-<UTC time>.log  one log per build attempt, so a retry never hides the failure before it
     cache/digests.json                  file digests kept between runs (a no-op rebuild hashes nothing)
     smoke/<image id>.json               the last smoke result of an image, so an unchanged image is not re-tested
+    builds/<fingerprint>.json           the interpreter's and torch's files the build found in the image it built
     verified/<digest>.json              when a nightly rebuild last found a published image identical
     reports/build-<UTC time>/           the reports of each `build`, never overwritten by the next
     reports/nightly-<UTC time>/         the reports of each `nightly` (two on one day apart)
@@ -119,6 +120,10 @@ class StateDir:
         """`smoke/<image id>.json`, the ID's colon made file-safe."""
         return self._checked(self.root / "smoke" / f"{(image_id or 'none').replace(':', '_')}.json")
 
+    def build_record(self, fingerprint: str) -> Path:
+        """`builds/<fingerprint>.json` (accel_images.smoke.integrity), the name made file-safe."""
+        return self._checked(self.root / "builds" / f"{_UNSAFE_IN_NAME.sub('_', fingerprint)}.json")
+
     def verified(self, digest: str) -> Path:
         """`verified/<digest>.json` (accel_images.nightly), the digest's colon made file-safe."""
         return self.root / "verified" / f"{_UNSAFE_IN_NAME.sub('_', digest)}.json"
@@ -164,7 +169,8 @@ class StateDir:
         or written (a read-only mount). Without this they would fail half-way with an OSError.
         """
         self.refuse_links()
-        for directory in (self.contexts, self.logs, self.reports, self.root / "cache", self.root / "smoke"):
+        for directory in (self.contexts, self.logs, self.reports, self.root / "cache", self.root / "smoke",
+                          self.root / "builds"):
             if directory.exists() and not directory.is_dir():
                 raise InputError("is a file where the state directory keeps a directory", file=str(directory),
                                  hint="remove it, or choose another --state-dir")

@@ -4,17 +4,17 @@ once for real on the cached CPU torch image."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import posixpath
 from pathlib import Path
-from typing import Any
-from collections.abc import Mapping
 
 import pytest
 
 from accel_images.devices import device_options
 from accel_images.engine import RunResult
 from accel_images.smoke.judge import Expectation
-from accel_images.smoke.launcher import SMOKE_LABEL, container_options, run_smoke, smoke_command
+from accel_images.smoke.launcher import SMOKE_LABEL, Launch, container_options, run_smoke, smoke_command
+
+from fakeimage import FakeEngine
 
 from test_smoke_judge import RECORDED_CPU, cuda_build, report
 from test_smoke_workload import smoke_engine, smoke_image  # noqa: F401 - shared engine fixtures
@@ -23,30 +23,20 @@ CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
 CUDA13 = Expectation(vendor="cuda", torch="2.13.0", stack="13.0", python="3.11")
 
 
-@dataclass
-class FakeEngine:
-    """Records the one call and answers with a prepared result."""
-
-    result: RunResult
-    calls: list[dict[str, Any]] = field(default_factory=list)
-
-    def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
-            timeout_s: float, labels: Mapping[str, str] | None = None) -> RunResult:
-        self.calls.append({"image": image, "command": command, "options": dict(options or {}),
-                           "timeout_s": timeout_s, "labels": dict(labels or {})})
-        return self.result
-
-
 def answer(data: dict | None, exit_code: int = 0, *, stderr: str = "", timed_out: bool = False) -> FakeEngine:
+    """An honest image (tests/fakeimage.py) whose workload prints `data` (with the run's nonce)."""
     stdout = "" if data is None else json.dumps(data) + "\n"
     return FakeEngine(RunResult(exit_code=exit_code, stdout=stdout, stderr=stderr, timed_out=timed_out))
 
 
+LAUNCH = Launch(nonce="ab" * 16, mount_dir="/run/accel-images-smoke-0123456789abcdef")
+
+
 def test_command_carries_the_expectation():
-    assert smoke_command(CUDA13, require_accelerator=True) == [
-        "python", "/opt/accel-images/smoke.py", "--expect-torch", "2.13.0", "--expect-python", "3.11",
-        "--expect-build", "cuda:13.0", "--require-accelerator"]
-    assert "--require-accelerator" not in smoke_command(CPU, require_accelerator=False)
+    assert smoke_command(CUDA13, require_accelerator=True, launch=LAUNCH) == [
+        "-I", "/run/accel-images-smoke-0123456789abcdef/smoke.py", "--expect-torch", "2.13.0",
+        "--expect-python", "3.11", "--expect-build", "cuda:13.0", "--nonce", "ab" * 16, "--require-accelerator"]
+    assert "--require-accelerator" not in smoke_command(CPU, require_accelerator=False, launch=LAUNCH)
 
 
 def test_cpu_mode_options_are_locked_down():
@@ -75,8 +65,11 @@ def test_run_smoke_passes_expectation_options_timeout_and_labels():
                        timeout_s=120, mem_limit="2g")
     assert result.ok, result.failures
     (call,) = engine.calls
-    assert call["image"] == "img:1"
-    assert call["command"] == smoke_command(CPU, require_accelerator=False)
+    assert call["image"] == engine.info.id  # the ID: the name cannot move between the checks and the run
+    nonce = call["command"][call["command"].index("--nonce") + 1]
+    mount_dir = posixpath.dirname(call["command"][1])
+    assert call["command"] == smoke_command(CPU, require_accelerator=False, launch=Launch(nonce, mount_dir))
+    assert call["options"]["entrypoint"] == ["/opt/venv/bin/python"]
     assert call["timeout_s"] == 120
     assert call["options"]["mem_limit"] == "2g"
     assert call["labels"][SMOKE_LABEL] == "true"

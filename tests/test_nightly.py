@@ -16,6 +16,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from io import BytesIO
@@ -24,6 +25,8 @@ from pathlib import Path
 import docker
 import pytest
 from click.testing import CliRunner
+
+import fakeimage
 
 from accel_images import compat, tags
 from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Prepared
@@ -131,7 +134,14 @@ class FakeEngine:
         return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{ref.split(':')[0]}@sha256:{'b' * 64}",))
 
     def inspect_image(self, ref: str) -> ImageInfo | None:
+        if ref.startswith("sha256:built-") and ref not in self.local:  # the image the builder just built
+            return ImageInfo(ref, (), {}, 1, "", (), env=(fakeimage.PATH,), user="1000:1000")
         return self.local.get(ref)
+
+    @contextmanager
+    def image_files(self, image: str) -> Iterator[fakeimage.FakeFiles]:
+        """An honest image's files, for the build's record (accel_images.smoke.integrity)."""
+        yield fakeimage.FakeFiles(fakeimage.honest_files())
 
     def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
         self.calls.append(("build", tag))

@@ -3,6 +3,8 @@
 The "Bad input" table is generated from tests/corpus/cases.yaml; this test fails when the two
 differ (a case missing from the document, a row naming a case that does not exist, or a changed
 exit code or message). Regenerate the table with `python tests/test_reliability_doc.py`.
+Every test a table of the other sections names must exist, so a fault row cannot cite a test that
+was renamed or never written.
 """
 
 from __future__ import annotations
@@ -103,6 +105,32 @@ def test_the_exit_codes_documented_are_the_ones_the_errors_carry() -> None:
     for name in ("InputError", "IncompatibleError", "EngineError", "RegistryError", "BuildFailed", "SmokeFailed"):
         code = getattr(errors, name).exit_code
         assert re.search(rf"^\| `{name}` \| {code} \|", text, flags=re.MULTILINE), f"{name} (exit {code})"
+
+
+def named_tests(text: str) -> list[tuple[str | None, str]]:
+    """(file or None, test) for every test a table row names: `tests/f.py::test_x` or a bare `test_y`."""
+    named: list[tuple[str | None, str]] = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            named += [(path or None, name)
+                      for path, name in re.findall(r"`(?:(tests/[\w/]+\.py)::)?(test_\w+)`", line)]
+    return named
+
+
+def test_every_test_the_document_names_exists() -> None:
+    """A row that names a test names one that exists: in the file it names, or (a bare name) in some test file."""
+    sources = {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+               for path in (ROOT / "tests").rglob("test_*.py")}
+    named = named_tests(DOC.read_text(encoding="utf-8"))
+    assert len(named) > 50
+
+    def defined(name: str, text: str) -> bool:
+        return re.search(rf"^(async )?def {name}\(", text, flags=re.MULTILINE) is not None
+
+    missing = [f"{path or ''}::{name}" for path, name in named
+               if not (defined(name, sources.get(path, "")) if path else
+                       any(defined(name, text) for text in sources.values()))]
+    assert missing == [], "RELIABILITY.md names tests that do not exist"
 
 
 if __name__ == "__main__":

@@ -21,13 +21,14 @@ import pytest
 from accel_images.compat import load_kb
 from accel_images.credentials import hide_credentials
 from accel_images.devices import DeviceOptions
-from accel_images.engine import Engine
+from accel_images.engine import Engine, RunResult
 from accel_images.render import CREDENTIALS_ARG, RenderOptions, Renderer
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
 from accel_images.variant import Expansion, make_variant
 from accel_images.matrix import User
 from test_build_integration import IMAGE, published_build  # noqa: F401  (the published CPU image's fixture)
+from fakeimage import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = uuid.uuid4().hex[:10]
@@ -291,24 +292,14 @@ def test_smoke_options_drop_everything_the_device_does_not_need() -> None:
     assert device["network_disabled"] is True and device["devices"] == ["/dev/accel0:/dev/accel0:rwm"]
 
 
-class RecordingRunner:
-    def __init__(self) -> None:
-        self.calls: list[dict] = []
-
-    def run(self, image, command, *, options=None, timeout_s, labels=None):
-        self.calls.append({"image": image, "options": options, "labels": labels})
-
-        class Out:
-            exit_code, stdout, stderr, timed_out = 1, "", "", False
-        return Out()
-
-
 def test_run_smoke_applies_the_locked_down_options_and_its_label() -> None:
-    runner = RecordingRunner()
+    runner = FakeEngine(RunResult(exit_code=1, stdout="", stderr="", timed_out=False))
     run_smoke(runner, "img", Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11"),
               vendor_options=None, require_accelerator=False, mem_limit="3g")
     [call] = runner.calls
-    assert call["options"] == container_options(None, mem_limit="3g")
+    locked = container_options(None, mem_limit="3g")
+    assert {key: call["options"][key] for key in locked} == locked
+    assert set(call["options"]) - set(locked) == {"entrypoint", "healthcheck", "volumes"}
     assert call["labels"][SMOKE_LABEL] == "true"
 
 

@@ -265,7 +265,7 @@ def test_missing_torch_is_a_failed_check_not_a_traceback(capsys, monkeypatch):
     assert "Traceback" not in captured.err
     report = last_json(captured.out)
     assert set(report) == {"schema", "ok", "torch", "python", "build", "backend", "device",
-                           "device_name", "device_count", "accelerator_present", "expect", "checks"}
+                           "device_name", "device_count", "accelerator_present", "expect", "checks", "nonce"}
     assert report["checks"][0]["name"] == "import_torch" and report["checks"][0]["ok"] is False
     assert report["expect"] == {"torch": "2.13.0", "python": "3.11", "build": "cpu",
                                 "require_accelerator": False}

@@ -34,7 +34,9 @@ from accel_images.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.report import write_reports
 from accel_images.smoke.judge import Expectation
+from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.smoke.launcher import run_smoke
+from accel_images.smoke.records import recorded_build
 from accel_images.variant import LABEL_PREFIX, Expansion, Variant, newest_per_vendor
 
 
@@ -166,8 +168,12 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
 @click.option("--timeout", "timeout_s", default=600, show_default=True, type=click.IntRange(10, 7200))
 @click.option("--json", "as_json", is_flag=True,
               help="Print the workload's JSON report (alone on stdout; the verdict goes to stderr).")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where `build` kept its records (default: .accel-images): an image built there must "
+                   "hold the files its build recorded.")
 @expected_failures
-def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool) -> None:
+def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool,
+                  state_dir: Path | None) -> None:
     """Run the smoke workload in IMAGE and check it against what the image's labels promise."""
     engine = Engine.connect()
     info = engine.inspect_image(image)
@@ -175,7 +181,8 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
         raise InputError(f"image {image} is not present locally (build or pull it first)")
     expectation = expectation_from_labels(image, info.labels)
     present = devices.accelerator_present(expectation.vendor)
-    result = run_smoke(engine, image, expectation,
+    recorded = recorded_build(StateDir.at(state_dir), info.labels.get(FINGERPRINT_LABEL))
+    result = run_smoke(engine, image, expectation, recorded=recorded,
                        vendor_options=devices.device_options(expectation.vendor) if present else None,
                        require_accelerator=require_accelerator, timeout_s=timeout_s)
     if as_json:  # one JSON document on stdout, nothing else: `| jq` must work

@@ -75,10 +75,12 @@ class SmokeResult:
 
 
 def judge(expectation: Expectation, stdout: str, exit_code: int, require_accelerator: bool,
-          *, stderr: str = "", timed_out_after_s: float | None = None) -> SmokeResult:
+          *, stderr: str = "", timed_out_after_s: float | None = None, nonce: str | None = None) -> SmokeResult:
     """The verdict on a smoke run, from its output and exit status.
 
-    `timed_out_after_s` is set when the run was killed at that time limit.
+    `timed_out_after_s` is set when the run was killed at that time limit. `nonce`, drawn by
+    the launcher for this run, must be in the report, and the report must be the only one on
+    stdout: a document prepared in advance, or printed beside the real one, does not pass.
     """
     tail = output_tail(stdout, stderr)
     report = last_json_object(stdout)
@@ -90,6 +92,8 @@ def judge(expectation: Expectation, stdout: str, exit_code: int, require_acceler
                         f"output ends: {_one_line(tail[-400:]) or '(nothing)'}")
         return SmokeResult(ok=False, ran_on=None, cpu_fallback=False, failures=tuple(failures),
                            checks=(), output_tail=tail)
+    if nonce is not None:
+        failures += nonce_failures(stdout, report, nonce)
     if report.get("schema") != workload.SCHEMA:
         failures.append(f"smoke JSON has schema {report.get('schema')!r}, expected {workload.SCHEMA}")
     checks = _checks(report)
@@ -106,6 +110,30 @@ def judge(expectation: Expectation, stdout: str, exit_code: int, require_acceler
         checks=checks, raw=report, timings={c.name: c.ms for c in checks if c.ms is not None},
         output_tail="" if not failures else tail,
     )
+
+
+def nonce_failures(stdout: str, report: Mapping[str, Any], nonce: str) -> list[str]:
+    """The report must carry this run's nonce, and be the only report on stdout."""
+    failures = []
+    if report.get("nonce") != nonce:
+        failures.append("smoke JSON does not carry this run's nonce: a report written in advance, "
+                        "not by this run's workload")
+    reports = sum(1 for line in stdout.splitlines() if _is_report(line))
+    if reports > 1:
+        failures.append(f"stdout holds {reports} smoke reports; the workload prints one")
+    return failures
+
+
+def _is_report(line: str) -> bool:
+    """A stdout line that is a JSON object with a schema key: what the workload prints."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "schema" in value
 
 
 def promise_failures(expectation: Expectation, report: Mapping[str, Any]) -> list[str]:

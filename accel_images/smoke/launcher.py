@@ -4,19 +4,40 @@ The container gets the vendor's device options (accel_images/devices.py) and oth
 as possible: no network, no capabilities beyond what the device needs, no privilege gain,
 bounded memory and processes. Without device options the image runs in CPU mode, and the
 result says so.
+
+The report is written inside the image, so before it is believed the launcher checks from
+outside what it can (accel_images/smoke/integrity.py): the interpreter and torch are the
+image's real ones and, when this machine built the image, the files the build recorded. The
+workload is this package's own file, mounted read-only at a path chosen for the run and
+checked from outside to be what the container sees there; the interpreter is run by its full
+path as the entry point (not the image's ENTRYPOINT, not a PATH lookup), isolated (`-I`: no
+PYTHON* variables, no user site-packages), without a health check; and the report must carry
+a nonce drawn for the run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from accel_images.devices import DeviceOptions
+from accel_images.errors import EngineError
+from accel_images.smoke import workload
+from accel_images.smoke.integrity import (FileReader, ImageConfig, Inventory, Recorded, differences, shown,
+                                          take_inventory)
 from accel_images.smoke.judge import Expectation, SmokeResult, judge
 
 SMOKE_PATH = "/opt/accel-images/smoke.py"
-# The images put their virtual environment (or, on Gaudi, a `python` link) first on PATH.
-SMOKE_PYTHON = "python"
+"""Where the images keep a copy of the workload for people; the smoke run mounts its own."""
+WORKLOAD_FILE = Path(workload.__file__).resolve()
+"""The workload the launcher mounts: this package's, never the image's copy."""
+MOUNT_ROOT = "/run/accel-images-smoke-"
+"""The mount directory's prefix; a random suffix per run, so no image can prepare that path."""
 PIDS_LIMIT = 1024
 SMOKE_LABEL = "io.accel-images.smoke"
 
@@ -34,19 +55,62 @@ class RunOutcome(Protocol):
     def timed_out(self) -> bool: ...
 
 
+class ImageFacts(Protocol):
+    """What the launcher reads of an image's inspection (engine.ImageInfo)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def env(self) -> tuple[str, ...]: ...
+    @property
+    def user(self) -> str: ...
+
+
 class Runner(Protocol):
     """The part of accel_images.engine.Engine the launcher uses."""
 
+    def inspect_image(self, ref: str) -> ImageFacts | None: ...
+
+    def image_files(self, image: str) -> AbstractContextManager[FileReader]: ...
+
     def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
-            timeout_s: float, labels: Mapping[str, str] | None = None) -> RunOutcome: ...
+            timeout_s: float, labels: Mapping[str, str] | None = None,
+            before_start: Callable[[FileReader], None] | None = None) -> RunOutcome: ...
 
 
-def smoke_command(expectation: Expectation, require_accelerator: bool) -> list[str]:
-    """The command run inside the image."""
-    command = [SMOKE_PYTHON, SMOKE_PATH, *expectation.workload_args()]
+class NotMounted(Exception):
+    """The file the container would run at the mount path is not the workload mounted there."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One run's draw: the nonce the report must carry and where the workload is mounted."""
+
+    nonce: str
+    mount_dir: str
+
+    @classmethod
+    def draw(cls) -> Launch:
+        """Fresh random values: a canned report cannot know the nonce, an image cannot prepare the path."""
+        return cls(secrets.token_hex(16), MOUNT_ROOT + secrets.token_hex(8))
+
+    @property
+    def workload(self) -> str:
+        return f"{self.mount_dir}/smoke.py"
+
+
+def smoke_command(expectation: Expectation, require_accelerator: bool, launch: Launch) -> list[str]:
+    """The arguments of the interpreter (the entry point): isolated mode, the mounted workload, the checks."""
+    command = ["-I", launch.workload, *expectation.workload_args(), "--nonce", launch.nonce]
     if require_accelerator:
         command.append("--require-accelerator")
     return command
+
+
+def launch_options(interpreter: str, launch: Launch, source: Path) -> dict[str, Any]:
+    """What replaces the image's own start: its entry point, its health check; the workload, read-only."""
+    return {"entrypoint": [interpreter], "healthcheck": {"test": ["NONE"]},
+            "volumes": {str(source): {"bind": launch.workload, "mode": "ro"}}}
 
 
 def container_options(vendor_options: DeviceOptions | None, *, mem_limit: str) -> dict[str, Any]:
@@ -65,15 +129,54 @@ def container_options(vendor_options: DeviceOptions | None, *, mem_limit: str) -
 
 def run_smoke(engine: Runner, image: str, expectation: Expectation, *,
               vendor_options: DeviceOptions | None, require_accelerator: bool,
-              timeout_s: float = 300, mem_limit: str = "8g") -> SmokeResult:
-    """Run the smoke workload in `image` and judge it against `expectation`.
+              timeout_s: float = 300, mem_limit: str = "8g", recorded: Recorded | None = None) -> SmokeResult:
+    """Check `image` from outside, run the smoke workload in it and judge it against `expectation`.
 
-    Engine failures (image missing, unknown runtime, daemon gone) raise EngineError from the
-    engine; everything the workload itself does wrong is in the returned SmokeResult.
+    `recorded` is what the build of this image's fingerprint found in it (integrity.Recorded),
+    when this machine built it. Engine failures (image missing, unknown runtime, daemon gone)
+    raise EngineError from the engine; whatever is wrong with the image or the workload's
+    report is in the returned SmokeResult. The run uses the image's ID, so the name cannot be
+    moved to another image between the checks and the run.
     """
+    info = engine.inspect_image(image)
+    if info is None:
+        raise EngineError(f"image {image} not found locally: build or pull it first")
+    inventory = inventory_of(engine, info, expectation.python)
+    problems = [*inventory.failures, *(differences(inventory, recorded) if recorded is not None else ())]
+    if problems:
+        return refused(problems)
+    launch, source = Launch.draw(), WORKLOAD_FILE
+    expected = hashlib.sha256(source.read_bytes()).hexdigest()
     labels = {SMOKE_LABEL: "true", f"{SMOKE_LABEL}.image": image}
-    outcome = engine.run(image, smoke_command(expectation, require_accelerator),
-                         options=container_options(vendor_options, mem_limit=mem_limit),
-                         timeout_s=timeout_s, labels=labels)
+    try:
+        outcome = engine.run(info.id, smoke_command(expectation, require_accelerator, launch),
+                             options={**container_options(vendor_options, mem_limit=mem_limit),
+                                      **launch_options(inventory.interpreter, launch, source)},
+                             timeout_s=timeout_s, labels=labels,
+                             before_start=lambda container: check_mounted(container, launch.workload, expected))
+    except NotMounted as problem:
+        return refused([str(problem)])
     return judge(expectation, outcome.stdout, outcome.exit_code, require_accelerator,
-                 stderr=outcome.stderr, timed_out_after_s=timeout_s if outcome.timed_out else None)
+                 stderr=outcome.stderr, timed_out_after_s=timeout_s if outcome.timed_out else None,
+                 nonce=launch.nonce)
+
+
+def inventory_of(engine: Runner, info: ImageFacts, python: str) -> Inventory:
+    """The integrity checks' reading of an image, through a container that never starts."""
+    with engine.image_files(info.id) as files:
+        return take_inventory(files, ImageConfig(info.env, info.user), python)
+
+
+def check_mounted(container: FileReader, path: str, expected_sha256: str) -> None:
+    """The file the container sees at `path` must be the workload mounted there (raises NotMounted)."""
+    entry = container.entry(path)
+    seen = entry.digest() if entry is not None else "absent"
+    if seen != f"sha256:{expected_sha256}":
+        raise NotMounted(f"the workload at {shown(path)} in the container is {seen}, "
+                         f"not the mounted sha256:{expected_sha256}")
+
+
+def refused(problems: list[str]) -> SmokeResult:
+    """The verdict on an image the launcher would not run the workload in: failed, saying why."""
+    return SmokeResult(ok=False, ran_on=None, cpu_fallback=False,
+                       failures=tuple(f"refused before the run: {problem}" for problem in problems), checks=())

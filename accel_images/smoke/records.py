@@ -1,13 +1,20 @@
-"""The last smoke result of each image, kept in the state directory (`smoke/<image id>.json`).
+"""What the state directory keeps about smoke tests.
 
-An unchanged image whose smoke test already passed on this machine need not run it again; the
-record is keyed by image ID, so a rebuilt image (a new ID) is always tested.
+`smoke/<image id>.json`: the last smoke result of each image. An unchanged image whose smoke
+test already passed on this machine need not run it again; the record is keyed by image ID, so
+a rebuilt image (a new ID) is always tested.
+
+`builds/<fingerprint>.json`: the files the build found in the image it had just built
+(accel_images.smoke.integrity), keyed by the fingerprint label, which an image derived from it
+or copying its labels carries too: such an image must hold the same files to pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
+from accel_images.smoke.integrity import Inventory, Recorded, parse_record
 from accel_images.smoke.judge import SmokeResult
 from accel_images.state import StateDir
 
@@ -25,3 +32,25 @@ def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResu
     path = state.smoke_record(image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"ok": result.ok, "ran_on": result.ran_on, "cpu_fallback": result.cpu_fallback}))
+
+
+def remember_build(state: StateDir, fingerprint: str, image_id: str, inventory: Inventory) -> None:
+    """Keep what the build found in the image it just built, for the smoke runs of that fingerprint.
+
+    Written atomically: a record half-written by a killed run would otherwise read as "no record".
+    """
+    path = state.build_record(fingerprint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(inventory.record(image_id), sort_keys=True))
+    os.replace(partial, path)
+
+
+def recorded_build(state: StateDir, fingerprint: str | None) -> Recorded | None:
+    """What the build of `fingerprint` recorded here, or None (never built here, or an unreadable record)."""
+    if not fingerprint:
+        return None
+    try:
+        return parse_record(state.build_record(fingerprint).read_text())
+    except OSError:
+        return None

@@ -20,6 +20,7 @@ JSON schema 1 (every key always present):
      "device": str, "device_name": str, "device_count": int, "accelerator_present": bool,
      "expect": {"torch": str|null, "python": str|null, "build": str|null,
                 "require_accelerator": bool},
+     "nonce": str|null,                               # the launcher's --nonce, echoed
      "checks": [{"name": str, "ok": bool, "detail": str, "ms": float|null, "numbers": {str: number}}]}
 """
 
@@ -86,6 +87,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--expect-python", metavar="X.Y")
     parser.add_argument("--expect-build", metavar="cpu|cuda:13.0|rocm:7.2|xpu:2026.1|gaudi:1.24.1")
     parser.add_argument("--require-accelerator", action="store_true")
+    parser.add_argument("--nonce", default=None, help="drawn by the launcher for this run; echoed in the report")
     parser.add_argument("--expect-companions", metavar="torchvision,torchaudio", default=None,
                         help="companion packages the image promises (default: those installed)")
     args = parser.parse_args(argv)
@@ -603,7 +605,8 @@ def empty_report(args: argparse.Namespace | None) -> dict[str, Any]:
     return {"schema": SCHEMA, "ok": False, "torch": "", "python": platform.python_version(),
             "build": {"kind": "unknown", "cuda": None, "hip": None, "xpu": None, "gaudi": None, "local": None},
             "backend": "cpu", "device": "cpu", "device_name": "", "device_count": 0,
-            "accelerator_present": False, "expect": _expect(args), "checks": []}
+            "accelerator_present": False, "expect": _expect(args), "checks": [],
+            "nonce": args.nonce if args is not None else None}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
