@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import ipaddress
+import json
 import os
 import re
 import shutil
@@ -197,8 +199,7 @@ def _sha256(path: Path) -> str:
 @contextmanager
 def security_suite(root: Path) -> Iterator[SecuritySuite]:
     """Serve `root` on the Docker bridge's gateway address, which build containers reach."""
-    gateway = run_checked(["docker", "network", "inspect", "bridge", "-f",
-                           "{{(index .IPAM.Config 0).Gateway}}"]).stdout.strip()
+    gateway = bridge_gateway()
     root.mkdir(parents=True, exist_ok=True)
     handler = functools.partial(_QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer((gateway, 0), handler)
@@ -209,6 +210,13 @@ def security_suite(root: Path) -> Iterator[SecuritySuite]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def bridge_gateway() -> str:
+    """The host's address on Docker's default bridge: IPAM's Gateway, else the subnet's first host (Docker's rule)."""
+    config = json.loads(run_checked(["docker", "network", "inspect", "bridge", "-f", "{{json .IPAM.Config}}"]).stdout)
+    first = config[0]
+    return str(first.get("Gateway") or next(ipaddress.ip_network(first["Subnet"]).hosts()))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
