@@ -118,6 +118,13 @@ def _notes(deb: str) -> list[str]:
         " priority -1 for *-security and *-updates) and upgrades from those suites in the final stage's last"
         " layer, so an update changes that layer alone; the baseline installs from every suite in its one apt"
         " layer.",
+        "The updates layer holds every update the -security and -updates suites have over the release for the"
+        " image's packages, not only the one that changed, and is re-pushed whole at each update; it grows until"
+        " the next point release moves those versions into the release suite.",
+        "The cost: an upgraded package's files are in the image twice (the release version in the bulk layer,"
+        " the update above it).",
+        "An upgrade that deletes a file a lower layer holds would leave whiteouts the engine dates with the wall"
+        " clock; the updates step makes each such directory anew (an opaque directory, written undated).",
         "A registry stores layers by content, so only changed layers are pushed wherever they sit; Docker's"
         " image store keys layers by the chain below them, so a `docker pull` re-downloads every layer above a"
         " changed one: the updates layer is the last, and nothing is above it.",
