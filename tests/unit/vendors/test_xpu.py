@@ -17,8 +17,9 @@ def test_runtime_adds_the_gpu_user_mode_driver_from_intels_ppa_without_add_apt_r
     text = dockerfile(*RUNTIME)
     assert ("COPY apt/kobuk-team-intel-graphics.asc /etc/apt/keyrings/kobuk-team-intel-graphics.asc\n"
             "COPY apt/kobuk-team-intel-graphics.sources /etc/apt/sources.list.d/kobuk-team-intel-graphics.sources\n"
-            + STEP + "apt-get update \\\n"
-            "    && apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd \\\n") in text
+            + STEP + "apt-get update \\\n") in text
+    # In the bulk layer, from the PPA and the release suites (partials/apt.j2: the PPA's suite is `noble`)
+    assert "    && { apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd \\\n" in text
     # https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html: pip install torch --index-url .../whl/xpu
     assert '--index-url https://download.pytorch.org/whl/xpu "torch==2.14.1"' in text
 

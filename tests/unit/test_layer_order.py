@@ -1,0 +1,76 @@
+"""The layer order every rendered image follows, read from the checked-in Dockerfiles of all vendors.
+
+A security update must change one small layer, the last: the bulk OS packages come from the
+release suites only, and the OS updates are upgraded in the final stage's top layer
+(templates/partials/apt.j2). What the real engine makes of it is tests/test_os_updates_layer.py
+and the republish benchmark.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+IMAGES = Path(__file__).resolve().parents[2] / "images"
+DOCKERFILES = sorted(IMAGES.glob("*/*/Dockerfile"))
+LAYER_MAKING = ("RUN", "COPY", "ADD")
+"""Instructions that add a filesystem layer; LABEL, ENV, USER, WORKDIR, ENTRYPOINT, CMD only configure."""
+RELEASE_ONLY = "/etc/apt/preferences.d/accel-images-release-only"
+PIN = ("printf 'Package: *\\nPin: release a=*-security\\nPin-Priority: -1\\n\\n"
+       "Package: *\\nPin: release a=*-updates\\nPin-Priority: -1\\n'")
+
+
+def instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """(keyword, rest) per instruction, continuation lines joined; comments dropped."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    found = []
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            keyword, _, rest = line.strip().partition(" ")
+            found.append((keyword.upper(), rest))
+    return found
+
+
+def final_stage(dockerfile: Path) -> list[tuple[str, str]]:
+    steps = instructions(dockerfile)
+    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
+    return steps[last_from + 1:]
+
+
+def is_updates(rest: str) -> bool:
+    return "apt-get -s upgrade" in rest and "--only-upgrade" in rest
+
+
+def test_every_vendor_has_rendered_images() -> None:
+    assert {path.parts[-3] for path in DOCKERFILES} == {"cpu", "cuda", "rocm", "xpu", "gaudi"}
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_the_os_updates_are_the_final_stages_last_layer_and_run_as_root(dockerfile: Path) -> None:
+    stage = final_stage(dockerfile)
+    layers = [(keyword, rest) for keyword, rest in stage if keyword in LAYER_MAKING]
+    assert is_updates(layers[-1][1]), f"the last layer of the final stage is not the OS updates: {layers[-1]}"
+    assert sum(is_updates(rest) for _, rest in instructions(dockerfile)) == 1
+    updates_at = next(i for i, (keyword, rest) in enumerate(stage) if keyword == "RUN" and is_updates(rest))
+    users = [rest for keyword, rest in stage[:updates_at] if keyword == "USER"]
+    assert users in ([], ["0:0"]), f"the updates step would not run as root: USER {users}"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_every_other_apt_install_takes_nothing_from_the_update_suites(dockerfile: Path) -> None:
+    installs = [rest for keyword, rest in instructions(dockerfile)
+                if keyword == "RUN" and "apt-get install" in rest and not is_updates(rest)]
+    for rest in installs:
+        pin, install, removal = rest.find(PIN), rest.find("apt-get install"), rest.rfind(f"rm -f {RELEASE_ONLY}")
+        assert -1 < pin < install < removal, f"an apt step without the release-only pin around it: {rest[:200]}"
+        assert rest.find(f"> {RELEASE_ONLY}") > pin, "the pin is not written to the preferences file"
+
+
+@pytest.mark.parametrize("dockerfile", [p for p in DOCKERFILES if p.parts[-3] != "gaudi"],
+                         ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_the_environment_comes_before_the_os_packages(dockerfile: Path) -> None:
+    layers = [rest for keyword, rest in final_stage(dockerfile) if keyword in LAYER_MAKING]
+    assert layers[0] == "--from=build /stage/ /", layers[0]
+    assert any("apt-get install" in rest for rest in layers[1:-1])
