@@ -24,9 +24,9 @@ from accel_images.formatting import human_size
 from accel_images.outcome import Outcome, outcome_record
 from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
-from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, lock_options,
-                                      matrix_option, mirror_options, out, pinned_variants, render_options,
-                                      templates_option, verbosity, verbosity_options)
+from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, json_option,
+                                      lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
+                                      render_options, templates_option, verbosity, verbosity_options)
 from accel_images.engine import Engine
 from accel_images.errors import InputError
 from accel_images.progress import progress_for
@@ -70,6 +70,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs and reports go (default .accel-images/).")
 @verbosity_options
+@json_option
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
                   pip_index_url: str | None, pip_find_links: Path | None, templates_dir: Path | None,
@@ -77,7 +78,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
                   require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
-                  state_dir: Path | None, quiet: bool, verbose: bool, **kwargs: Any) -> None:
+                  state_dir: Path | None, quiet: bool, verbose: bool, as_json: bool, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
@@ -107,7 +108,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
             click.echo(f"accel-images: stopped; partial report: {path}", err=True)
             raise
         report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
-    out().print(outcome_table(outcomes))
+    print_outcome(outcome_table(outcomes), report_path.parent, as_json)
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
         click.echo(line, err=True)

@@ -17,8 +17,8 @@ import click
 from rich.table import Table
 
 from accel_images import compat, failure
-from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, matrix_option,
-                                      mirror_options, out, render_options, templates_option, verbosity,
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option, matrix_option,
+                                      mirror_options, print_outcome, render_options, templates_option, verbosity,
                                       verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError
@@ -77,6 +77,7 @@ from accel_images.report import write_reports
 @click.option("--no-attest", "no_attest", is_flag=True,
               help="Publish without attaching an SBOM and a provenance statement"
                    " (registries that refuse OCI artifacts).")
+@json_option
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
@@ -85,7 +86,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int, keep_days: float | None,
                     pinned_files: tuple[Path, ...], prune_dry_run: bool, sign_key: Path | None, no_attest: bool,
-                    **kwargs: Any) -> None:
+                    as_json: bool, **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
 
     Unchanged images younger than --max-age are skipped; a rebuild whose layers equal the
@@ -112,7 +113,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     with held(state.nightly_lock, lock_wait_s):
         nights, pruning, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants,
                                                 settings, nightly, templates_dir, reports, level, retention)
-    out().print(nightly_table(nights))
+    print_outcome(nightly_table(nights), paths["json"].parent, as_json)
     failed = [night for night in nights if not night.ok]
     grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
                                             str(n.outcome.log_path) if n.outcome.log_path else None) for n in failed)
