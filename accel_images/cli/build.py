@@ -21,7 +21,7 @@ from accel_images import compat, devices, failure
 from accel_images.build import Builder
 from accel_images.credentials import hide_credentials
 from accel_images.formatting import human_size
-from accel_images.outcome import Outcome, outcome_record
+from accel_images.outcome import Outcome, outcome_record, smoke_text
 from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, json_option,
@@ -112,11 +112,19 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
         click.echo(line, err=True)
-    click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}", err=True)
+    click.echo(f"{counted(outcomes)}; report: {report_path}", err=True)
     if newest and len(variants) < len(every):
         click.echo(f"chose the newest of {len(every)} matching variants; without --newest (make images) all of them,"
                    " or choose with --torch, --python, --os, --flavor", err=True)
     sys.exit(failure.run_exit_code(o.exit_code or 1 for o in failed))
+
+
+def counted(outcomes: list[Outcome]) -> str:
+    """'2 built, 1 skipped, 0 failed': the statuses the table and the report use, in their words."""
+    counts = {status: 0 for status in ("built", "skipped", "failed")}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return ", ".join(f"{count} {status}" for status, count in counts.items())
 
 
 def failure_of(outcome: Outcome) -> failure.Failure:
@@ -135,7 +143,7 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
     if failed:
         table.add_column("cause")
     for o in outcomes:
-        smoke = "not run" if o.smoke is None else o.smoke.summary().removeprefix("smoke ")
+        smoke = smoke_text(o)
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
         cause = [escape(o.error or "-") if not o.ok else ""] if failed else []  # "[/PATH]" is not markup
         table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)

@@ -29,8 +29,8 @@ from accel_images.engine import Engine
 from accel_images.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly,
-                                  summary)
-from accel_images.outcome import Outcome
+                                  shown_status, summary)
+from accel_images.outcome import Outcome, smoke_text
 from accel_images.progress import progress_for
 from accel_images.publish import Target
 from accel_images.registry import Destination, RegistryClient
@@ -220,9 +220,7 @@ def nightly_table(nights: list[NightlyOutcome]) -> Table:
     for night in nights:
         moved = night.publication.promoted if night.publication else night.realigned
         tags = ", ".join(moved) or "-"
-        smoke = night.outcome.smoke.summary() if night.outcome.smoke else "-"
-        status = ("rebuilt, identical content, kept" if night.kept else night.status) if night.ok \
-            else f"failed: {night.outcome.error}"
+        smoke, status = smoke_text(night.outcome), shown_status(night)
         digest = (night.registry_digest or "-")[:19]
         table.add_row(night.outcome.variant.key, status, night.reason, tags, digest,
                       human_size(night.uploaded_bytes), smoke, provenance_cell(night))
