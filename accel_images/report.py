@@ -561,8 +561,9 @@ def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         title=title(meta), partial=bool(meta.get("partial")), partial_note=PARTIAL_NOTE,
         summary=summary, verdict=verdict(summary), meta_rows=meta_rows(meta), grid=grid(views), groups=groups,
         anchors={item.key: group.anchor for group in groups for item in group.items}, files=REPORT_FILES,
+        sizes={item.key: len(group.items) for group in groups for item in group.items},
         schema=SCHEMA, plural=plural, code_labels=CODE_LABELS, changes=changes_of(meta),
-        change_lines=change_lines(changes_of(meta)), trend=trend(changes_of(meta)),
+        change_lines=change_lines(changes_of(meta)), trend=trend(changes_of(meta)), group_trend=group_trend,
         pulls=[item for item in views if item.pull],
     )
 
@@ -571,24 +572,43 @@ def change_lines(changes: Changes | None) -> list[str]:
     """What changed since the previous run, one line per kind of change: the HTML and Markdown say the same."""
     if changes is None or changes.previous is None:
         return ["No previous report to compare with: this is the first run here."]
-    lines = [f"{count}: {', '.join(keys)}" for keys, count in (
+    lines = [f"{count}: {_some(keys)}" for keys, count in (
         (changes.new_failures, plural(len(changes.new_failures), "new failure")),
         (changes.still_failing, f"{len(changes.still_failing)} still failing"),
         (changes.fixed, f"{len(changes.fixed)} fixed")) if keys]
     return lines or ["Nothing changed: the same variants pass as in the previous run."]
 
 
+def _some(keys: Sequence[str], shown: int = 5) -> str:
+    """'a, b, c' or 'a, b, c, d, e and 31 more (under Failures)': a line stays a line."""
+    if len(keys) <= shown:
+        return ", ".join(keys)
+    return f"{', '.join(keys[:shown])} and {len(keys) - shown} more (under Failures)"
+
+
 def trend(changes: Changes | None) -> dict[str, str]:
-    """Per failing variant: 'new failure' or 'still failing', and its last good run when known."""
+    """Per failing variant: 'new failure' or 'still failing', with its last good run when known."""
     if changes is None:
         return {}
     shown = {key: "new failure" for key in changes.new_failures}
     shown |= {key: "still failing" for key in changes.still_failing}
     for key, good in changes.last_good.items():
-        run = good.get("run", "")[:16].replace("T", " ")
-        what = good.get("ref") or good.get("tag") or "?"
-        shown[key] = f"{shown.get(key, 'failing')}; last good: {what} (run of {run} UTC)"
+        shown[key] = f"{shown.get(key, 'failing')}; last good: {last_good_text(good)}"
     return shown
+
+
+def last_good_text(good: Mapping[str, str]) -> str:
+    """'the run of 2026-12-01 02:00 UTC, sha256:0a1b2c3d4e5f…': when it last passed, and what it published then."""
+    run = good.get("run", "")[:16].replace("T", " ")
+    published = f", {good['digest'][:19]}…" if good.get("digest") else ""
+    return f"the run of {run} UTC{published}" if run else "unknown"
+
+
+def group_trend(group: FailureView, shown: Mapping[str, str]) -> str:
+    """The trend every variant of a group shares ('still failing; last good: the run of ...' without the
+    digests, which differ), said once in the group's heading; '' when they differ."""
+    notes = {shown.get(item.key, "").split(", sha256:")[0] for item in group.items}
+    return notes.pop() if len(notes) == 1 and len(group.items) > 1 else ""
 
 
 # ---- JUnit XML --------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from accel_images.errors import InputError
 from accel_images.progress import progress_for
 from accel_images.leftovers import reclaim
 from accel_images.lock import held
-from accel_images.report import write_reports
+from accel_images.report import compare, read_previous, write_reports
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import run_smoke
 from accel_images.variant import LABEL_PREFIX, Expansion, Variant, newest_per_vendor
@@ -164,6 +164,8 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
     given = meta.get("started")
     started = given if isinstance(given, datetime) else datetime.now(timezone.utc)
+    previous = read_previous(state_dir.latest_reports("build"))
+    meta["changes"] = compare(records, previous)
     paths = write_reports(records, state_dir.run_reports("build", started), meta)
     state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]

@@ -39,7 +39,7 @@ from accel_images.state import StateDir
 from accel_images.supply.attest import Source
 from accel_images.supply.provenance import load_signer
 from accel_images.variant import Expansion, Variant
-from accel_images.report import write_reports
+from accel_images.report import compare, read_previous, write_reports
 
 
 @click.command("nightly")
@@ -197,7 +197,9 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
         raise
     pruning = apply_retention(registry, nightly, variants, retention or Retention(RetentionPolicy(), Pinned(), False))
     records = [nightly_record(night, nightly.target) for night in nights]
-    meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights)}
+    previous = read_previous(settings.state_dir.latest_reports("nightly"))
+    meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights),
+            "changes": compare(records, previous)}
     paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
     if reports.parent == settings.state_dir.reports:
         settings.state_dir.link_latest("nightly", reports)
