@@ -1,0 +1,114 @@
+"""Exit codes and streams as the README's tables say, one test per point of the user's view: data on
+stdout, status on stderr, a closed pipe is not a failed build, one vocabulary in every table."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from accel_images.cli import main
+from accel_images.cli.group import PIPE_CLOSED_EXIT
+
+ROOT = Path(__file__).resolve().parents[1]
+EXECUTABLE = Path(sys.executable).parent / "accel-images"
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_a_reader_that_stops_early_is_not_a_failed_build() -> None:
+    """`accel-images list | head -1`: the pipe closes before the table is written; exit 141, no traceback."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([str(EXECUTABLE), "list", "--explain", "--json"], cwd=ROOT, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == PIPE_CLOSED_EXIT == 141
+    assert done.stderr == ""
+
+
+def test_no_arguments_prints_the_help_on_stderr_and_exits_2() -> None:
+    done = subprocess.run([str(EXECUTABLE)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Usage: accel-images" in done.stderr and "Commands:" in done.stderr
+
+
+def test_list_explain_with_a_vendor_explains_only_that_vendors_prunes() -> None:
+    result = cli("list", "--vendor", "gaudi", "--explain")
+    pruned = [line for line in result.stdout.splitlines() if line.strip().startswith("pruned")]
+    assert pruned and all(": gaudi " in line for line in pruned), pruned
+    assert f"{len(pruned)} combinations pruned" in result.stdout
+
+
+def test_list_json_has_one_shape_with_or_without_explain() -> None:
+    plain = json.loads(cli("list", "--vendor", "gaudi", "--json").stdout)
+    explained = json.loads(cli("list", "--vendor", "gaudi", "--explain", "--json").stdout)
+    assert plain == explained
+    assert set(plain) == {"variants", "pruned"}
+    assert {row["vendor"] for row in plain["variants"] + plain["pruned"]} == {"gaudi"}
+
+
+def test_piped_list_has_no_trailing_padding() -> None:
+    lines = cli("list").stdout.splitlines()
+    assert len(lines) > 40
+    assert [line for line in lines if line != line.rstrip()] == []
+
+
+def test_list_tags_prints_only_the_tags() -> None:
+    tags = cli("list", "--vendor", "cpu", "--torch", "2.13", "--tags").stdout.splitlines()
+    rows = json.loads(cli("list", "--vendor", "cpu", "--torch", "2.13", "--json").stdout)["variants"]
+    assert tags == [row["tag"] for row in rows] and tags
+
+
+def test_list_refuses_two_outputs_at_once() -> None:
+    result = CliRunner().invoke(main, ["list", "--tags", "--json"])
+    assert result.exit_code == 2 and "give one" in result.stderr
+
+
+def test_render_writes_its_status_on_stderr(tmp_path: Path) -> None:
+    result = cli("render", "--vendor", "cpu", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0
+    assert result.stdout == "" and result.stderr.startswith("rendered ")
+    check = cli("render", "--check")
+    assert check.stdout == "" and "is up to date" in check.stderr
+
+
+def test_bake_writes_its_status_on_stderr(tmp_path: Path) -> None:
+    result = cli("bake", "--vendor", "cpu", "--out", str(tmp_path / "bake.json"))
+    assert result.stdout == "" and result.stderr.startswith("wrote ")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+def test_make_nightly_without_registry_says_what_is_needed() -> None:
+    done = subprocess.run(["make", "-n", "nightly"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "make nightly needs REGISTRY" in done.stderr and "unexpected extra argument" not in done.stderr
+
+
+def test_readme_does_not_claim_matrix_on_commands_that_have_none() -> None:
+    """`--matrix` is on every command that reads the matrix; the README names the ones that do not."""
+    import click
+    ctx = click.Context(main)
+    without = sorted(name for name in main.list_commands(ctx)
+                     if not isinstance(command := main.get_command(ctx, name), click.Group)
+                     and "--matrix" not in {o for p in command.params for o in getattr(p, "opts", ())})
+    readme = (ROOT / "README.md").read_text()
+    assert "`--matrix FILE` (default `matrix.yaml`) on every command." not in readme
+    assert without == ["compat", "smoke", "verify"]
+    assert all(f"`{name}`" in readme.split("`--matrix FILE`", 1)[1].split("\n\n", 1)[0] for name in without)
+
+
+def test_readme_says_how_to_reach_the_command_after_the_quick_start() -> None:
+    quick_start = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "source .venv/bin/activate" in quick_start
