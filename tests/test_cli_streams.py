@@ -112,3 +112,106 @@ def test_readme_does_not_claim_matrix_on_commands_that_have_none() -> None:
 def test_readme_says_how_to_reach_the_command_after_the_quick_start() -> None:
     quick_start = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "source .venv/bin/activate" in quick_start
+
+
+# ---- build and nightly, with the engine and the registry faked --------------------------------------
+
+SMALL = ROOT / "tests" / "matrices" / "small.yaml"
+
+
+def _variants() -> tuple[Any, ...]:
+    from accel_images.cli.options import chosen_variants
+    return chosen_variants(str(SMALL), {"vendor": "cpu"})[1]
+
+
+def _smoke() -> Any:
+    from accel_images.smoke.judge import SmokeResult
+    return SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
+
+
+class FakeBuilder:
+    """Stands in for accel_images.build.Builder: one variant built and tested, the next unchanged."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.finished: list[Any] = []
+
+    def run(self, variants: tuple[Any, ...]) -> list[Any]:
+        from accel_images.outcome import Outcome
+        first, *rest = variants
+        return [Outcome(first, "built", f"accel-images/pytorch:{first.tag}", "sha256:1", 10**9, 42.0, smoke=_smoke()),
+                *(Outcome(v, "skipped", f"accel-images/pytorch:{v.tag}", "sha256:2", 10**9,
+                          earlier_smoke="on cpu") for v in rest)]
+
+
+@pytest.fixture
+def fake_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accel_images.cli import build as cli_build
+    monkeypatch.setattr(cli_build, "Builder", FakeBuilder)
+    monkeypatch.setattr("accel_images.cli.build.Engine.connect", classmethod(lambda cls: None))
+    monkeypatch.setattr(cli_build, "reclaim", lambda engine, started: [])
+
+
+def test_build_json_is_the_report_alone_on_stdout(fake_build: None, tmp_path: Path) -> None:
+    assert len(_variants()) >= 2, "the fake needs a built and a skipped variant"
+    result = CliRunner().invoke(main, ["build", "--matrix", str(SMALL), "--vendor", "cpu", "--state-dir", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["summary"]["counts"] == {"built": 1, "skipped": len(_variants()) - 1, "failed": 0}
+    assert "variant" in result.stderr and "report:" in result.stderr
+
+
+def test_build_speaks_one_vocabulary(fake_build: None, tmp_path: Path) -> None:
+    """The table's statuses are the summary's words; a skipped image shows where it passed before, as the
+    report does, never "not run"."""
+    result = CliRunner().invoke(main, ["build", "--matrix", str(SMALL), "--vendor", "cpu", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    skipped = [line for line in result.stdout.splitlines() if " skipped " in line]
+    assert skipped and all("passed earlier on cpu" in line for line in skipped)
+    assert "not run" not in result.stdout
+    assert f"1 built, {len(_variants()) - 1} skipped, 0 failed; report: " in result.stderr
+    assert "| passed earlier on cpu |" in (tmp_path / "reports" / "build-latest" / "summary.md").read_text()
+    assert (tmp_path / "reports" / "build-latest" / "index.html").is_file()
+
+
+def test_a_second_build_report_compares_with_the_first(fake_build: None, tmp_path: Path) -> None:
+    for _ in range(2):
+        assert CliRunner().invoke(main, ["build", "--matrix", str(SMALL), "--vendor", "cpu", "--state-dir", str(tmp_path)]).exit_code == 0
+    document = json.loads((tmp_path / "reports" / "build-latest" / "report.json").read_text())
+    assert document["changes"]["previous"] and document["changes"]["new_failures"] == []
+
+
+def _night(variant: Any, reused: bool) -> Any:
+    from accel_images.nightly import NightlyOutcome
+    from accel_images.outcome import Outcome
+    built = Outcome(variant, "built", f"reg.example:5000/team/pytorch:{variant.tag}", "sha256:1", 10**9,
+                    None if reused else 42.0, smoke=_smoke())
+    return NightlyOutcome(built, "not in the registry yet", registry_digest="sha256:" + "d" * 64)
+
+
+def test_nightly_progress_and_table_say_passed_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accel_images.cli.nightly import nightly_table
+    from accel_images.nightly import describe
+    first, second = _variants()[:2]
+    assert describe(_night(first, reused=False)).startswith(
+        "published (not in the registry yet): built in 42 s, smoke passed on cpu, ")
+    assert describe(_night(second, reused=True)).startswith(
+        "published (not in the registry yet): the local build reused, smoke passed on cpu, ")
+    from rich.console import Console
+    console = Console(width=300, record=True)
+    console.print(nightly_table([_night(first, False), _night(second, True)]))
+    text = console.export_text()
+    assert "reused local build" in text and "smoke passed" not in text and "passed on cpu" in text
+
+
+def test_nightly_json_is_the_report_alone_on_stdout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from accel_images.cli import nightly as cli_nightly
+    monkeypatch.setattr(cli_nightly, "run_nightly", lambda *a, **k: [_night(v, False) for v in a[3]])
+    monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
+    monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
+    monkeypatch.setattr(cli_nightly, "apply_retention", lambda *a: "not applied in this test")
+    result = CliRunner().invoke(main, ["nightly", "--registry", "reg.example:5000/team", "--matrix", str(SMALL),
+                                       "--vendor", "cpu", "--state-dir", str(tmp_path), "--no-attest", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["summary"]["counts"]["built"] == len(_variants())
+    assert f"{len(_variants())} published" in result.stderr
