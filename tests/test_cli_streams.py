@@ -215,3 +215,18 @@ def test_nightly_json_is_the_report_alone_on_stdout(monkeypatch: pytest.MonkeyPa
     document = json.loads(result.stdout)
     assert document["summary"]["counts"]["built"] == len(_variants())
     assert f"{len(_variants())} published" in result.stderr
+
+
+def test_every_nightly_outcome_line_is_an_outcome_for_quiet_progress() -> None:
+    """`-q` keeps only outcome lines: a rebuild that kept the published digest is one too."""
+    from dataclasses import replace
+
+    from accel_images.nightly import NightlyOutcome, describe
+    from accel_images.outcome import Outcome
+    from accel_images.progress import is_final
+    variant = _variants()[0]
+    built = _night(variant, reused=False)
+    nights = [built, _night(variant, reused=True), replace(built, kept=True),
+              NightlyOutcome(Outcome(variant, "skipped", "x"), "unchanged since 2026-12-01"),
+              NightlyOutcome(Outcome(variant, "failed", "x", error="step 2/4 failed"), "changed")]
+    assert [is_final(describe(night)) for night in nights] == [True] * len(nights)
