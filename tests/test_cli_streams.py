@@ -170,7 +170,7 @@ def test_build_speaks_one_vocabulary(fake_build: None, tmp_path: Path) -> None:
     assert "not run" not in result.stdout
     assert f"1 built, {len(_variants()) - 1} skipped, 0 failed; report: " in result.stderr
     assert "| passed earlier on cpu |" in (tmp_path / "reports" / "build-latest" / "summary.md").read_text()
-    assert (tmp_path / "reports" / "build-latest" / "index.html").is_file()
+    assert "<title>accel-images build report, " in (tmp_path / "reports" / "build-latest" / "index.html").read_text()
 
 
 def test_a_second_build_report_compares_with_the_first(fake_build: None, tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     settings.state_dir.check()
-    meta: dict[str, Any] = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
+    meta: dict[str, Any] = {"kind": "build", "started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
     # The nightly's lock: a build rewrites the contexts a running nightly builds from.
     with held(settings.state_dir.nightly_lock, what="run of accel-images"):
