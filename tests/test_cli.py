@@ -281,7 +281,7 @@ def test_render_matches_images_and_is_byte_identical_on_every_run(tmp_path: Path
     assert rendered == tree(REPO / "images")
     second = run("render", "--out", str(out))
     assert second.exit_code == 0
-    assert "(0 file(s) changed)" in second.stdout
+    assert "(0 file(s) changed)" in second.stderr and second.stdout == ""
     assert tree(out) == rendered
 
 
