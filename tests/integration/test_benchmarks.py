@@ -11,7 +11,7 @@ import pytest
 
 from conftest import unavailable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import BenchResult, Row, Series, table_rows  # noqa: E402

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ["--vendor", "cpu", "--torch", "2.13", "--python", "3.11", "--os", "debian12", "--flavor", "runtime"]
 IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parent / "corpus"
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 PREFIX = "accel-images: error: "
 LARGE_BYTES = 5 * 1024 * 1024
 WIDE_VALUES = 200_000

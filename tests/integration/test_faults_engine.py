@@ -3,6 +3,8 @@ mid-build, and a base image withdrawn upstream. Each ends in one clear line, nev
 
 Daemons are stopped and killed only in a disposable dockerd of the test's own
 (tests/faultproxy.py); the shared one is only read from.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_faults_engine_unit.py.
 """
 
 from __future__ import annotations
@@ -18,19 +20,11 @@ from pathlib import Path
 import pytest
 
 from faultproxy import DisposableDaemon, disposable_daemon
-
-ROOT = Path(__file__).resolve().parents[1]
-CPU_MATRIX = ROOT / "tests" / "matrices" / "cpu-debian.yaml"
+from test_faults_engine_unit import ROOT, CPU_MATRIX, cli, one_error_line
 VARIANT = "cpu/2.13.0-cpu-py3.11-debian12"
 SLIM = "local/debian:bookworm-slim"
 SLEEPING_TEMPLATE = "FROM {{ base_ref }}\nRUN echo step-started && sleep 30\n"
 QUICK_TEMPLATE = "FROM {{ base_ref }}\nRUN echo quick > /quick\n"
-
-
-def cli(*args: str, docker_host: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DOCKER_HOST": docker_host}
-    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def templates_with(tmp_path: Path, cpu_template: str) -> Path:
@@ -51,23 +45,6 @@ def daemon(docker_client, tmp_path_factory) -> Iterator[DisposableDaemon]:
     with disposable_daemon(docker_client, Path(tmp_path_factory.mktemp("dockerd")), SLIM,
                            "debian:bookworm-slim") as disposable:
         yield disposable
-
-
-def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in result.stdout + result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("accel-images: error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
-
-
-def test_missing_socket_is_one_line_with_what_to_do(tmp_path: Path) -> None:
-    host = f"unix://{tmp_path}/no-such/docker.sock"
-    result = cli("build", "--matrix", str(CPU_MATRIX), "--no-smoke", "--state-dir", str(tmp_path / "s"),
-                 docker_host=host)
-    assert result.returncode == 3, result.stderr
-    line = one_error_line(result)
-    assert str(tmp_path / "no-such" / "docker.sock") in line
-    assert "start it" in line and "DOCKER_HOST" in line
 
 
 @pytest.mark.engine
@@ -157,17 +134,3 @@ def test_base_withdrawn_upstream_names_the_tag_and_newer_bases(registry: str, tm
     assert "not found" in failed
     assert "nvidia/cuda:13.2.1-devel-ubuntu24.04" in failed  # the newer base the knowledge base knows
     assert "nvidia/cuda:12.6.3-devel-ubuntu24.04" not in failed  # older ones are no way forward
-
-
-def test_newer_bases_come_from_the_knowledge_base() -> None:
-    from accel_images.bases import newer_bases
-    from accel_images.compat import load_kb
-    from accel_images.variant import make_variant
-
-    kb = load_kb()
-    cuda = make_variant(kb, "cuda", "12.6", "2.14", "3.12", "ubuntu24.04", "devel")
-    newer = newer_bases(kb, cuda)
-    assert newer[0] == "nvidia/cuda:13.2.1-devel-ubuntu24.04"
-    assert "nvidia/cuda:12.6.3-devel-ubuntu24.04" not in newer
-    cpu = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime")
-    assert newer_bases(kb, cpu) == []

@@ -24,7 +24,7 @@ from accel_images.matrix import load_matrix
 from accel_images.variant import Variant, expand
 from accel_images.vendors.cuda import split_archs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHELL = shutil.which("dash") or shutil.which("sh")
 GUARD_EXIT = 78
 FAKE_NVIDIA_SMI = """#!/bin/sh

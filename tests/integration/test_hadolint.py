@@ -21,7 +21,7 @@ from accel_images.matrix import load_matrix
 from accel_images.render import Mirror, Renderer, RenderOptions, write_tree
 from accel_images.variant import expand
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / ".hadolint.yaml"
 DOCKERFILES = sorted((REPO / "images").glob("*/*/Dockerfile"))
 

@@ -22,7 +22,7 @@ import pytest
 from accel_images.smoke.launcher import SMOKE_LABEL
 from faultproxy import DisposableDaemon, disposable_daemon
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SLIM = "local/debian:bookworm-slim"
 TWO_VARIANTS = """schema: 1
 image: accel-images-test/interrupt

@@ -3,42 +3,22 @@
 Each command runs as a separate process, as a pipe would run it, and its whole standard output
 goes through json.loads. A command with a `--json` option missing from these tests fails the last
 test, so a new one cannot slip by.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_json_output_unit.py.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import pytest
 from nightly_fixture.rawregistry import RawRegistry
+from test_json_output_unit import cli, only_json
 
-from accel_images.cli import COMMANDS
-
-ROOT = Path(__file__).resolve().parents[1]
 CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
-
-
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL, check=False)
-
-
-def only_json(result: subprocess.CompletedProcess[str]) -> object:
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)  # raises on anything before or after the document
-
-
-@pytest.fixture
-def cpu_host(tmp_path: Path) -> str:
-    path = tmp_path / "host.json"
-    path.write_text('{"vendor": "cpu"}')
-    return str(path)
 
 
 @pytest.fixture
@@ -55,16 +35,6 @@ def catalogue_registry(registry: str) -> Iterator[str]:
                  SmokeResult(True, "cpu", False, (), ()), "test")
     yield f"{registry}/{namespace}"
     RawRegistry(registry).delete_repository(f"{namespace}/pytorch")
-
-
-COVERED = {"compat", "list", "recommend", "run", "catalogue", "smoke", "pull", "verify"}
-
-
-def test_compat_list_recommend_run(cpu_host: str, tmp_path: Path) -> None:
-    assert only_json(cli("compat", "torch==2.14", "cuda==13.0", "--json"))
-    assert only_json(cli("list", "--vendor", "cpu", "--json"))
-    assert only_json(cli("recommend", "--host-json", cpu_host, "--json"))["image"]  # type: ignore[index]
-    assert only_json(cli("run", "--host-json", cpu_host, "--json", "--", "true"))["argv"]  # type: ignore[index]
 
 
 @pytest.mark.registry
@@ -104,9 +74,3 @@ def test_smoke(docker_client) -> None:
     result = cli("smoke", CPU_IMAGE, "--json")
     assert only_json(result)["ok"] is True  # type: ignore[index]
     assert result.stderr.strip().splitlines()[-1] == f"{CPU_IMAGE}: smoke passed on cpu"
-
-
-def test_every_command_with_a_json_option_is_covered_here() -> None:
-    with_json = {lazy.name for lazy in COMMANDS
-                 if any(isinstance(p, click.Option) and "--json" in p.opts for p in lazy.load().params)}
-    assert with_json == COVERED

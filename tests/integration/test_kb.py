@@ -25,7 +25,7 @@ from accel_images.cli.compat import describe_verdict
 from accel_images.errors import InputError
 from accel_images.kbsources import SourceUnreachable, SourceUrls
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PINNED_KB = DATA / "knowledge-base"
 """The knowledge base and matrix as of 2026-12-03, so the findings below stay what they were when
 the sources were recorded, whatever the package's own data files learn later."""

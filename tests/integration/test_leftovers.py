@@ -4,6 +4,8 @@ Against the shared engine: containers labelled like the smoke containers of a ru
 process that has ended, by this (running) process, and by another running process; the next
 `reclaim` removes only the first. End to end, a nightly killed (SIGKILL) during its smoke test
 leaves its smoke container running; the next nightly removes it.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_leftovers_unit.py.
 """
 
 from __future__ import annotations
@@ -20,33 +22,12 @@ from click.testing import CliRunner
 
 from accel_images.cli.nightly import nightly_command
 from accel_images.engine import MANAGED_LABEL, Engine
-from accel_images.leftovers import OWNER_LABEL, owner_gone, owner_token, reclaim
+from accel_images.leftovers import OWNER_LABEL, owner_token, reclaim
 from conftest import TEST_LABEL
-from test_nightly import Site, site  # noqa: F401  (site is a fixture)
+from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
 from test_nightly_interrupt import (ONLY_DEBIAN, output_of, slow_smoke, smoke_containers, start_nightly,
                                     wait_until)
-
-
-def ended_process_token() -> str:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    token = owner_token(process.pid)
-    process.wait()
-    return token
-
-
-def test_an_ended_owner_is_gone_and_a_running_one_is_not() -> None:
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        assert owner_gone(owner_token()) is False
-        assert owner_gone(owner_token(sleeper.pid)) is False
-        assert owner_gone(ended_process_token()) is True
-        assert owner_gone("elsewhere.example:1:1") is None           # another host's: unknown here
-        host, pid, _ = owner_token().rsplit(":", 2)
-        assert owner_gone(f"{host}:{pid}:1") is True                  # the PID was reused by a later process
-        assert owner_gone("garbage") is None
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+from test_leftovers_unit import ended_process_token
 
 
 @pytest.mark.engine

@@ -7,6 +7,8 @@ a sleeping smoke stub, or a manifest PUT held by a proxy in front of the registr
 registry is read over its HTTP API directly: a stopped run must leave every real tag where the
 last good run put it (or absent when there was none), no candidate tag, no smoke container, a
 partial report, and a lock the next nightly can take.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_nightly_interrupt_unit.py.
 """
 
 from __future__ import annotations
@@ -28,22 +30,21 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images import compat
-from accel_images.build import Prepared
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.options import load_expansion
 from accel_images.settings import BuildSettings
 from accel_images.state import StateDir
 from accel_images.engine import Engine
-from accel_images.fingerprint import FINGERPRINT_LABEL
-from accel_images.nightly import NightlyOptions, NightlyOutcome, aged_only, run_nightly
+from accel_images.nightly import NightlyOptions, NightlyOutcome, run_nightly
 from accel_images.publish import Target
-from accel_images.registry import RegistryClient, RemoteImage
+from accel_images.registry import RegistryClient
 from accel_images.smoke.launcher import SMOKE_LABEL
 from faultproxy import FaultProxy
 from nightly_fixture.cleanup import remove_local_names
-from test_nightly import DEBIAN, NO_WAIT, Site, site  # noqa: F401  (site is a fixture)
+from test_nightly import DEBIAN, NO_WAIT
+from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ONLY_DEBIAN = ("--os", "debian12")
 SMOKE_STUB_FIRST_LINE = "'import json, platform, sys' \\"
 LABEL_LINE = "LABEL {{ label_lines"
@@ -376,18 +377,6 @@ def test_a_run_killed_during_promotion_is_healed_and_swept_by_the_next_run(
     [record] = report["variants"]
     assert record["swept_candidates"] == [candidate]
     assert sorted(record["pushed_tags"]) == sorted([dated, "2.13-cpu"])
-
-
-# ---- --max-age: a rebuild for age fetches afresh ---------------------------------------------------
-
-def test_only_an_unchanged_fingerprint_makes_a_rebuild_one_for_age() -> None:
-    prepared = Prepared(variant=None, ref="x", context_dir=Path("."), args={},
-                        fingerprint="sha256:same", base_digest="base@sha256:b")
-    same = RemoteImage("team/img", DEBIAN, "sha256:d", {FINGERPRINT_LABEL: "sha256:same"}, None)
-    other = RemoteImage("team/img", DEBIAN, "sha256:d", {FINGERPRINT_LABEL: "sha256:other"}, None)
-    assert aged_only(same, prepared) is True
-    assert aged_only(other, prepared) is False
-    assert aged_only(None, prepared) is False
 
 
 def nightly_debian(site: Site, max_age_days: float) -> NightlyOutcome:

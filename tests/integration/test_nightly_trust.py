@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_nightly import DEBIAN, UBUNTU, Site, by_tag, nightly, site  # noqa: F401  (site is a fixture)
+from test_nightly import DEBIAN, UBUNTU
+from test_nightly_integration import Site, by_tag, nightly, site  # noqa: F401  (site is a fixture)
 
 
 def forge(site: Site, tag: str) -> str:

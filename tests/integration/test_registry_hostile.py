@@ -4,6 +4,8 @@ Images are pushed by hand into the real local registry (a config blob and a mani
 over HTTP by the test), shaped as no tool would write them: a config that is a string, Labels
 as a list, a label that is a number, an index whose entries are not objects. The nightly on
 top of it fails that variant alone, with one line, publishes the others and writes the report.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_registry_hostile_unit.py.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from click.testing import CliRunner
 
 from accel_images.cli.nightly import nightly_command
 from accel_images.errors import RegistryError
-from accel_images.registry import RegistryClient, _platform_entry
-from nightly_fixture.rawregistry import CONFIG_TYPES, DOCKER_LIST, DOCKER_MANIFEST, RawRegistry
-from test_nightly import DEBIAN, UBUNTU, Site, site  # noqa: F401  (site is a fixture)
+from accel_images.registry import RegistryClient
+from nightly_fixture.rawregistry import CONFIG_TYPES, DOCKER_MANIFEST, RawRegistry
+from test_nightly import DEBIAN, UBUNTU
+from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
 
 
 @pytest.fixture
@@ -59,15 +62,6 @@ def test_a_malformed_config_is_one_permanent_registry_error(registry: str, repo:
     assert problem in caught.value.one_line()
     assert caught.value.transient is False
     assert "\n" not in caught.value.one_line()
-
-
-@pytest.mark.parametrize("manifests", [["not-an-object"], "a string", [{"platform": "linux", "digest": 1}],
-                                       [{"platform": {"os": "linux", "architecture": "amd64"}, "digest": 7}], None])
-def test_a_malformed_index_is_one_registry_error(manifests: Any) -> None:
-    """The local registry refuses to store such an index, so the index itself is read directly."""
-    with pytest.raises(RegistryError) as caught:
-        _platform_entry({"mediaType": DOCKER_LIST, "manifests": manifests}, "reg/x:bad")
-    assert caught.value.one_line().startswith("reg/x:bad")
 
 
 @pytest.mark.engine

@@ -17,8 +17,8 @@ from click.testing import CliRunner, Result
 
 from accel_images.cli import main
 
-REPO = Path(__file__).resolve().parent.parent
-MATRICES = Path(__file__).resolve().parent / "matrices"
+REPO = Path(__file__).resolve().parents[2]
+MATRICES = Path(__file__).resolve().parents[1] / "matrices"
 SMALL = str(MATRICES / "small.yaml")
 EXECUTABLE = Path(sys.executable).with_name("accel-images")
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from accel_images.cli import COMMANDS, main, options
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLI_DIR = ROOT / "accel_images" / "cli"
 SHARED = {"accel_images.cli.options", "accel_images.cli.group"}
 RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE")

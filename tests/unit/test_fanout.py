@@ -17,7 +17,7 @@ from accel_images.cli import options
 from accel_images.errors import InputError
 from accel_images.variant import select
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MATRIX = str(ROOT / "matrix.yaml")
 
 

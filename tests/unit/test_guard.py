@@ -4,6 +4,8 @@ Its inputs are faked: PATH holds only the tools it needs plus, where a test want
 `nvidia-smi` answering from recorded output (tests/data/host); ACCEL_IMAGES_DEV_ROOT points its
 /dev checks at a device tree in tmp_path. The image facts (minimum driver, GPU architectures)
 are read from a rendered CUDA Dockerfile, so the guard is tested with what an image really sets.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_guard_integration.py.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import pytest
 
 from accel_images.render import GUARD_SOURCE, guard_script
 
-ROOT = Path(__file__).resolve().parents[1]
-HOST_DATA = Path(__file__).resolve().parent / "data" / "host"
+ROOT = Path(__file__).resolve().parents[2]
+HOST_DATA = Path(__file__).resolve().parents[1] / "data" / "host"
 GUARD_EXIT = 78  # EX_CONFIG: the host, not the image, is wrong
 TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh", "dirname")
 SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
@@ -361,57 +363,6 @@ def test_the_guard_is_posix_sh() -> None:
         assert subprocess.run([dash, "-n"], input=script, capture_output=True).returncode == 0, vendor
         assert script.startswith(b"#!/bin/sh\n")
         assert b"check_vendor() {" in script and b"@VENDOR_CHECK@" not in script, vendor
-
-
-# ---- inside the built CPU image -----------------------------------------------------------------
-
-from test_build_integration import IMAGE as CPU_IMAGE, published_build  # noqa: E402,F401  (the fixture, under CI)
-
-
-@pytest.fixture
-def cpu_image(docker_client, request: pytest.FixtureRequest) -> str:
-    """The published CPU image: present when the build tests ran; built here under CI otherwise."""
-    import docker.errors
-    try:
-        docker_client.images.get(CPU_IMAGE)
-    except docker.errors.ImageNotFound:
-        if os.environ.get("CI") != "true":
-            pytest.skip(f"{CPU_IMAGE} is not built (tests/test_build_integration.py builds it)")
-        request.getfixturevalue("published_build")
-    return CPU_IMAGE
-
-
-@pytest.mark.engine
-def test_the_built_image_starts_through_the_guard(docker_client, cpu_image: str) -> None:
-    config = docker_client.images.get(cpu_image).attrs["Config"]
-    assert config["Entrypoint"] == ["/opt/accel-images/guard.sh"]
-    output = docker_client.containers.run(cpu_image, ["python", "-c", "print(1)"], remove=True,
-                                          network_disabled=True, labels={"io.accel-images.test": "1"})
-    assert output == b"1\n"
-
-
-@pytest.mark.engine
-def test_the_guard_inside_the_image_refuses_a_missing_required_gpu(docker_client, cpu_image: str,
-                                                                  tmp_path: Path) -> None:
-    """A CUDA image's guard, mounted over the built CPU image's (no CUDA image can be built here),
-    runs as the image's user with the image's shell."""
-    guard = tmp_path / "guard.sh"
-    guard.write_bytes(guard_script("cuda"))
-    guard.chmod(0o755)
-    container = docker_client.containers.run(
-        cpu_image, ["python", "-c", "print(1)"], detach=True, network_disabled=True,
-        environment={"ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1"},
-        volumes={str(guard): {"bind": "/opt/accel-images/guard.sh", "mode": "ro"}},
-        labels={"io.accel-images.test": "1"})
-    try:
-        status = container.wait(timeout=120)["StatusCode"]
-        stdout = container.logs(stdout=True, stderr=False)
-        stderr = container.logs(stdout=False, stderr=True).decode()
-    finally:
-        container.remove(force=True)
-    assert status == GUARD_EXIT
-    assert stdout == b""
-    assert stderr.startswith("accel-images: error: ") and "--gpus all" in stderr
 
 
 def test_gaudi_refuses_unwritable_habana_logs_instead_of_aborting(host: Host) -> None:

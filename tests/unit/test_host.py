@@ -19,7 +19,7 @@ from accel_images.host import HostInfo, compare_driver, detect_host, run_command
 from accel_images.hostinfo import answer, exit_code, failed, said
 from accel_images.vendors.gaudi import generation
 
-DATA = Path(__file__).parent / "data" / "host"
+DATA = Path(__file__).parents[1] / "data" / "host"
 
 NVIDIA_QUERY = ("nvidia-smi", "--query-gpu=driver_version,compute_cap,name", "--format=csv,noheader")
 NVIDIA_QUERY_NO_CC = ("nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader")

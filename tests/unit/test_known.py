@@ -77,7 +77,7 @@ def test_a_flavor_any_vendor_builds_is_known_to_every_vendor() -> None:
 def test_base_registries_of_the_repository_matrix() -> None:
     from accel_images.matrix import load_matrix
     from accel_images.variant import expand
-    expansion = expand(load_matrix(Path(__file__).resolve().parents[1] / "matrix.yaml"), compat.load_kb())
+    expansion = expand(load_matrix(Path(__file__).resolve().parents[2] / "matrix.yaml"), compat.load_kb())
     assert base_registries(expansion.variants) == ("docker.io", "vault.habana.ai")
 
 

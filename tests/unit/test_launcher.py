@@ -1,15 +1,16 @@
 """Launching the smoke workload: the container options and command, with a fake engine, then
-once for real on the cached CPU torch image."""
+once for real on the cached CPU torch image.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_launcher_integration.py.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-import pytest
 
 from accel_images.devices import device_options
 from accel_images.engine import RunResult
@@ -17,7 +18,6 @@ from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import SMOKE_LABEL, container_options, run_smoke, smoke_command
 
 from test_smoke_judge import RECORDED_CPU, cuda_build, report
-from test_smoke_workload import smoke_engine, smoke_image  # noqa: F401 - shared engine fixtures
 
 CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
 CUDA13 = Expectation(vendor="cuda", torch="2.13.0", stack="13.0", python="3.11")
@@ -112,16 +112,3 @@ def test_crash_without_json_keeps_the_stderr_tail():
                        "img:1", CPU, vendor_options=None, require_accelerator=False)
     assert not result.ok and result.ran_on is None
     assert "libtorch_cpu.so" in result.failures[0]
-
-
-@pytest.mark.engine
-def test_real_run_on_the_cached_torch_image(smoke_engine, smoke_image):
-    passed = run_smoke(smoke_engine, smoke_image, CPU, vendor_options=device_options("cpu", Path("/")),
-                       require_accelerator=False, timeout_s=300, mem_limit="2g")
-    assert passed.ok, passed.summary()
-    assert passed.ran_on == "cpu" and not passed.cpu_fallback
-    assert passed.timings["mlp_training"] > 0
-    promised_cuda = run_smoke(smoke_engine, smoke_image, CUDA13, vendor_options=None,
-                              require_accelerator=False)
-    assert not promised_cuda.ok
-    assert "torch is built for CPU, image promises CUDA 13.0" in promised_cuda.failures

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAKE = shutil.which("make")
 pytestmark = pytest.mark.skipif(MAKE is None and not os.environ.get("CI"), reason="make not installed")
 

@@ -19,8 +19,8 @@ from accel_images.cli import main
 from accel_images.errors import InputError
 from accel_images.matrix import Matrix, User, load_matrix, parse_matrix
 
-REPO = Path(__file__).resolve().parent.parent
-MATRICES = Path(__file__).resolve().parent / "matrices"
+REPO = Path(__file__).resolve().parents[2]
+MATRICES = Path(__file__).resolve().parents[1] / "matrices"
 BAD = MATRICES / "bad"
 
 GOOD_HEAD = 'schema: 1\nimage: accel-images/pytorch\nvendors:\n  cpu:\n'

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from accel_images.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_table() -> str:

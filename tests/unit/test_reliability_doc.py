@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "RELIABILITY.md"
 CASES_FILE = ROOT / "tests" / "corpus" / "cases.yaml"
 BEGIN = "<!-- corpus:begin (generated from tests/corpus/cases.yaml) -->"

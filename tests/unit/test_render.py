@@ -21,7 +21,7 @@ from accel_images.render import (GUARD_SOURCE, SMOKE_SOURCE, guard_script, Mirro
                             tree_of, write_build_context, write_tree)
 from accel_images.variant import Expansion, Variant, expand, make_variant
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 IMAGE = "accel-images/pytorch"
 
 SAMPLE_VARIANTS = {
@@ -380,7 +380,7 @@ def test_a_template_cannot_reach_python_internals(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     cpu = templates / "base.Dockerfile.j2"
     cpu.write_text(cpu.read_text() + "{{ cycler.__init__.__globals__.os.popen('touch " + str(marker) + "').read() }}\n")
-    expansion = load_expansion(str(Path(__file__).parent / "matrices" / "small.yaml"))
+    expansion = load_expansion(str(Path(__file__).parents[1] / "matrices" / "small.yaml"))
     variant = next(v for v in expansion.variants if v.vendor == "cpu")
     with pytest.raises(InputError) as caught:
         Renderer(load_kb(), templates).context(variant, expansion, RenderOptions())

@@ -17,7 +17,7 @@ from accel_images.report import (duration_text, render_html, render_json, render
 from accel_images.smoke.judge import Check, SmokeResult
 from accel_images.variant import Variant
 
-DATA = Path(__file__).parent / "data" / "report"
+DATA = Path(__file__).parents[1] / "data" / "report"
 META = {"started": "2026-05-12T02:00:03+00:00", "finished": "2026-05-12T03:12:45+00:00", "host": "ci-runner-7",
         "registry": "registry.example.com", "command": ["accel-images", "nightly", "--registry", "registry.example.com"],
         "revision": "3f9c2a1e0b7d"}

@@ -11,7 +11,7 @@ import pytest
 
 from accel_images.state import StateDir
 
-PACKAGE = Path(__file__).resolve().parents[1] / "accel_images"
+PACKAGE = Path(__file__).resolve().parents[2] / "accel_images"
 STATE_WORDS = {".accel-images", "contexts", "logs", "reports", "cache", "digests.json", "nightly.lock"}
 
 

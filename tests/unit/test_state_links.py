@@ -22,7 +22,7 @@ from accel_images.render import Renderer, RenderOptions, write_build_context
 from accel_images.smoke.records import smoke_passed_before
 from accel_images.state import StateDir, StateLinkError
 
-MATRICES = Path(__file__).resolve().parent / "matrices"
+MATRICES = Path(__file__).resolve().parents[1] / "matrices"
 SMALL = MATRICES / "small.yaml"
 TAG = "2.13.0-cpu-py3.11-debian12"
 

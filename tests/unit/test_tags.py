@@ -13,8 +13,8 @@ from accel_images.compat import KnowledgeBase, load_kb
 from accel_images.matrix import load_matrix
 from accel_images.variant import Expansion, Variant, expand, make_variant
 
-REPO = Path(__file__).resolve().parent.parent
-MATRICES = Path(__file__).resolve().parent / "matrices"
+REPO = Path(__file__).resolve().parents[2]
+MATRICES = Path(__file__).resolve().parents[1] / "matrices"
 DAY = dt.date(2026, 10, 7)
 
 

@@ -12,8 +12,8 @@ from accel_images.errors import IncompatibleError, InputError
 from accel_images.matrix import load_matrix, parse_matrix
 from accel_images.variant import Expansion, Variant, expand, make_variant, select, select_or_explain
 
-REPO = Path(__file__).resolve().parent.parent
-MATRICES = Path(__file__).resolve().parent / "matrices"
+REPO = Path(__file__).resolve().parents[2]
+MATRICES = Path(__file__).resolve().parents[1] / "matrices"
 VENDORS = set(vendors.BUILTIN)
 
 SMALL_TAGS = [

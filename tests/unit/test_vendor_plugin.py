@@ -15,8 +15,8 @@ import pytest
 
 from accel_images import vendors
 
-ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = Path(__file__).resolve().parent / "data" / "vendor_plugin"
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = Path(__file__).resolve().parents[1] / "data" / "vendor_plugin"
 MATRIX = PLUGIN / "matrix.yaml"
 NPU_TAGS = ["2.14.1-npu1.0-py3.12-ubuntu24.04", "2.13.0-npu0.9-py3.12-ubuntu24.04"]
 

@@ -23,7 +23,7 @@ from accel_images import fanout
 from accel_images.cli import main
 from accel_images.cli.options import chosen_variants, load_expansion
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
 INVOCATION = re.compile(r"\baccel-images\s+([a-z][a-z-]*)")
 LONG_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
