@@ -33,7 +33,7 @@ def cpu_image(docker_client, request: pytest.FixtureRequest) -> str:
         docker_client.images.get(CPU_IMAGE)
     except docker.errors.ImageNotFound:
         if os.environ.get("CI") != "true":
-            pytest.skip(f"{CPU_IMAGE} is not built (tests/test_build_integration.py builds it)")
+            pytest.skip(f"{CPU_IMAGE} is not built (tests/integration/test_build_integration.py builds it)")
         request.getfixturevalue("published_build")
     return CPU_IMAGE
 

@@ -122,7 +122,7 @@ def push_base(client: docker.DockerClient, source: str, ref: str) -> None:
 
 def nightly(site: Site, **settings: object) -> list[NightlyOutcome]:
     expansion = load_expansion(str(site.matrix))
-    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
     options = NightlyOptions(Target(site.registry, site.repository), retry=NO_WAIT, attest=False)
     return run_nightly(Engine.connect(), compat.load_kb(), expansion, expansion.variants,
                        RegistryClient(site.registry),

@@ -382,7 +382,7 @@ def test_a_run_killed_during_promotion_is_healed_and_swept_by_the_next_run(
 def nightly_debian(site: Site, max_age_days: float) -> NightlyOutcome:
     expansion = load_expansion(str(site.matrix))
     variants = [v for v in expansion.variants if v.tag == DEBIAN]
-    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
     options = NightlyOptions(Target(site.registry, site.repository), max_age_days=max_age_days, retry=NO_WAIT,
                              attest=False)
     [night] = run_nightly(Engine.connect(), compat.load_kb(), expansion, variants, RegistryClient(site.registry),

@@ -206,7 +206,7 @@ def expansion(tmp_path: Path) -> Expansion:
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
              jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
-    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
     options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT,
                              attest=False)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
@@ -420,7 +420,7 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
     monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
     monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
     monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
-    # attest=False: the stub images have no torch to inventory (tests/test_supply.py attests)
+    # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
     with pytest.raises(KeyboardInterrupt):
         cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]

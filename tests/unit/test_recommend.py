@@ -1,6 +1,6 @@
 """recommend and pull: recorded hosts (tests/data/host, sources in its README) against the real matrix.
 
-Hosts come from host.detect_host fed with the recorded tool outputs, the way tests/test_host.py does;
+Hosts come from host.detect_host fed with the recorded tool outputs, the way tests/unit/test_host.py does;
 a few rule tests build a HostInfo directly where no recording shows the case (a Gaudi 2 host on a
 release newer than the matrix, RDNA2 consumer GPUs).
 

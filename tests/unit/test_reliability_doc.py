@@ -2,7 +2,7 @@
 
 The "Bad input" table is generated from tests/corpus/cases.yaml; this test fails when the two
 differ (a case missing from the document, a row naming a case that does not exist, or a changed
-exit code or message). Regenerate the table with `python tests/test_reliability_doc.py`.
+exit code or message). Regenerate the table with `python tests/unit/test_reliability_doc.py`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_every_corpus_case_is_documented_and_every_documented_case_exists() -> N
 
 def test_the_bad_input_table_is_the_generated_one() -> None:
     assert documented_section(DOC.read_text(encoding="utf-8")) == corpus_table(), (
-        "RELIABILITY.md is stale: run `python tests/test_reliability_doc.py`")
+        "RELIABILITY.md is stale: run `python tests/unit/test_reliability_doc.py`")
 
 
 def test_the_sections_for_other_faults_are_there() -> None:
