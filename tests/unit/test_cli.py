@@ -356,7 +356,7 @@ def test_render_filter_matching_only_pruned_writes_nothing(tmp_path: Path) -> No
     (["compat", "torch==2.4.1", "cuda==12.4"], 0, "stdout", "compatible: torch==2.4.1 cuda==12.4"),
     (["compat", "torch==2.1", "rocm==6.2"], 1, "stdout", "ROCm builds: 5.6"),
     (["compat", "torch==abc"], 2, "stderr", "accel-images: error: torch: 'abc' is not a version"),
-    (["list", "--matrix", str(MATRICES / "bad" / "float-version.yaml")], 2, "stderr", '("12.10")'),
+    (["list", "--matrix", str(MATRICES.parent / "corpus" / "matrices" / "float-version.yaml")], 2, "stderr", '("12.10")'),
     (["render", "--check"], 0, "stdout", "is up to date"),
 ])
 def test_installed_executable(args: list[str], code: int, stream: str, fragment: str) -> None:

