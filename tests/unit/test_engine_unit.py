@@ -78,7 +78,8 @@ def fake_daemon(tmp_path: Path) -> Iterator[Any]:
         server = socketserver.ThreadingUnixStreamServer(str(path), _FakeDaemon)
         server.daemon_threads = True
         server.events, server.cut = events, cut  # type: ignore[attr-defined]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # a short poll: shutdown() waits for the loop's next look, 0.5 s by default, once per server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         servers.append(server)
         return Engine.connect(f"unix://{path}")
 

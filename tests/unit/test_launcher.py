@@ -7,15 +7,13 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
-from collections.abc import Mapping
 
 
 from accel_images.devices import device_options
 from accel_images.engine import RunResult
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import SMOKE_LABEL, container_options, run_smoke, smoke_command
+from fakes import FakeRunner
 
 from test_smoke_judge import RECORDED_CPU, cuda_build, report
 
@@ -23,23 +21,9 @@ CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
 CUDA13 = Expectation(vendor="cuda", torch="2.13.0", stack="13.0", python="3.11")
 
 
-@dataclass
-class FakeEngine:
-    """Records the one call and answers with a prepared result."""
-
-    result: RunResult
-    calls: list[dict[str, Any]] = field(default_factory=list)
-
-    def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
-            timeout_s: float, labels: Mapping[str, str] | None = None) -> RunResult:
-        self.calls.append({"image": image, "command": command, "options": dict(options or {}),
-                           "timeout_s": timeout_s, "labels": dict(labels or {})})
-        return self.result
-
-
-def answer(data: dict | None, exit_code: int = 0, *, stderr: str = "", timed_out: bool = False) -> FakeEngine:
+def answer(data: dict | None, exit_code: int = 0, *, stderr: str = "", timed_out: bool = False) -> FakeRunner:
     stdout = "" if data is None else json.dumps(data) + "\n"
-    return FakeEngine(RunResult(exit_code=exit_code, stdout=stdout, stderr=stderr, timed_out=timed_out))
+    return FakeRunner(RunResult(exit_code=exit_code, stdout=stdout, stderr=stderr, timed_out=timed_out))
 
 
 def test_command_carries_the_expectation():

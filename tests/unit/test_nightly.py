@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -29,17 +28,18 @@ from accel_images.cli.options import load_expansion
 from accel_images.outcome import Outcome
 from accel_images.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.engine import BuiltImage, ImageInfo, Pushed
-from accel_images.errors import BuildFailed, RegistryError
+from accel_images.engine import ImageInfo, Pushed
+from accel_images.errors import RegistryError
 from accel_images.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
 from accel_images.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
                                   rebuild_reason, run_nightly, write_verified)
 from accel_images.publish import RetryPolicy, Target
-from accel_images.registry import Artifact, RemoteImage
+from accel_images.registry import RemoteImage
 from accel_images.smoke.judge import SmokeResult
 from accel_images.tested import RECORD_LABEL, SmokedRecord
 from accel_images.variant import Expansion
+from fakes import FakeEngine, FakeRegistry
 
 FIXTURE = Path(__file__).parents[1] / "nightly_fixture"
 TEMPLATES = FIXTURE / "templates"
@@ -104,90 +104,6 @@ def test_max_age_zero_rebuilds_everything() -> None:
 
 
 # ---- the run, against a fake engine and registry ------------------------------------------------
-
-@dataclass
-class FakeEngine:
-    """Just enough of Engine for Builder and publish; `failing_builds` holds tags whose build fails."""
-
-    failing_builds: set[str] = field(default_factory=set)
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    local: dict[str, ImageInfo] = field(default_factory=dict)
-
-    def pull(self, ref: str, on_line: object = None) -> ImageInfo:
-        self.calls.append(("pull", ref))
-        return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{ref.split(':')[0]}@sha256:{'b' * 64}",))
-
-    def inspect_image(self, ref: str) -> ImageInfo | None:
-        return self.local.get(ref)
-
-    def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
-        self.calls.append(("build", tag))
-        if tag.split(":")[-1] in self.failing_builds:
-            raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
-        return BuiltImage(f"sha256:built-{tag}", tag, 1)
-
-    def tag(self, image: str, ref: str) -> None:
-        self.calls.append(("tag", ref))
-
-    def push(self, ref: str) -> str:
-        self.calls.append(("push", ref))
-        return "sha256:" + "d" * 64
-
-
-    def push_image(self, ref: str) -> Pushed:
-        return Pushed(self.push(ref))
-    def remove_image(self, ref: str, force: bool = False) -> None:
-        self.calls.append(("remove", ref))
-
-
-@dataclass
-class FakeRegistry:
-    host: str = "reg.example:5000"
-    images: dict[str, RemoteImage] = field(default_factory=dict)
-    ping_error: RegistryError | None = None
-    read_failures: list[RegistryError] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    serving: dict[str, str] = field(default_factory=dict)
-    copied: list[tuple[str, str]] = field(default_factory=list)
-    records: dict[str, Artifact] = field(default_factory=dict)
-
-    def ping(self) -> None:
-        if self.ping_error is not None:
-            raise self.ping_error
-
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
-        if tag.startswith("sha256:"):  # by digest: the smoke record reads the pushed candidate's labels
-            return RemoteImage(repository, tag, tag, {"io.accel-images.tag": "pushed"})
-        if self.read_failures:
-            raise self.read_failures.pop(0)
-        return self.images.get(tag)
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.serving.get(tag, "sha256:" + "d" * 64)
-
-    def copy_tag(self, repository: str, source: str, tag: str) -> str:
-        self.copied.append((source, tag))
-        digest = source if source.startswith("sha256:") else self.images[source].digest
-        self.serving[tag] = digest
-        return digest
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        self.deleted.append(tag)
-        return True
-
-    def descriptor(self, repository: str, reference: str) -> dict | None:
-        return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
-
-    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
-        self.records[tag] = artifact
-        return "sha256:" + "e" * 64
-    def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
-        self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
-        return self.images[tag].digest
-
-    def tags(self, repository: str) -> list[str]:
-        return sorted({*self.images, *self.serving} - set(self.deleted))
-
 
 TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
 

@@ -12,12 +12,11 @@ from datetime import date
 import pytest
 
 from accel_images import compat, tags
-from accel_images.engine import Pushed
-from accel_images.registry import RemoteImage
 from accel_images.errors import EngineError, RegistryError
 from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
 from accel_images.smoke.judge import SmokeResult
 from accel_images.variant import Variant, make_variant
+from fakes import FakeEngine as SharedEngine, FakeTagStore
 
 DIGEST = "sha256:" + "1" * 64
 OTHER = "sha256:" + "2" * 64
@@ -43,51 +42,17 @@ def transient(message: str = "registry unreachable (connection refused)") -> Reg
 
 
 @dataclass
-class FakeEngine:
-    """Records every call; `push_failures[ref]` is a list of errors raised by successive pushes."""
+class FakeEngine(SharedEngine):
+    """tests/fakes.py's engine, its pushes answering DIGEST."""
 
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    push_failures: dict[str, list[BaseException]] = field(default_factory=dict)
-    digests: dict[str, str] = field(default_factory=dict)
-
-    def tag(self, image: str, ref: str) -> None:
-        self.calls.append(("tag", ref))
-
-    def push(self, ref: str) -> str:
-        self.calls.append(("push", ref))
-        failures = self.push_failures.get(ref)
-        if failures:
-            raise failures.pop(0)
-        return self.digests.get(ref, DIGEST)
-
-
-    def push_image(self, ref: str) -> Pushed:
-        return Pushed(self.push(ref))
-    def remove_image(self, ref: str, force: bool = False) -> None:
-        self.calls.append(("remove", ref))
+    pushed_digest: str = DIGEST
 
 
 @dataclass
-class FakeRegistry:
-    serving: dict[str, str] = field(default_factory=dict)
-    deleted: list[str] = field(default_factory=list)
-    delete_error: BaseException | None = None
+class FakeRegistry(FakeTagStore):
+    """tests/fakes.py's tag store, a copy of a tag nobody set serving DIGEST."""
 
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.serving.get(tag)
-
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
-        return None  # the fake engine's pushes upload nothing, so no layer size is asked for
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        if self.delete_error is not None:
-            raise self.delete_error
-        self.deleted.append(tag)
-        return True
-
-    def copy_tag(self, repository: str, source: str, tag: str) -> str:
-        self.serving[tag] = self.serving.get(source, DIGEST)
-        return self.serving[tag]
+    copied_digest: str = DIGEST
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -24,6 +23,7 @@ from accel_images.host import HostInfo, detect_host
 from accel_images.recommend import (Recommendation, default_vendor, describe_host, docker_run_line, image_ref,
                                     judge, recommend)
 from accel_images.variant import select
+from fakes import PullRecorder
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parents[1] / "data" / "host"
@@ -403,39 +403,23 @@ def test_host_json_option_is_hidden():
     assert "--registry" in result.output and "--host-json" not in result.output
 
 
-class FakeEngine:
-    pulled: ClassVar[list[str]] = []
-
-    @classmethod
-    def connect(cls) -> FakeEngine:
-        return cls()
-
-    def pull(self, ref: str, on_line=None):
-        self.pulled.append(ref)
-        if on_line:
-            on_line(f"{ref}: Pulling from fake")
-
-    def close(self) -> None:
-        pass
-
-
 def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
-    FakeEngine.pulled = []
+    monkeypatch.setattr(engine, "Engine", PullRecorder)  # pull imports it when it runs
+    PullRecorder.pulled = []
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo())),
                  "--registry", "registry.example:5000/team", "--from-matrix")
     assert result.exit_code == 0, result.output
     ref = "registry.example:5000/team/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
-    assert FakeEngine.pulled == [ref]
+    assert PullRecorder.pulled == [ref]
     assert result.stdout.strip() == f"docker run --rm -it --ipc host {ref}"
 
 
 def test_pull_command_pulls_nothing_when_nothing_fits(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
-    FakeEngine.pulled = []
+    monkeypatch.setattr(engine, "Engine", PullRecorder)  # pull imports it when it runs
+    PullRecorder.pulled = []
     gaudi = HostInfo(vendor="gaudi", stack_version="1.15.0", gpu_names=("HL-225",), device_count=1)
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, gaudi)))
-    assert result.exit_code == 1 and FakeEngine.pulled == []
+    assert result.exit_code == 1 and PullRecorder.pulled == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,12 +476,12 @@ def test_recommend_json_carries_the_reason(tmp_path):
 
 
 def test_pull_on_an_unusable_host_pulls_the_cpu_image_and_exits_6(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "Engine", FakeEngine)  # pull imports it when it runs
-    FakeEngine.pulled = []
+    monkeypatch.setattr(engine, "Engine", PullRecorder)  # pull imports it when it runs
+    PullRecorder.pulled = []
     host = HostInfo(vendor="cuda", unusable="NVML Unknown Error (...)")
     result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, host)))
     assert result.exit_code == 6
-    assert FakeEngine.pulled == ["accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"]
+    assert PullRecorder.pulled == ["accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"]
 
 
 @pytest.mark.parametrize("content", ['{"vendor": "cuda", "unusable": 3}', '{"vendor": "cuda", "device_count": "2"}',

@@ -443,7 +443,7 @@ def test_bad_image_names_exit_2_in_one_line(text: str, tmp_path: Path) -> None:
 
 @dataclass
 class GatedRegistry:
-    """test_nightly's FakeRegistry with the artifact calls of a MemoryRegistry behind it."""
+    """tests/fakes.py's FakeRegistry with the artifact calls of a MemoryRegistry behind it."""
 
     tags: Any
     artifacts: MemoryRegistry = field(default_factory=MemoryRegistry)
@@ -471,7 +471,8 @@ class GatedRegistry:
 
 
 def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
-    from test_nightly import GREEN, NO_WAIT, TEMPLATES, FakeEngine
+    from fakes import FakeEngine
+    from test_nightly import GREEN, NO_WAIT, TEMPLATES
 
     from accel_images import compat
     from accel_images.nightly import NightlyOptions, run_nightly
@@ -495,7 +496,8 @@ def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
 
 
 def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_aliases(tmp_path: Path) -> None:
-    from test_nightly import DEBIAN, FakeRegistry, record_of
+    from fakes import FakeRegistry
+    from test_nightly import DEBIAN, record_of
 
     from accel_images.build import CREATED_LABEL
     from accel_images.fingerprint import FINGERPRINT_LABEL
