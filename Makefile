@@ -32,7 +32,7 @@ SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000
 LOCAL_WHEELS    := /var/cache/accel-images/wheelhouse
 
-.PHONY: help install test ci render check lint image images image-offline engine nightly bench bench-quick clean
+.PHONY: help install test test-fast ci render check lint image images image-offline engine nightly bench bench-quick clean
 
 help:  ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -45,8 +45,11 @@ $(CLI): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-test: $(CLI) ## Run the test suite (needs `make engine` for the integration tests).
+test: $(CLI) ## Run every test: tests/unit and tests/integration (needs `make engine` for the integration tests).
 	$(BIN)/python -m pytest -q
+
+test-fast: $(CLI) ## Run tests/unit: no engine, no registry, no builds; at most 30 s.
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q tests/unit  # cached bytecode: the second run skips compiling
 
 ci:  ## What CI runs: set up the engine, registry and base images, install, test.
 	bash .ci/run

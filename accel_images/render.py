@@ -56,7 +56,7 @@ fetches (pip and apt use http(s)), so borrowing it changes no download. The rend
 never declares it and never holds the value, and the build context holds no file with it, so
 no layer of any stage can contain it. What remains: like any build arg, the value is in the
 environment of each RUN while it runs (a step that wrote its environment to a file would leak
-it; tests/test_security.py scans every layer for that).
+it; tests/integration/test_security.py scans every layer for that).
 """
 
 

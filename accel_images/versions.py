@@ -17,7 +17,7 @@ packaging.version refuses suffixes such as `-c43dc7b` that vendor tools print.
   `sort_versions`: the project's own versions, sorted.
 
 The smoke workload (accel_images/smoke/workload.py) runs inside images with the standard library
-and torch only, so it keeps its own `release_tuple`; tests/test_versions.py holds the two to one rule.
+and torch only, so it keeps its own `release_tuple`; tests/unit/test_versions.py holds the two to one rule.
 """
 
 from __future__ import annotations

@@ -121,3 +121,23 @@ def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: 
             pass
     if leaked:
         pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}=1 behind", pytrace=False)
+
+
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
+ENGINE_FIXTURES = {"docker_client", "registry", "base_images", "wheelhouse"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/unit runs without an engine: a test there that asks for one (a fixture above, or a
+    marker that brings it) is refused at collection, so it moves to tests/integration instead."""
+    def fixtures(item: pytest.Item) -> set[str]:
+        callspec = getattr(item, "callspec", None)  # a parameter named like a fixture is not one
+        return set(getattr(item, "fixturenames", ())) - set(callspec.params if callspec else ())
+
+    misplaced = [item.nodeid for item in items
+                 if UNIT_TESTS in item.path.parents
+                 and (ENGINE_FIXTURES & fixtures(item)
+                      or any(item.get_closest_marker(marker) for marker in ("engine", "registry", "slow")))]
+    if misplaced:
+        raise pytest.UsageError("tests/unit must not need the engine or the registry; move to tests/integration: "
+                                + ", ".join(misplaced))

@@ -1,5 +1,5 @@
 """Three nightly runs over the project's own matrix, as the report sees them: the screenshots under
-docs/report/ are rendered from these, and tests/test_report_morning.py checks the same pages.
+docs/report/ are rendered from these, and tests/unit/test_report_morning.py checks the same pages.
 
 Records have the shape accel_images.nightly.nightly_record writes; every value is derived from
 the variant, so the pages are the same on every machine and every day.

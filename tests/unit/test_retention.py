@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 import pytest
 
-from accel_images.errors import RegistryError
 from accel_images.retention import Pinned, RetentionPolicy, dated_day, plan, prune, pruned_lines
+
+from fakes import FakeTagRegistry
 
 FULL = "2.13.0-cpu-py3.11-debian12"
 OTHER = "2.14.1-cpu-py3.12-ubuntu24.04"
@@ -67,34 +67,15 @@ def test_only_real_dated_tags_count(tag: str, parsed: tuple[str, date] | None) -
     assert dated_day(tag) == parsed
 
 
-@dataclass
-class FakeRegistry:
-    digests: dict[str, str | None]
-    deleted: list[str] = field(default_factory=list)
-    refuse: set[str] = field(default_factory=set)
-
-    def tags(self, repository: str) -> list[str]:
-        return list(self.digests)
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.digests[tag]
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        if tag in self.refuse:
-            raise RegistryError(f"registry r answered 405 while deleting {repository}:{tag}")
-        self.deleted.append(tag)
-        return True
-
-
 def test_dry_run_lists_and_deletes_nothing() -> None:
-    registry = FakeRegistry(tags_of([1, 2, 3]))
+    registry = FakeTagRegistry(tags_of([1, 2, 3]))
     pruning = prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, dry_run=True)
     assert registry.deleted == [] and pruning.pruned == (dated(FULL, 2), dated(FULL, 1))
     assert pruned_lines(pruning)[0] == f"would prune {dated(FULL, 2)} (older than the 1 newest)"
 
 
 def test_prune_deletes_what_the_policy_says_and_goes_on_past_a_refusal() -> None:
-    registry = FakeRegistry({**tags_of([1, 2, 3, 4]), **tags_of([1, 2], full=OTHER, start=200)},
+    registry = FakeTagRegistry({**tags_of([1, 2, 3, 4]), **tags_of([1, 2], full=OTHER, start=200)},
                             refuse={dated(FULL, 1)})
     pruning = prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, only={FULL}.__contains__)
     assert registry.deleted == [dated(FULL, 3), dated(FULL, 2)]          # OTHER is out of scope

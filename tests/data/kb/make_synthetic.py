@@ -1,4 +1,4 @@
-"""Write the SYNTHETIC sources of tests/test_kb.py: PyTorch wheel index pages and registry tag lists.
+"""Write the SYNTHETIC sources of tests/integration/test_kb.py: PyTorch wheel index pages and registry tag lists.
 
 download.pytorch.org and the registries were not reachable where the package index was recorded
 (2026-12-03), so these are made, not recorded. The index pages follow the layout

@@ -1,0 +1,219 @@
+"""In-process stand-ins for the engine and the registry, shared by the unit tests.
+
+Each fake answers the protocol the production code asks for (accel_images.publish.Pusher and
+TagStore, accel_images.retention.TagRegistry; tests/fakeimage.py's engine answers
+accel_images.smoke.launcher.Runner with an image's files); the
+assignments at the end of this module make mypy check them against those protocols, so a
+protocol that grows a method fails type checking here rather than at a test's first call.
+Defaults are the behaviour most tests want; the parameters give the rest (a build that fails,
+a push that fails, a registry that refuses a delete).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import fakeimage
+
+from accel_images.engine import BuiltImage, ImageInfo, Pushed, RunResult
+from accel_images.errors import BuildFailed, RegistryError
+from accel_images.publish import Pusher, TagStore
+from accel_images.registry import Artifact, RemoteImage
+from accel_images.retention import TagRegistry
+from accel_images.smoke.launcher import Runner
+
+PUSHED = "sha256:" + "d" * 64
+"""What FakeEngine's pushes answer unless told otherwise (`digests`, `pushed_digest`)."""
+
+
+@dataclass
+class FakeEngine:
+    """Just enough of Engine for Builder and publish; records every call.
+
+    `failing_builds` holds tags whose build fails; `push_failures[ref]` is a list of errors raised
+    by successive pushes of ref; `digests[ref]` what a push of ref answers (else `pushed_digest`);
+    `local` the images inspect_image finds.
+    """
+
+    failing_builds: set[str] = field(default_factory=set)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    local: dict[str, ImageInfo] = field(default_factory=dict)
+    push_failures: dict[str, list[BaseException]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    pushed_digest: str = PUSHED
+
+    def pull(self, ref: str, on_line: object = None) -> ImageInfo:
+        self.calls.append(("pull", ref))
+        return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{ref.split(':')[0]}@sha256:{'b' * 64}",))
+
+    def inspect_image(self, ref: str) -> ImageInfo | None:
+        if ref.startswith("sha256:built-") and ref not in self.local:  # the image the builder just built
+            return ImageInfo(ref, (), {}, 1, "", (), env=(fakeimage.PATH,), user="1000:1000")
+        return self.local.get(ref)
+
+    @contextmanager
+    def image_files(self, image: str) -> Iterator[fakeimage.FakeFiles]:
+        """An honest image's files, for the build's record (accel_images.smoke.integrity)."""
+        yield fakeimage.FakeFiles(fakeimage.honest_files())
+
+    def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
+        self.calls.append(("build", tag))
+        if tag.split(":")[-1] in self.failing_builds:
+            raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
+        return BuiltImage(f"sha256:built-{tag}", tag, 1)
+
+    def tag(self, image: str, ref: str) -> None:
+        self.calls.append(("tag", ref))
+
+    def push(self, ref: str) -> str:
+        self.calls.append(("push", ref))
+        failures = self.push_failures.get(ref)
+        if failures:
+            raise failures.pop(0)
+        return self.digests.get(ref, self.pushed_digest)
+
+    def push_image(self, ref: str) -> Pushed:
+        return Pushed(self.push(ref))
+
+    def remove_image(self, ref: str, force: bool = False) -> None:
+        self.calls.append(("remove", ref))
+
+
+class PullRecorder:
+    """Stands in for the Engine class itself (`engine.Engine`, patched): connect, pull, close.
+
+    The pulls are recorded on the class, as the command under test makes its own instance.
+    """
+
+    pulled: ClassVar[list[str]] = []
+
+    @classmethod
+    def connect(cls) -> PullRecorder:
+        return cls()
+
+    def pull(self, ref: str, on_line=None):
+        self.pulled.append(ref)
+        if on_line:
+            on_line(f"{ref}: Pulling from fake")
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeRegistry:
+    """A registry holding images under tags, for the nightly: reads, copies, deletes, artifacts.
+
+    `ping_error` makes the first contact fail; `read_failures` are raised by successive reads of
+    an image by tag; a tag nobody set serves PUSHED.
+    """
+
+    host: str = "reg.example:5000"
+    images: dict[str, RemoteImage] = field(default_factory=dict)
+    ping_error: RegistryError | None = None
+    read_failures: list[RegistryError] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    serving: dict[str, str] = field(default_factory=dict)
+    copied: list[tuple[str, str]] = field(default_factory=list)
+    records: dict[str, Artifact] = field(default_factory=dict)
+
+    def ping(self) -> None:
+        if self.ping_error is not None:
+            raise self.ping_error
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        if tag.startswith("sha256:"):  # by digest: the smoke record reads the pushed candidate's labels
+            return RemoteImage(repository, tag, tag, {"io.accel-images.tag": "pushed"})
+        if self.read_failures:
+            raise self.read_failures.pop(0)
+        return self.images.get(tag)
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.serving.get(tag, PUSHED)
+
+    def copy_tag(self, repository: str, source: str, tag: str) -> str:
+        self.copied.append((source, tag))
+        digest = source if source.startswith("sha256:") else self.images[source].digest
+        self.serving[tag] = digest
+        return digest
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        self.deleted.append(tag)
+        return True
+
+    def descriptor(self, repository: str, reference: str) -> dict | None:
+        return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
+
+    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
+        self.records[tag] = artifact
+        return "sha256:" + "e" * 64
+
+    def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
+        return self.images[tag].digest
+
+    def tags(self, repository: str) -> list[str]:
+        return sorted({*self.images, *self.serving} - set(self.deleted))
+
+
+@dataclass
+class FakeTagStore:
+    """The tags publishing moves: what each serves (none unless set), copies and deletes.
+
+    A copy of a tag nobody set serves `copied_digest`; `delete_error` is raised by every delete.
+    """
+
+    serving: dict[str, str] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    delete_error: BaseException | None = None
+    copied_digest: str = PUSHED
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.serving.get(tag)
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        return None  # the fake engine's pushes upload nothing, so no layer size is asked for
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        if self.delete_error is not None:
+            raise self.delete_error
+        self.deleted.append(tag)
+        return True
+
+    def copy_tag(self, repository: str, source: str, tag: str) -> str:
+        self.serving[tag] = self.serving.get(source, self.copied_digest)
+        return self.serving[tag]
+
+
+@dataclass
+class FakeTagRegistry:
+    """The tags retention lists and deletes: `digests[tag]` (None: no manifest), every other tag an
+    error; a delete of a tag in `refuse` is answered 405."""
+
+    digests: dict[str, str | None]
+    deleted: list[str] = field(default_factory=list)
+    refuse: set[str] = field(default_factory=set)
+
+    def tags(self, repository: str) -> list[str]:
+        return list(self.digests)
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.digests[tag]
+
+    def delete_tag(self, repository: str, tag: str) -> bool:
+        if tag in self.refuse:
+            raise RegistryError(f"registry r answered 405 while deleting {repository}:{tag}")
+        self.deleted.append(tag)
+        return True
+
+
+# What mypy checks: each fake is the protocol production code takes it as.
+_pusher: Pusher = FakeEngine()
+_runner: Runner = fakeimage.FakeEngine(RunResult(exit_code=0, stdout="", stderr="", timed_out=False))
+_nightly_tags: TagStore = FakeRegistry()
+_tag_store: TagStore = FakeTagStore()
+_tag_registry: TagRegistry = FakeTagRegistry({})

@@ -1,0 +1,34 @@
+"""`make image` builds one image (the newest the filters match), `make images` all of them.
+
+The Makefile is read with `make -n`: what it would run.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_make_image.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from faultproxy import free_port
+from test_make_image import ROOT
+
+
+
+@pytest.mark.engine
+def test_an_unreachable_base_registry_is_one_grouped_line_naming_the_mirror_option(tmp_path: Path) -> None:
+    """Every variant fails the same way, as behind a blocked Docker Hub; the table's causes hold the
+    hint's `HOST[/PATH]`, which must reach the terminal as text, not as rich markup."""
+    mirror = f"127.0.0.1:{free_port()}"
+    result = subprocess.run([sys.executable, "-m", "accel_images", "build", "--vendor", "cpu", "--os", "ubuntu24.04",
+                             "--torch", "2.14", "--no-smoke", "--registry-mirror", f"docker.io={mirror}", "-q",
+                             "--state-dir", str(tmp_path / "state")], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 4, result.stderr
+    summary = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
+    assert len(summary) == 1 and summary[0].startswith("FAILED 4 variants: pull of ")
+    assert f"registry {mirror} unreachable (connection refused)" in summary[0]
+    assert "--registry-mirror" in summary[0] and "HOST[/PATH]" in result.stdout

@@ -1,0 +1,55 @@
+"""`accel-images run` and `devcontainer`: the generated arguments per vendor, and a real session.
+
+The per-vendor lines are checked exactly, against a fake /dev tree whose device files belong to
+groups 44 and 109 (as root; elsewhere the two groups the user is in). The real session runs the CPU
+image that the build tests make, as a user id that exists neither on the host nor in the image.
+
+Here: the tests that need the real engine or registry; the others are in tests/unit/test_session.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
+
+
+# ---- for real -------------------------------------------------------------------------------------
+
+STRANGER = 4321
+
+
+def as_stranger(workspace: Path) -> list[str]:
+    """Run as STRANGER with the docker group (the socket's), when this is root; as oneself otherwise."""
+    if os.geteuid() != 0:
+        return []
+    os.chown(workspace, STRANGER, STRANGER)
+    socket_gid = os.stat("/var/run/docker.sock").st_gid
+    return ["setpriv", f"--reuid={STRANGER}", f"--regid={STRANGER}", f"--groups={socket_gid}"]
+
+
+@pytest.mark.engine
+def test_run_executes_in_workspace_as_the_host_user(tmp_path: Path, docker_client) -> None:
+    try:
+        docker_client.images.get(CPU_IMAGE)
+    except Exception:  # noqa: BLE001 - any failure to find it: the build tests make it
+        pytest.fail(f"{CPU_IMAGE} is missing: `make image-offline` (or the build integration tests) makes it")
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    prefix = as_stranger(workspace)
+    uid = STRANGER if prefix else os.getuid()
+    cli = shutil.which("accel-images", path=str(Path(sys.executable).parent)) or "accel-images"
+    result = subprocess.run([*prefix, cli, "run", CPU_IMAGE, "--", "sh", "-c",
+                             "id -u > out.txt && pwd >> out.txt && python -c 'import torch' && echo torch >> out.txt"],
+                            cwd=workspace, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "HOME": str(workspace)}, stdin=subprocess.DEVNULL, check=False)
+    assert result.returncode == 0, result.stderr
+    made = workspace / "out.txt"
+    assert made.read_text().split() == [str(uid), "/workspace", "torch"]
+    assert made.stat().st_uid == uid

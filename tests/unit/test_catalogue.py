@@ -1,0 +1,149 @@
+"""The registry's catalogue: what `recommend --registry`, `pull`, `run` and `catalogue` choose from.
+
+Unit tests read an in-memory registry; the integration tests publish layer-less images (a config
+blob with a variant's labels, made over the registry's HTTP API) and smoke records into a
+repository of their own in the local registry, then read them back through accel-images, directly
+and through the fault proxy with 50 ms added to every request.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_catalogue_integration.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+from accel_images import compat, tags
+from accel_images.catalogue import (
+    ARTIFACT_TYPE,
+    Entry,
+    SmokeRecord,
+    read_catalogue,
+    read_record,
+    variant_of,
+    write_record,
+)
+from accel_images.choosing import load_expansion
+from accel_images.registry import Artifact, RemoteImage
+from accel_images.smoke.judge import SmokeResult
+from accel_images.variant import Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+KB = compat.load_kb()
+VARIANTS = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants}
+CPU_NEW, CPU_OLD = "2.15.0-cpu-py3.12-ubuntu24.04", "2.13.0-cpu-py3.11-debian12"
+CUDA = "2.14.1-cuda13.0-py3.12-ubuntu24.04"
+PASSED = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=(),
+                     raw={"backend": "cpu", "device_name": ""})
+
+
+def digest_of(tag: str) -> str:
+    return "sha256:" + (tag.encode().hex() * 8)[:64]
+
+
+# ---- an in-memory registry --------------------------------------------------------------------
+
+@dataclass
+class MemoryRegistry:
+    """Tags -> (digest, labels); artifacts as put; every read counted."""
+
+    host: str = "reg.example"
+    images: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
+    reads: list[str] = field(default_factory=list)
+
+    def publish(self, variant: Variant, tag: str | None = None, digest: str | None = None) -> str:
+        digest = digest or digest_of(variant.tag)
+        self.images[tag or variant.tag] = (digest, variant.labels())
+        return digest
+
+    def tags(self, repository: str, page_size: int = 1000) -> list[str]:
+        return [*self.images, *self.artifacts]
+
+    def image(self, repository: str, tag: str) -> RemoteImage | None:
+        self.reads.append(tag)
+        found = self.images.get(tag) or next((image for image in self.images.values() if image[0] == tag), None)
+        return RemoteImage(repository, tag, found[0], found[1]) if found else None
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        self.reads.append(tag)
+        found = self.images.get(tag)
+        return found[0] if found else None
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict] | None:
+        self.reads.append(reference)
+        artifact = self.artifacts.get(reference)
+        if artifact is None:
+            return None
+        return "sha256:" + "f" * 64, {"artifactType": artifact.artifact_type, "annotations": dict(artifact.annotations)}
+
+    def descriptor(self, repository: str, reference: str) -> dict | None:
+        return {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": reference, "size": 10}
+
+    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
+        self.artifacts[tag] = artifact
+        return "sha256:" + "f" * 64
+
+
+def test_a_smoke_record_says_what_it_was_written_from() -> None:
+    registry = MemoryRegistry()
+    digest = registry.publish(VARIANTS[CUDA])
+    result = SmokeResult(ok=True, ran_on="cuda", cpu_fallback=False, failures=(), checks=(),
+                         raw={"backend": "cuda", "device_name": "NVIDIA H100 80GB HBM3"})
+    write_record(registry, "team/pytorch", digest, result, "20261202T030000-abc123",
+                 now=datetime(2026, 12, 2, 3, 4, 5, tzinfo=timezone.utc))
+    artifact = registry.artifacts[tags.record_tag(digest)]
+    assert artifact.artifact_type == ARTIFACT_TYPE and artifact.subject == {
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": 10}
+    assert json.loads(artifact.payload)["image"] == digest
+    found = read_record(registry, "team/pytorch", tags.record_tag(digest))
+    assert found is not None
+    record, labels = found
+    assert labels == VARIANTS[CUDA].labels()          # the image's labels, copied: readers need no config blob
+    assert record == SmokeRecord(ok=True, ran_on="cuda", device="NVIDIA H100 80GB HBM3", run_id="20261202T030000-abc123",
+                                 checked=datetime(2026, 12, 2, 3, 4, 5, tzinfo=timezone.utc))
+    assert record.summary() == "passed on cuda, NVIDIA H100 80GB HBM3"
+
+
+def test_only_images_whose_digest_a_passing_record_vouches_for_are_offered() -> None:
+    registry = MemoryRegistry()
+    for tag in (CPU_NEW, CPU_OLD, CUDA):
+        registry.publish(VARIANTS[tag])
+    write_record(registry, "r", digest_of(CPU_OLD), PASSED, "r1")
+    write_record(registry, "r", digest_of(CUDA), replace(PASSED, ok=False, failures=("check matmul failed",)), "r1")
+    registry.publish(VARIANTS[CPU_NEW], tag="latest-cpu")                    # an alias: never read
+    registry.publish(VARIANTS[CPU_NEW], tag=f"{CPU_NEW}-20261202")           # a dated tag: never read
+    registry.publish(VARIANTS[CPU_NEW], tag=f"{CPU_NEW}-candidate-r1-abc")   # a candidate: never read
+    registry.images["2.14.0-cpu-py3.12-ubuntu22.04"] = (digest_of("x"), {"some": "label"})  # not ours
+
+    catalogue = read_catalogue(registry, "r")
+    by_tag = {entry.tag: entry for entry in catalogue.entries}
+    assert sorted(by_tag) == sorted([CPU_NEW, CPU_OLD, CUDA])
+    assert [entry.tag for entry in catalogue.offered()] == [CPU_OLD]
+    assert by_tag[CPU_NEW].why_not == "published, but no smoke record vouches for its digest"
+    assert by_tag[CUDA].why_not == "its smoke test failed on cpu"
+    assert not {"latest-cpu", f"{CPU_NEW}-20261202", f"{CPU_NEW}-candidate-r1-abc"} & set(registry.reads)
+    assert tags.record_tag(digest_of(CPU_NEW)) not in registry.reads   # no record in the tag list: not asked
+
+
+def test_a_tag_moved_onto_an_untested_image_loses_its_record() -> None:
+    registry = MemoryRegistry()
+    write_record(registry, "r", registry.publish(VARIANTS[CPU_OLD]), PASSED, "r1")
+    registry.publish(VARIANTS[CPU_OLD], digest="sha256:" + "9" * 64)        # pushed by hand over it
+    [entry] = read_catalogue(registry, "r").entries
+    assert not entry.offered
+
+
+def test_the_variant_of_an_entry_is_the_knowledge_base_s_with_the_image_s_own_floor() -> None:
+    variant = VARIANTS[CUDA]
+    labels = {**variant.labels(), "io.accel-images.mvc-driver": "999.1"}
+    got = variant_of(Entry(CUDA, digest_of(CUDA), labels), KB)
+    assert got == replace(variant, mvc_driver="999.1", line=got.line)
+    unknown = {**variant.labels(), "io.accel-images.torch": "9.9.0", "io.accel-images.tag": "9.9.0-cuda13.0-py3.12-ubuntu24.04"}
+    described = variant_of(Entry("9.9.0-cuda13.0-py3.12-ubuntu24.04", "sha256:" + "1" * 64, unknown), KB)
+    assert described is not None and described.tag == "9.9.0-cuda13.0-py3.12-ubuntu24.04"
+    assert described.gpu_archs == variant.gpu_archs and described.mvc_driver == variant.mvc_driver
+    assert variant_of(Entry("x", "d", {"io.accel-images.vendor": "tpu"}), KB) is None

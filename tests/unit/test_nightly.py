@@ -1,0 +1,442 @@
+"""The nightly rebuild: what is skipped and why, promote on green, the lock, and the command.
+
+The end-to-end tests use a tiny template set (tests/nightly_fixture/templates: the base image
+plus a stub smoke workload that reports what the image promises) on top of local/debian:bookworm,
+published under a repository of their own in the local registry; each run takes seconds.
+Registry state is checked over the registry's HTTP API directly, not through accel_images.registry.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_nightly_integration.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accel_images import compat
+from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Prepared
+from accel_images.cli import nightly as cli_nightly
+from accel_images.cli.nightly import nightly_command
+from accel_images.cli.options import load_expansion
+from accel_images.outcome import Outcome
+from accel_images.settings import BuildSettings
+from accel_images.state import StateDir
+from accel_images.engine import ImageInfo, Pushed
+from accel_images.errors import RegistryError
+from accel_images.fingerprint import FINGERPRINT_LABEL
+from accel_images.lock import LockBusy, held
+from accel_images.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
+                                  rebuild_reason, run_nightly, write_verified)
+from accel_images.publish import RetryPolicy, Target
+from accel_images.registry import RemoteImage
+from accel_images.smoke.judge import SmokeResult
+from accel_images.tested import RECORD_LABEL, SmokedRecord
+from accel_images.variant import Expansion
+from fakes import FakeEngine, FakeRegistry
+
+FIXTURE = Path(__file__).parents[1] / "nightly_fixture"
+TEMPLATES = FIXTURE / "templates"
+NOW = datetime(2026, 12, 2, 3, 0, tzinfo=timezone.utc)
+MATRIX = """schema: 1
+image: {image}
+vendors:
+  cpu:
+    - torch: ["2.13"]
+      python: ["3.11"]
+      os: [debian12]
+      flavor: [runtime]
+    - torch: ["2.14"]
+      python: ["3.12"]
+      os: [ubuntu24.04]
+      flavor: [runtime]
+"""
+DEBIAN = "2.13.0-cpu-py3.11-debian12"
+UBUNTU = "2.14.1-cpu-py3.12-ubuntu24.04"
+GREEN = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
+NO_WAIT = RetryPolicy(sleep=lambda seconds: None)
+
+
+def write_matrix(directory: Path, image: str) -> Path:
+    path = directory / "matrix.yaml"
+    path.write_text(MATRIX.format(image=image))
+    return path
+
+
+# ---- why a variant is rebuilt ----------------------------------------------------------------------
+
+def prepared(fingerprint: str = "sha256:new", base: str = "base@sha256:bbb") -> Prepared:
+    return Prepared(variant=None, ref="x", context_dir=Path("."), args={},
+                    fingerprint=fingerprint, base_digest=base)
+
+
+def remote(labels: dict[str, str], created: datetime | None = None) -> RemoteImage:
+    return RemoteImage("team/img", "tag", "sha256:" + "d" * 64, labels, created)
+
+
+@pytest.mark.parametrize("image,reason", [
+    (None, "not in the registry yet"),
+    (remote({}), "the registry's image has no fingerprint label"),
+    (remote({FINGERPRINT_LABEL: "sha256:old", BASE_DIGEST_LABEL: "base@sha256:aaa"}),
+     "base image changed (sha256:aaa -> sha256:bbb)"),
+    (remote({FINGERPRINT_LABEL: "sha256:old", BASE_DIGEST_LABEL: "base@sha256:bbb"}),
+     "template, build context or build args changed"),
+    (remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-11-01T00:00:00Z"}),
+     "older than 7 days (built 2026-11-01)"),
+    (remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW - timedelta(days=8)), "older than 7 days (built 2026-11-24)"),
+    (remote({FINGERPRINT_LABEL: "sha256:new"}), "the registry's image has no build date"),
+    (remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-11-30T00:00:00Z"}), None),
+    (remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW - timedelta(days=1)), None),
+])
+def test_rebuild_reason(image: RemoteImage | None, reason: str | None) -> None:
+    assert rebuild_reason(image, prepared(), 7, NOW) == reason
+
+
+def test_max_age_zero_rebuilds_everything() -> None:
+    fresh = remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-12-02T02:59:00Z"})
+    assert rebuild_reason(fresh, prepared(), 0, NOW) == "older than 0 days (built 2026-12-02)"
+
+
+# ---- the run, against a fake engine and registry ------------------------------------------------
+
+TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
+
+
+def record_of(*digests: str, day: str = "20261201") -> RemoteImage:
+    """The record a nightly leaves under `<full tag>-tested` (accel_images.tested)."""
+    entries = [{"digest": digest, "day": day, "run": "r0"} for digest in digests]
+    return RemoteImage("team/pytorch", "x-tested", "sha256:" + "e" * 64, {RECORD_LABEL: json.dumps(entries)})
+
+
+@pytest.fixture
+def expansion(tmp_path: Path) -> Expansion:
+    return load_expansion(str(write_matrix(tmp_path, "team/pytorch")))
+
+
+def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
+             jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
+    settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
+    # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT,
+                             attest=False)
+    return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
+                       settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
+
+
+def test_unreachable_registry_stops_the_run_before_any_build(expansion: Expansion, tmp_path: Path) -> None:
+    down = RegistryError("registry reg.example:5000 unreachable (connection refused)")
+    down.transient = True
+    engine = FakeEngine()
+    with pytest.raises(RegistryError, match="unreachable"):
+        fake_run(expansion, engine, FakeRegistry(ping_error=down), tmp_path)
+    assert engine.calls == []
+
+
+def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansion, tmp_path: Path) -> None:
+    first = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    assert [night.status for night in first] == ["built", "built"]
+    [_ubuntu, debian] = first                        # newest first, as the matrix expands
+    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": TESTED, f"{DEBIAN}-20261201": TESTED})
+    engine = FakeEngine()
+    second = fake_run(expansion, engine, registry, tmp_path)
+    assert [(n.outcome.variant.tag, n.status) for n in second] == [(UBUNTU, "built"), (DEBIAN, "skipped")]
+    assert second[1].reason == "unchanged since 2026-12-01"
+    assert second[1].realigned == () and registry.copied == []
+    assert ("pull", "ubuntu:24.04") in engine.calls and ("pull", "debian:bookworm-slim") in engine.calls
+    assert [ref for call, ref in engine.calls if call == "build"] == [f"team/pytorch:{UBUNTU}"]
+
+
+def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansion, tmp_path: Path) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
+                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": "sha256:elsewhere", f"{DEBIAN}-20261201": TESTED})
+    [_, night] = fake_run(expansion, FakeEngine(), registry, tmp_path)
+    assert night.status == "skipped" and night.realigned == ("2.13-cpu",)
+    assert registry.copied == [(TESTED, "2.13-cpu")]          # the tested digest, not whatever the tag serves
+
+
+@pytest.mark.parametrize("record", [None, record_of("sha256:" + "f" * 64),
+                                    RemoteImage("team/pytorch", "x", "sha256:e", {RECORD_LABEL: "[{]"})],
+                         ids=["no-record", "another-digest", "malformed-record"])
+def test_an_image_this_tool_never_smoke_tested_is_rebuilt_and_gets_no_alias(
+        expansion: Expansion, tmp_path: Path, record: RemoteImage | None) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    images = {DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"})}
+    if record is not None:
+        images[f"{DEBIAN}-tested"] = record
+    registry = FakeRegistry(images=images, serving={"2.13-cpu": "sha256:elsewhere"})
+    engine = FakeEngine()
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.status == "built", night.outcome.error
+    assert night.reason.startswith(f"{DEBIAN} points at sha256:dddddddddddd, which this tool never smoke-tested")
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    assert registry.copied == []
+    assert SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).find(TESTED) is not None
+
+
+def test_the_tested_digest_is_recorded_before_any_real_tag_moves(expansion: Expansion, tmp_path: Path) -> None:
+    order: list[str] = []
+
+    class Watching(FakeRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+            order.append(f"record {tag}")
+            return super().put_labels_image(repository, tag, labels)
+
+    class Pushing(FakeEngine):
+        def push(self, ref: str) -> str:
+            order.append(f"push {ref.rsplit(':', 1)[1]}")
+            return super().push(ref)
+
+    registry = Watching()
+    fake_run(expansion, Pushing(), registry, tmp_path)
+    debian = [step for step in order if DEBIAN in step]
+    assert debian[:3] == [f"push {DEBIAN}-candidate-r1", f"record {DEBIAN}-tested", f"push {DEBIAN}"]
+    [entry] = SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).entries
+    assert (entry.digest, entry.day, entry.run_id) == (TESTED, NOW.date(), "r1")
+
+
+def test_candidates_of_earlier_runs_are_swept_and_later_ones_left(expansion: Expansion, tmp_path: Path) -> None:
+    older, newer = "20261201T030000-aaaaaa", "20261202T040000-bbbbbb"
+    left = {f"{DEBIAN}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-{newer}": TESTED,
+            f"{UBUNTU}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-not-a-run": TESTED}
+    registry = FakeRegistry(serving=dict(left))
+    nights = fake_run(expansion, FakeEngine(), registry, tmp_path, run_id="20261202T030000-cccccc")
+    assert {night.outcome.variant.tag: night.swept for night in nights} == {
+        UBUNTU: (f"{UBUNTU}-candidate-{older}",), DEBIAN: (f"{DEBIAN}-candidate-{older}",)}
+    assert f"{DEBIAN}-candidate-{newer}" not in registry.deleted
+    assert f"{DEBIAN}-candidate-not-a-run" not in registry.deleted
+
+
+def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion, tmp_path: Path) -> None:
+    class Refusing(FakeRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+            raise RegistryError("registry reg.example:5000 denied access")
+
+    engine = FakeEngine()
+    nights = fake_run(expansion, engine, Refusing(), tmp_path)
+    assert [night.status for night in nights] == ["failed", "failed"]
+    assert all(night.publication is not None and night.publication.promoted == () for night in nights)
+    assert {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"} == {
+        f"{UBUNTU}-candidate-r1", f"{DEBIAN}-candidate-r1"}
+
+
+@pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
+def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expansion: Expansion, tmp_path: Path,
+                                                                          built_at: str, reused: bool) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: built_at}
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())})
+    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    assert night.status == "built" and night.publication is not None and night.publication.ok
+    assert (("build", f"team/pytorch:{DEBIAN}") in engine.calls) is not reused
+    assert (night.outcome.image_id == "sha256:local") is reused
+
+
+LAYERS = ("sha256:" + "1" * 64, "sha256:" + "2" * 64)
+
+
+def aged(fingerprint: str, layers: tuple[str, ...] = LAYERS) -> RemoteImage:
+    """The registry's image with the variant's fingerprint, built a month ago, with these layers."""
+    return RemoteImage("team/pytorch", DEBIAN, "sha256:" + "e" * 64,
+                       {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: "2026-11-01T00:00:00Z"}, None,
+                       layers, (100, 200))
+
+
+@pytest.mark.parametrize("rebuilt_layers,kept", [(LAYERS, True), ((LAYERS[0], "sha256:" + "3" * 64), False)])
+def test_an_aged_rebuild_with_the_published_layers_pushes_nothing(expansion: Expansion, tmp_path: Path,
+                                                                  rebuilt_layers: tuple[str, ...],
+                                                                  kept: bool) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
+        f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), rebuilt_layers)})
+    registry = FakeRegistry(images={DEBIAN: published})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.reason == "older than 7 days (built 2026-11-01)"
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    pushed = [ref for call, ref in engine.calls if call == "push" and DEBIAN in ref]
+    assert night.kept is kept and (pushed == []) is kept
+    if kept:
+        assert night.registry_digest == published.digest and night.publication is None
+        assert describe(night) == (f"rebuilt, identical content, kept {published.digest}"
+                                   " (older than 7 days (built 2026-11-01))")
+        assert nightly_record(night, Target(registry.host, "team/pytorch"))["uploaded_bytes"] == 0
+
+
+def test_a_kept_image_is_not_rebuilt_again_before_its_age_runs_out(expansion: Expansion, tmp_path: Path) -> None:
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    write_verified(StateDir(tmp_path / "state"), published.digest, NOW - timedelta(days=2))
+    engine = FakeEngine()
+    registry = FakeRegistry(images={DEBIAN: published, f"{DEBIAN}-tested": record_of(published.digest)})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.status == "skipped" and ("build", f"team/pytorch:{DEBIAN}") not in engine.calls
+    assert read_verified(StateDir(tmp_path / "state"), published.digest) == NOW - timedelta(days=2)
+
+
+def test_a_publication_reports_the_compressed_bytes_it_uploaded(expansion: Expansion, tmp_path: Path) -> None:
+    class Uploading(FakeEngine):
+        def push_image(self, ref: str) -> Pushed:
+            return Pushed(self.push(ref), ("2" * 12,) if "candidate" in ref else ())
+
+    class Sized(FakeRegistry):
+        def image(self, repository: str, tag: str) -> RemoteImage | None:
+            if "candidate" in tag:
+                return RemoteImage(repository, tag, "sha256:" + "d" * 64, {}, None, LAYERS, (100, 200))
+            return super().image(repository, tag)
+
+    nights = fake_run(expansion, Uploading(), Sized(), tmp_path)
+    assert [night.uploaded_bytes for night in nights] == [200, 200]
+    assert [night.publication.uploaded_layers for night in nights if night.publication] == [1, 1]
+    assert describe(nights[0]).endswith("uploaded 1 layer(s), 200 B")
+
+
+def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
+    engine = FakeEngine(failing_builds={UBUNTU})
+    registry = FakeRegistry()
+    nights = fake_run(expansion, engine, registry, tmp_path, jobs=2)
+    assert [(n.outcome.variant.tag, n.status) for n in nights] == [(UBUNTU, "failed"), (DEBIAN, "built")]
+    assert "RUN false" in (nights[0].outcome.error or "")
+    pushed = {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"}
+    assert not any(tag.startswith(UBUNTU) for tag in pushed)
+    assert pushed == {f"{DEBIAN}-candidate-r1", DEBIAN, f"{DEBIAN}-20261202", "2.13-cpu"}
+
+
+def test_transient_registry_reads_are_retried(expansion: Expansion, tmp_path: Path) -> None:
+    blip = RegistryError("registry answered 503")
+    blip.transient = True
+    nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[blip, blip]), tmp_path)
+    assert [night.status for night in nights] == ["built", "built"]
+
+
+def test_permanent_registry_read_failure_fails_that_variant(expansion: Expansion, tmp_path: Path) -> None:
+    denied = RegistryError("registry reg.example:5000 denied access")
+    nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[denied]), tmp_path)
+    assert [night.status for night in nights] == ["failed", "built"]
+    assert nights[0].outcome.error == "registry reg.example:5000 denied access"
+
+
+def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def first_then_interrupted(*args: object, on_done, **kwargs: object) -> list[NightlyOutcome]:
+        on_done(NightlyOutcome(Outcome(expansion.variants[1], "skipped", "x"), "unchanged since 2026-12-01"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_nightly, "run_nightly", first_then_interrupted)
+    monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
+    monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
+    # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
+    with pytest.raises(KeyboardInterrupt):
+        cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+                                   BuildSettings(state_dir=StateDir(tmp_path)), options, None, tmp_path / "reports")
+    report = json.loads((tmp_path / "reports" / "report.json").read_text())
+    assert report["meta"]["partial"] is True
+    assert [(r["tag"], r["status"]) for r in report["variants"]] == [(UBUNTU, "interrupted"), (DEBIAN, "skipped")]
+
+
+# ---- the lock ----------------------------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from accel_images.lock import held
+with held(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+@pytest.fixture
+def holder() -> Iterator[Callable[[Path, float], subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def hold(path: Path, seconds: float) -> subprocess.Popen[str]:
+        process = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE,
+                                   text=True)
+        started.append(process)
+        assert process.stdout is not None and process.stdout.readline().strip() == "held"
+        return process
+
+    yield hold
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_lock_refuses_at_once_naming_the_holder(tmp_path: Path, holder) -> None:
+    lock = tmp_path / "state" / "nightly.lock"
+    process = holder(lock, 60)
+    with pytest.raises(LockBusy) as caught, held(lock):
+        pytest.fail("got a lock another process holds")
+    assert f"(PID {process.pid}) holds {lock}" in caught.value.one_line()
+    assert "--lock-wait" in caught.value.one_line()
+
+
+def test_lock_wait_gets_the_lock_once_it_is_released(tmp_path: Path, holder) -> None:
+    lock = tmp_path / "nightly.lock"
+    holder(lock, 0.5)
+    with held(lock, wait_s=120, poll_s=0.05) as path:
+        assert path == lock
+
+
+def test_lock_wait_gives_up_at_its_deadline(tmp_path: Path, holder) -> None:
+    lock = tmp_path / "nightly.lock"
+    holder(lock, 60)
+    clock = iter(range(0, 1000, 2))
+    slept: list[float] = []
+    with pytest.raises(LockBusy, match="after waiting 5 s"), \
+            held(lock, wait_s=5, clock=lambda: next(clock), sleep=slept.append):
+        pass
+    assert slept and all(0 < s <= 0.2 for s in slept)
+
+
+def test_lock_is_released_after_an_exception(tmp_path: Path) -> None:
+    lock = tmp_path / "nightly.lock"
+    with pytest.raises(RuntimeError), held(lock):
+        raise RuntimeError("boom")
+    probe = subprocess.run([sys.executable, "-c", HOLDER, str(lock), "0"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0 and probe.stdout.strip() == "held"
+
+
+def test_command_refuses_while_another_nightly_runs(tmp_path: Path, holder) -> None:
+    state = tmp_path / "state"
+    process = holder(state / "nightly.lock", 60)
+    result = CliRunner().invoke(nightly_command, ["--registry", "127.0.0.1:1", "--matrix",
+                                                  str(write_matrix(tmp_path, "team/pytorch")),
+                                                  "--state-dir", str(state)])
+    assert result.exit_code == 75
+    assert f"accel-images: error: another nightly (PID {process.pid}) holds" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("registry", ["not a host", "127.0.0.1:99999", "127.0.0.1:0", "[::1]:70000"])
+def test_command_rejects_a_malformed_registry(tmp_path: Path, registry: str) -> None:
+    result = CliRunner().invoke(nightly_command, ["--registry", registry, "--matrix",
+                                                  str(write_matrix(tmp_path, "team/pytorch")),
+                                                  "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2, result.output
+    assert f"--registry: '{registry}' is not" in result.output
+
+
+def test_build_refuses_while_a_nightly_holds_the_state_directory(tmp_path: Path, holder) -> None:
+    """A build would rewrite the contexts the running nightly builds from."""
+    from accel_images.cli.build import build_command
+    state = tmp_path / "state"
+    process = holder(state / "nightly.lock", 60)
+    result = CliRunner(env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}).invoke(
+        build_command, ["--matrix", str(write_matrix(tmp_path, "team/pytorch")), "--state-dir", str(state)])
+    assert result.exit_code == 75, result.output
+    assert f"accel-images: error: another run of accel-images (PID {process.pid}) holds" in result.output
+    assert not (state / "contexts").exists()

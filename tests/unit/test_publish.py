@@ -1,0 +1,316 @@
+"""accel_images.publish: candidate -> smoke -> promotion, with the order, retries and cleanup checked
+against fakes, and the whole flow once against the real engine and local registry.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_publish_integration.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+
+import pytest
+
+from accel_images import compat, tags
+from accel_images.errors import EngineError, RegistryError
+from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
+from accel_images.smoke.judge import SmokeResult
+from accel_images.variant import Variant, make_variant
+from fakes import FakeEngine as SharedEngine, FakeTagStore
+
+DIGEST = "sha256:" + "1" * 64
+OTHER = "sha256:" + "2" * 64
+DAY = date(2026, 12, 2)
+TARGET = Target("reg.example:5000", "team/pytorch")
+
+GREEN = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
+RED = SmokeResult(ok=False, ran_on="cpu", cpu_fallback=False, failures=("check mlp_training failed: loss rose",),
+                  checks=())
+
+
+@pytest.fixture(scope="module")
+def variants() -> tuple[Variant, ...]:
+    kb = compat.load_kb()
+    return (make_variant(kb, "cpu", None, "2.14", "3.11", "debian12", "runtime"),
+            make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime"))
+
+
+def transient(message: str = "registry unreachable (connection refused)") -> RegistryError:
+    error = RegistryError(message)
+    error.transient = True
+    return error
+
+
+@dataclass
+class FakeEngine(SharedEngine):
+    """tests/fakes.py's engine, its pushes answering DIGEST."""
+
+    pushed_digest: str = DIGEST
+
+
+@dataclass
+class FakeRegistry(FakeTagStore):
+    """tests/fakes.py's tag store, a copy of a tag nobody set serving DIGEST."""
+
+    copied_digest: str = DIGEST
+
+
+@dataclass
+class Smoke:
+    result: SmokeResult = GREEN
+    seen: list[str] = field(default_factory=list)
+    raises: BaseException | None = None
+
+    def __call__(self, image: str, variant: Variant) -> SmokeResult:
+        self.seen.append(image)
+        if self.raises is not None:
+            raise self.raises
+        return self.result
+
+
+def no_sleep() -> tuple[RetryPolicy, list[float]]:
+    slept: list[float] = []
+    return RetryPolicy(sleep=slept.append), slept
+
+
+def run(variant: Variant, variants: tuple[Variant, ...], engine: FakeEngine, registry: FakeRegistry,
+        smoke: Smoke, retry: RetryPolicy | None = None) -> Publication:
+    registry.serving.setdefault(variant.tag, DIGEST)
+    return publish(engine, registry, "sha256:image", variant, TARGET, tags.all_tags(variant, variants, DAY),
+                   "run1", smoke, retry=retry or no_sleep()[0])
+
+
+def pushes(engine: FakeEngine) -> list[str]:
+    return [ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"]
+
+
+# ---- order and promotion ----------------------------------------------------------------------
+
+def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Variant, ...]) -> None:
+    newest = variants[0]
+    engine, registry, smoke = FakeEngine(), FakeRegistry(), Smoke()
+    publication = run(newest, variants, engine, registry, smoke)
+    candidate = f"{newest.tag}-candidate-run1"
+    assert publication.ok and publication.digest == DIGEST and not publication.candidate_left
+    assert smoke.seen == [TARGET.ref(candidate)]                        # the pushed image was the one tested
+    assert pushes(engine) == [candidate, newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu"]
+    assert publication.promoted == (newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu")
+    assert registry.deleted == [candidate]
+    assert ("remove", TARGET.ref(candidate)) in engine.calls
+    assert ("remove", TARGET.ref(f"{newest.tag}-20261202")) in engine.calls   # no local name per day
+    assert engine.calls.index(("push", TARGET.ref(candidate))) < engine.calls.index(("push", TARGET.ref(newest.tag)))
+
+
+def test_the_smoke_record_is_written_after_the_green_smoke_and_before_any_real_tag(
+        variants: tuple[Variant, ...]) -> None:
+    engine, registry, smoke = FakeEngine(), FakeRegistry(), Smoke()
+    vouched: list[tuple[str, int]] = []
+    registry.serving.setdefault(variants[0].tag, DIGEST)
+    publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
+                          tags.all_tags(variants[0], variants, DAY), "run1", smoke, retry=no_sleep()[0],
+                          on_green=lambda digest, result: vouched.append((digest, len(pushes(engine)))))
+    assert publication.ok and vouched == [(DIGEST, 1)]          # only the candidate was pushed by then
+
+
+def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[Variant, ...]) -> None:
+    engine, registry = FakeEngine(), FakeRegistry()
+    registry.serving.setdefault(variants[0].tag, DIGEST)
+
+    def refuse(digest: str, result: SmokeResult) -> None:
+        raise RegistryError("registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke")
+
+    publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
+                          tags.all_tags(variants[0], variants, DAY), "run1", Smoke(), retry=no_sleep()[0],
+                          on_green=refuse)
+    assert publication.error == "registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke"
+    assert publication.promoted == () and pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+
+
+def test_older_variant_gets_only_its_own_aliases(variants: tuple[Variant, ...]) -> None:
+    older = variants[1]
+    publication = run(older, variants, FakeEngine(), FakeRegistry(), Smoke())
+    assert publication.promoted == (older.tag, f"{older.tag}-20261202", "2.13-cpu")
+
+
+def test_red_smoke_moves_no_real_tag(variants: tuple[Variant, ...]) -> None:
+    engine, registry = FakeEngine(), FakeRegistry()
+    publication = run(variants[0], variants, engine, registry, Smoke(RED))
+    assert not publication.ok
+    assert publication.error == "smoke: check mlp_training failed: loss rose"
+    assert publication.promoted == ()
+    assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+    assert registry.deleted == [f"{variants[0].tag}-candidate-run1"]
+
+
+def test_failed_candidate_push_runs_no_smoke_and_deletes_nothing_remote(variants: tuple[Variant, ...]) -> None:
+    candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
+    engine = FakeEngine(push_failures={candidate: [RegistryError("push of x failed: access denied")]})
+    registry, smoke = FakeRegistry(), Smoke()
+    publication = run(variants[0], variants, engine, registry, smoke)
+    assert publication.error == "push of x failed: access denied"
+    assert smoke.seen == [] and publication.promoted == () and registry.deleted == []
+    assert len(pushes(engine)) == 1  # permanent: not retried
+
+
+def test_promotion_landing_on_another_digest_stops(variants: tuple[Variant, ...]) -> None:
+    newest = variants[0]
+    engine = FakeEngine(digests={TARGET.ref(f"{newest.tag}-20261202"): OTHER})
+    publication = run(newest, variants, engine, FakeRegistry(), Smoke())
+    assert not publication.ok and OTHER in (publication.error or "")
+    assert publication.promoted == (newest.tag,)
+    assert "2.14-cpu" not in pushes(engine)
+
+
+def test_promotion_is_verified_in_the_registry(variants: tuple[Variant, ...]) -> None:
+    registry = FakeRegistry(serving={variants[0].tag: OTHER})
+    publication = run(variants[0], variants, FakeEngine(), registry, Smoke())
+    assert not publication.ok
+    assert f"points at {OTHER}, not at the smoke-tested {DIGEST}" in (publication.error or "")
+
+
+def test_candidate_that_cannot_be_deleted_is_reported_not_fatal(variants: tuple[Variant, ...]) -> None:
+    registry = FakeRegistry(delete_error=RegistryError("deletes disabled"))
+    publication = run(variants[0], variants, FakeEngine(), registry, Smoke())
+    assert publication.ok and publication.candidate_left
+
+
+def test_ctrl_c_during_the_smoke_still_removes_the_candidate(variants: tuple[Variant, ...]) -> None:
+    engine, registry = FakeEngine(), FakeRegistry()
+    with pytest.raises(KeyboardInterrupt):
+        run(variants[0], variants, engine, registry, Smoke(raises=KeyboardInterrupt()))
+    assert registry.deleted == [f"{variants[0].tag}-candidate-run1"]
+    assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+
+
+def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Variant, ...]) -> None:
+    publication = run(variants[0], variants, FakeEngine(), FakeRegistry(),
+                      Smoke(raises=EngineError("image x not found locally")))
+    assert publication.error == "image x not found locally" and publication.promoted == ()
+
+
+# ---- retries ------------------------------------------------------------------------------------
+
+def test_transient_push_failures_are_retried_with_backoff(variants: tuple[Variant, ...]) -> None:
+    candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
+    engine = FakeEngine(push_failures={candidate: [transient(), transient()]})
+    retry, slept = no_sleep()
+    publication = run(variants[0], variants, engine, FakeRegistry(), Smoke(), retry)
+    assert publication.ok
+    assert pushes(engine)[:3] == [f"{variants[0].tag}-candidate-run1"] * 3
+    assert slept == [2.0, 4.0]
+
+
+def test_retries_are_bounded_and_capped() -> None:
+    slept: list[float] = []
+    attempts: list[int] = []
+
+    def always_down() -> None:
+        attempts.append(1)
+        raise transient()
+
+    with pytest.raises(RegistryError):
+        with_retries(always_down, RetryPolicy(tries=4, first_delay_s=10, max_delay_s=15, sleep=slept.append))
+    assert len(attempts) == 4
+    assert slept == [10, 15, 15]
+
+
+def test_permanent_errors_are_not_retried() -> None:
+    attempts: list[int] = []
+
+    def denied() -> None:
+        attempts.append(1)
+        raise RegistryError("access denied")
+
+    with pytest.raises(RegistryError):
+        with_retries(denied, RetryPolicy(sleep=lambda s: pytest.fail("slept")))
+    assert attempts == [1]
+
+
+# ---- a stop while a registry call is in flight ------------------------------------------------
+
+def test_a_stop_waits_for_the_call_in_flight_then_goes_on_up() -> None:
+    """The interrupt is held until the call ended; the call's own result is not lost, nor the stop."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from accel_images import stopping
+
+    ended: list[float] = []
+
+    def slow_put() -> str:
+        time.sleep(1.5)
+        ended.append(time.monotonic())
+        return DIGEST
+
+    started = time.monotonic()
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stopping.finish_in_flight(slow_put)
+        raised = time.monotonic()
+        assert ended and raised >= ended[0] and raised - started >= 1.5
+        assert stopping.stop_requested()
+    finally:
+        stopping.reset()
+
+
+def test_a_stop_waits_no_longer_than_its_bound() -> None:
+    import os
+    import signal
+    import threading
+    import time
+
+    from accel_images import stopping
+
+    release = threading.Event()
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stopping.finish_in_flight(lambda: release.wait(30), max_wait_s=0.5)
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        stopping.reset()
+
+
+def test_a_stopped_promotion_puts_tags_back_and_says_where_each_is(variants: tuple[Variant, ...]) -> None:
+    """Ctrl-C after the full tag moved: rolled back, read back, and the publication on the interrupt says so."""
+    newest = variants[0]
+    real = tags.all_tags(newest, variants, DAY)
+
+    @dataclass
+    class Registry(FakeRegistry):
+        copies: list[tuple[str, str]] = field(default_factory=list)
+
+        def copy_tag(self, repository: str, source: str, tag: str) -> str:
+            self.copies.append((source, tag))
+            self.serving[tag] = source
+            return source
+
+        def delete_tag(self, repository: str, tag: str) -> bool:
+            self.serving.pop(tag, None)
+            return super().delete_tag(repository, tag)
+
+    registry = Registry(serving={newest.tag: OTHER})
+
+    class Stopping(FakeEngine):
+        def push(self, ref: str) -> str:
+            pushed = super().push(ref)
+            tag = ref.rsplit(":", 1)[1]
+            if tag in real:
+                registry.serving[tag] = pushed
+                if tag == real[1]:
+                    raise KeyboardInterrupt
+            return pushed
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        publish(Stopping(), registry, "sha256:image", newest, TARGET, real, "run1", Smoke(), retry=no_sleep()[0])
+    stopped = stopped_publication(caught.value)
+    assert stopped is not None and stopped.error == "interrupted"
+    assert registry.serving[newest.tag] == OTHER and real[1] in registry.deleted
+    assert stopped.promoted == ()
+    assert stopped.tags_after == {newest.tag: OTHER, **{tag: None for tag in real[1:]}}
+    assert f"{newest.tag}-candidate-run1" in registry.deleted

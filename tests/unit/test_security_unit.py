@@ -1,0 +1,110 @@
+"""Security promises: images run as a non-root user, credentials given to the builder never land in
+an image, a log or the output, and smoke containers run locked down.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_security.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+
+from accel_images.compat import load_kb
+from accel_images.credentials import hide_credentials
+from accel_images.devices import DeviceOptions
+from accel_images.engine import RunResult
+from accel_images.render import CREDENTIALS_ARG, RenderOptions, Renderer
+from accel_images.smoke.judge import Expectation
+from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
+from accel_images.variant import Expansion, make_variant
+from accel_images.matrix import User
+from fakeimage import FakeEngine
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = uuid.uuid4().hex[:10]
+SECRET = f"s3cr3t-Pa55-{RUN}"
+"""New for every run, so a layer or cache entry of an earlier run cannot pass for this one."""
+INDEX_URL = f"https://builder:{SECRET}@127.0.0.1:9/simple/{{index}}"
+"""The classic builder's line after each step: the image that step left (cached or new)."""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "accel_images", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+
+
+# ---- credentials --------------------------------------------------------------------------------
+
+def _cpu_context(options: RenderOptions):
+    kb = load_kb()
+    variant = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    expansion = Expansion((variant,), (), "accel-images/pytorch", User("dev", 1000, 1000))
+    return Renderer(kb).context(variant, expansion, options)
+
+
+def test_the_renderer_keeps_index_credentials_out_of_every_file_and_hands_them_to_the_build() -> None:
+    context = _cpu_context(RenderOptions(pip_index_url=INDEX_URL))
+    assert not [name for name, data in context.files.items() if SECRET.encode() in data]
+    assert context.secret_args == {CREDENTIALS_ARG: f"builder:{SECRET}"}
+    assert SECRET not in repr(context)
+    dockerfile = context.files["Dockerfile"].decode()
+    pip_steps = [step for step in dockerfile.split("\nRUN ")[1:] if "pip install" in step]
+    assert len(pip_steps) == 1 and '--index-url "https://${FTP_PROXY}@127.0.0.1:9/simple/cpu"' in pip_steps[0]
+    # Declared, the arg would be recorded in the history and cache key of every later RUN.
+    assert not re.search(rf"^\s*ARG\s+{CREDENTIALS_ARG}\b", dockerfile, re.MULTILINE | re.IGNORECASE)
+    assert dockerfile.count(CREDENTIALS_ARG) == 3  # the pip step, and the comment above it naming it twice
+
+
+def test_an_index_without_credentials_or_a_wheelhouse_needs_no_secret(tmp_path: Path) -> None:
+    plain = _cpu_context(RenderOptions(pip_index_url="https://127.0.0.1:9/simple/{index}"))
+    assert plain.secret_args == {}
+    assert b"--index-url https://127.0.0.1:9/simple/cpu " in plain.files["Dockerfile"]
+    assert CREDENTIALS_ARG.encode() not in plain.files["Dockerfile"]
+    offline = _cpu_context(RenderOptions(pip_index_url=INDEX_URL, pip_find_links=tmp_path))
+    assert offline.secret_args == {} and CREDENTIALS_ARG.encode() not in offline.files["Dockerfile"]
+
+
+def test_hide_credentials_masks_userinfo_only() -> None:
+    assert hide_credentials(f"build --pip-index-url {INDEX_URL}") == \
+        "build --pip-index-url https://***@127.0.0.1:9/simple/{index}"
+    assert hide_credentials("https://example.org/a@b") == "https://example.org/a@b"
+
+
+def test_render_writes_no_credentials_to_disk(tmp_path: Path) -> None:
+    result = cli("render", "--matrix", str(ROOT / "tests" / "matrices" / "cpu-debian.yaml"),
+                 "--pip-index-url", INDEX_URL, "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert written and not [p for p in written if SECRET.encode() in p.read_bytes()]
+    [dockerfile] = (tmp_path / "out").rglob("Dockerfile")
+    assert "${" + CREDENTIALS_ARG + "}@127.0.0.1:9/simple/cpu" in dockerfile.read_text()
+    assert SECRET not in result.stdout + result.stderr
+
+
+# ---- smoke containment --------------------------------------------------------------------------
+
+def test_smoke_options_drop_everything_the_device_does_not_need() -> None:
+    plain = container_options(None, mem_limit="2g")
+    assert plain["network_disabled"] is True
+    assert plain["cap_drop"] == ["ALL"] and plain["cap_add"] == []
+    assert "no-new-privileges" in plain["security_opt"]
+    assert plain["mem_limit"] == "2g" and plain["pids_limit"] == PIDS_LIMIT
+    device = container_options(DeviceOptions("gaudi", devices=("/dev/accel0",), cap_add=("SYS_NICE",)),
+                               mem_limit="2g")
+    assert device["cap_drop"] == ["ALL"] and device["cap_add"] == ["SYS_NICE"]
+    assert device["network_disabled"] is True and device["devices"] == ["/dev/accel0:/dev/accel0:rwm"]
+
+
+def test_run_smoke_applies_the_locked_down_options_and_its_label() -> None:
+    runner = FakeEngine(RunResult(exit_code=1, stdout="", stderr="", timed_out=False))
+    run_smoke(runner, "img", Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11"),
+              vendor_options=None, require_accelerator=False, mem_limit="3g")
+    [call] = runner.calls
+    locked = container_options(None, mem_limit="3g")
+    assert {key: call["options"][key] for key in locked} == locked
+    assert set(call["options"]) - set(locked) == {"entrypoint", "healthcheck", "volumes"}
+    assert call["labels"][SMOKE_LABEL] == "true"

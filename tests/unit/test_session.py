@@ -1,0 +1,145 @@
+"""`accel-images run` and `devcontainer`: the generated arguments per vendor, and a real session.
+
+The per-vendor lines are checked exactly, against a fake /dev tree whose device files belong to
+groups 44 and 109 (as root; elsewhere the two groups the user is in). The real session runs the CPU
+image that the build tests make, as a user id that exists neither on the host nor in the image.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_session_integration.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accel_images.cli import session as cli_session
+from accel_images.session import Session, devcontainer, docker_run_argv
+
+ROOT = Path(__file__).resolve().parents[2]
+TAIL = ["--user", "1234:5678", "-v", "/src:/workspace", "-w", "/workspace", "img:tag", "python", "-V"]
+NGC = ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+
+
+def fake_dev(root: Path, video: int, render: int) -> Path:
+    for path, gid in (("dev/kfd", render), ("dev/dri/card0", video), ("dev/dri/renderD128", render)):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("")
+        os.chown(root / path, -1, gid)
+    return root
+
+
+@pytest.fixture
+def dev_root(tmp_path: Path) -> Path:
+    if os.geteuid() == 0:
+        return fake_dev(tmp_path, 44, 109)
+    groups = sorted(gid for gid in os.getgroups() if gid != 0)
+    if len(groups) < 2:
+        pytest.skip("needs root or membership in two non-root groups to set file groups")
+    return fake_dev(tmp_path, groups[0], groups[1])
+
+
+def gids(dev_root: Path) -> list[str]:
+    return sorted({str((dev_root / p).stat().st_gid) for p in ("dev/kfd", "dev/dri/card0")}, key=int)
+
+
+@pytest.mark.parametrize("vendor, middle", [
+    ("cpu", lambda g: ["--ipc", "host"]),
+    ("cuda", lambda g: ["--gpus", "all", "--ipc", "host", *NGC]),
+    ("rocm", lambda g: ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", g[0], "--group-add", g[1],
+                        "--ipc", "host", "--security-opt", "seccomp=unconfined", "--cap-add", "SYS_PTRACE"]),
+    ("xpu", lambda g: ["--device", "/dev/dri", "--group-add", g[0], "--group-add", g[1], "--ipc", "host"]),
+    ("gaudi", lambda g: ["--runtime", "habana", "-e", "HABANA_VISIBLE_DEVICES=all",
+                         "-e", "OMPI_MCA_btl_vader_single_copy_mechanism=none", "--cap-add", "SYS_NICE",
+                         "--ipc", "host"]),
+])
+def test_each_vendor_s_session_line(vendor: str, middle, dev_root: Path) -> None:
+    session = Session("img:tag", vendor, Path("/src"), 1234, 5678, ("python", "-V"), interactive=False)
+    assert docker_run_argv(session, dev_root) == ["docker", "run", "--rm", "-i", *middle(gids(dev_root)), *TAIL]
+
+
+def test_a_terminal_gets_a_tty() -> None:
+    session = Session("img:tag", "cpu", Path("/src"), 1, 1, interactive=True)
+    assert docker_run_argv(session)[:4] == ["docker", "run", "--rm", "-it"]
+
+
+def test_devcontainer_has_the_same_container_options(dev_root: Path) -> None:
+    config = devcontainer("reg/img:2.14.0-rocm7.14-py3.12-ubuntu24.04", "rocm", "dev", dev_root)
+    session = Session("reg/img:t", "rocm", Path("/src"), 1, 1, interactive=False)
+    assert config["runArgs"] == docker_run_argv(session, dev_root)[4:-7]
+    assert config == {"name": "accel-images 2.14.0-rocm7.14-py3.12-ubuntu24.04",
+                      "image": "reg/img:2.14.0-rocm7.14-py3.12-ubuntu24.04", "runArgs": config["runArgs"],
+                      "remoteUser": "dev", "containerUser": "dev", "updateRemoteUserUID": True,
+                      "workspaceMount": "source=${localWorkspaceFolder},target=/workspace,type=bind",
+                      "workspaceFolder": "/workspace"}
+
+
+# ---- the commands -------------------------------------------------------------------------------
+
+def host_json(tmp_path: Path, **fields: object) -> str:
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps({"vendor": "cpu", **fields}))
+    return str(path)
+
+
+def invoke(command, *args: str):
+    return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), *args])
+
+
+def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(tmp_path: Path) -> None:
+    result = invoke(cli_session.run_command, "--host-json", host_json(tmp_path), "--workspace", str(tmp_path),
+                    "--print", "--", "python", "-c", "print(1)")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (f"docker run --rm -i --ipc host --user {os.getuid()}:{os.getgid()} -v {tmp_path}:/workspace"
+                             " -w /workspace accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
+    assert "from: chosen from" in result.stderr and "not checked against a registry" in result.stderr
+
+
+def test_run_with_an_image_takes_its_vendor_from_the_tag(tmp_path: Path) -> None:
+    image = "ghcr.io/acme/accel-images/pytorch:2.14.0-cuda13.0-py3.12-ubuntu24.04"
+    result = invoke(cli_session.run_command, image, "--json", "--workspace", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["vendor"] == "cuda" and plan["image"] == image and plan["source"] is None
+    assert plan["argv"][4:12] == ["--gpus", "all", "--ipc", "host", *NGC]
+    assert result.stderr == ""
+
+
+def test_run_on_a_broken_gpu_host_starts_the_cpu_image_and_says_why(tmp_path: Path) -> None:
+    broken = host_json(tmp_path, vendor="cuda", unusable="nvidia-smi: Driver/library version mismatch")
+    result = invoke(cli_session.run_command, "--host-json", broken, "--print")
+    assert result.exit_code == 0, result.output
+    assert "--gpus" not in result.stdout and "2.15.0-cpu-py3.12-ubuntu24.04" in result.stdout
+    assert "warning: accelerator present but unusable: nvidia-smi: Driver/library version mismatch" in result.stderr
+
+
+def test_devcontainer_writes_the_file_once(tmp_path: Path) -> None:
+    out = tmp_path / ".devcontainer" / "devcontainer.json"
+    args = ("--host-json", host_json(tmp_path), "--out", str(out))
+    first = invoke(cli_session.devcontainer_command, *args)
+    assert first.exit_code == 0, first.output
+    config = json.loads(out.read_text())
+    assert config["image"] == "accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04" and config["remoteUser"] == "dev"
+    assert config["runArgs"] == ["--ipc", "host"]
+    again = invoke(cli_session.devcontainer_command, *args)
+    assert again.exit_code == 2
+    assert again.stderr.strip() == f"accel-images: error: --out: {out} exists (pass --force to replace it)"
+    forced = invoke(cli_session.devcontainer_command, *args, "--force", "--vendor", "cpu", "--torch", "2.13")
+    assert forced.exit_code == 0 and json.loads(out.read_text())["image"].endswith(":2.13.0-cpu-py3.12-ubuntu24.04")
+
+
+def test_devcontainer_print_is_only_the_document(tmp_path: Path) -> None:
+    result = invoke(cli_session.devcontainer_command, "img:2.14.0-xpu2026.1-py3.12-ubuntu24.04", "--print")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["runArgs"][:2] == ["--device", "/dev/dri"]
+
+
+def test_an_image_whose_vendor_cannot_be_told_needs_vendor(tmp_path: Path) -> None:
+    result = invoke(cli_session.run_command, "ubuntu:24.04", "--vendor", "tpu", "--print")
+    assert result.exit_code == 2 and "--vendor: unknown vendor 'tpu'" in result.stderr
+    ok = invoke(cli_session.run_command, "ubuntu:24.04", "--vendor", "cpu", "--print")
+    assert ok.exit_code == 0 and ok.stdout.split()[-1] == "ubuntu:24.04"
+"""A user id in neither the host's nor the image's /etc/passwd: the files must still be theirs."""

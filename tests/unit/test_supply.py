@@ -1,0 +1,639 @@
+"""SBOM, provenance, OCI artifacts and `verify`: unit tests on an in-memory registry, then the
+real thing against the local registry with the published CPU image.
+
+The unit tests run in a second or two; the integration tests (marked engine/registry) push the
+CPU image `accel-images/pytorch:2.13.0-cpu-py3.11-debian12` (built by .ci/run's earlier tests or
+`make image-offline`) into a repository of their own and read everything back over the
+registry's HTTP API with urllib, not through accel_images.registry, and check the signature
+with bare pyca/cryptography and the SBOM with the CycloneDX schema.
+
+Here: the tests that need no engine or registry; those that do are in tests/integration/test_supply_integration.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from packageurl import PackageURL
+
+from accel_images.cli import main
+from accel_images.errors import InputError
+from accel_images.smoke.judge import SmokeResult
+from accel_images.supply import attach, probe, provenance, sbom
+from accel_images.supply.attest import AttestationError, Attester, BuildInputs, Source, builder_identity
+from accel_images.supply.verify import ImageName, verify_digest
+from accel_images.variant import Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 12, 3, 2, 17, tzinfo=timezone.utc)
+
+
+# ---------------------------------------------------------------------------------------------
+# An in-memory registry with (or without) the referrers API
+# ---------------------------------------------------------------------------------------------
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class MemoryRegistry:
+    """Manifests by digest and tag, blobs by digest; `referrers_api` answers like an OCI 1.1 registry."""
+
+    referrers_api: bool = False
+    manifests: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> tuple[str, str, bytes] | None:
+        digest = reference if reference.startswith("sha256:") else self.tags.get(reference)
+        if digest is None or digest not in self.manifests:
+            return None
+        media_type, data = self.manifests[digest]
+        return digest, media_type, data
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.tags.get(tag)
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        digest = digest_of(data)
+        self.manifests[digest] = (media_type, data)
+        if not reference.startswith("sha256:"):
+            self.tags[reference] = digest
+        return digest, self.referrers_api and b'"subject"' in data
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        self.blobs[digest_of(data)] = data
+        return digest_of(data)
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        return self.blobs[digest]
+
+    def referrers(self, repository: str, digest: str) -> dict[str, Any] | None:
+        if not self.referrers_api:
+            return None
+        found = []
+        for manifest_digest, (media_type, data) in self.manifests.items():
+            manifest = json.loads(data)
+            if (manifest.get("subject") or {}).get("digest") == digest:
+                found.append({"mediaType": media_type, "digest": manifest_digest, "size": len(data),
+                              "artifactType": manifest.get("artifactType")})
+        return {"schemaVersion": 2, "mediaType": attach.OCI_INDEX, "manifests": found}
+
+    def push_image(self, tag: str, labels: dict[str, str] | None = None) -> str:
+        config = json.dumps({"config": {"Labels": labels or {}}, "n": uuid.uuid4().hex}).encode()
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                               "config": {"digest": self.push_blob("r", config), "size": len(config)},
+                               "layers": []}).encode()
+        return self.put_manifest("r", tag, manifest, "application/vnd.docker.distribution.manifest.v2+json")[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys, an inventory, a smoke result
+# ---------------------------------------------------------------------------------------------
+
+def write_key(directory: Path, name: str = "sign") -> tuple[Path, Path]:
+    private = Ed25519PrivateKey.generate()
+    key = directory / f"{name}.pem"
+    key.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    pub = directory / f"{name}.pub"
+    pub.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
+    return key, pub
+
+
+DPKG_STATUS = """Package: bash
+Status: install ok installed
+Architecture: amd64
+Version: 5.2.15-2+b7
+Description: GNU Bourne Again SHell
+ Bash is an sh-compatible command language interpreter.
+Source: bash (5.2.15-2)
+
+Package: removed-thing
+Status: deinstall ok config-files
+Architecture: amd64
+Version: 1.0
+
+Package: libc6
+Status: install ok installed
+Architecture: amd64
+Version: 2.36-9+deb12u9
+"""
+
+INVENTORY = sbom.Inventory("debian", "12", "3.11.2", (
+    sbom.Package("deb", "bash", "5.2.15-2+b7", "amd64", "bash"),
+    sbom.Package("deb", "libc6", "2.36-9+deb12u9", "amd64"),
+    sbom.Package("pypi", "torch", "2.13.0+cpu"),
+    sbom.Package("pypi", "nvidia_cublas_cu12", "12.9.1.4"),
+    sbom.Package("pypi", "typing_extensions", "4.16.0"),
+))
+
+
+def green_smoke(torch: str = "2.13.0+cpu") -> SmokeResult:
+    return SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=(),
+                       raw={"torch": torch, "python": "3.11.2", "device_name": "AMD EPYC", "device_count": 1})
+
+
+VARIANT = Variant(vendor="cpu", stack=None, torch="2.13.0", python="3.11", os="debian12", flavor="runtime",
+                  base_image="debian:bookworm-slim")
+
+
+@dataclass
+class ProbeEngine:
+    """Answers the SBOM probe with an inventory, like the image would."""
+
+    stdout: str
+    exit_code: int = 0
+    ran: list[str] = field(default_factory=list)
+
+    def run(self, image: str, command: list[str], **kwargs: Any) -> Any:
+        self.ran.append(image)
+        assert command[:2] == ["python", "-c"] and kwargs["options"]["network_disabled"] is True
+
+        @dataclass
+        class Result:
+            exit_code: int
+            stdout: str
+            stderr: str = ""
+            timed_out: bool = False
+        return Result(self.exit_code, self.stdout)
+
+
+def probe_output(inventory: sbom.Inventory = INVENTORY) -> str:
+    return json.dumps({"schema": 1, "os": {"id": inventory.os_id, "version_id": inventory.os_version},
+                       "dpkg": [{"name": p.name, "version": p.version, "arch": p.arch, "source": p.source}
+                                for p in inventory.packages if p.kind == "deb"],
+                       "python": {"version": inventory.python_version,
+                                  "packages": [{"name": p.name, "version": p.version}
+                                               for p in inventory.packages if p.kind == "pypi"]}})
+
+
+def attester(store: MemoryRegistry, engine: ProbeEngine, key: Path | None, tmp_path: Path) -> Attester:
+    return Attester(engine, store, "reg.example", "team/pytorch", "r1", NOW,
+                    provenance.load_signer(key) if key else None,
+                    Source("git+https://example.invalid/accel-images", "a" * 40, "b" * 64),
+                    out_dir=tmp_path / "attestations", env={})
+
+
+def inputs() -> BuildInputs:
+    return BuildInputs(VARIANT, "sha256:" + "f" * 64, "127.0.0.1:5000/library/debian@sha256:" + "c" * 64,
+                       {"USER_NAME": "dev", "USER_UID": "1000", "USER_GID": "1000"})
+
+
+# ---------------------------------------------------------------------------------------------
+# The probe and the SBOM
+# ---------------------------------------------------------------------------------------------
+
+def test_probe_reads_installed_packages_from_the_dpkg_status_file(tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    status.write_text(DPKG_STATUS)
+    assert probe.dpkg_packages(str(status)) == [
+        {"name": "bash", "version": "5.2.15-2+b7", "arch": "amd64", "source": "bash"},
+        {"name": "libc6", "version": "2.36-9+deb12u9", "arch": "amd64", "source": ""}]
+    assert probe.dpkg_packages(str(tmp_path / "absent")) == []
+
+
+def test_probe_output_parses_and_a_broken_one_is_one_line() -> None:
+    parsed = sbom.parse_probe("noise\n" + probe_output())
+    assert set(parsed.packages) == set(INVENTORY.packages) and parsed.python_version == "3.11.2"
+    assert (parsed.os_id, parsed.os_version) == ("debian", "12")
+    with pytest.raises(sbom.SbomError, match="printed no usable inventory"):
+        sbom.parse_probe("Traceback ...")
+
+
+def test_sbom_is_valid_cyclonedx_with_purls_and_local_version_labels() -> None:
+    subject = sbom.Subject("reg.example/team/pytorch", "2.13.0-cpu-py3.11-debian12", "sha256:" + "d" * 64)
+    text = sbom.bom_json(INVENTORY, subject)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    doc = json.loads(text)
+    assert doc["bomFormat"] == "CycloneDX" and doc["specVersion"] == "1.6"
+    purls = {c["name"]: c["purl"] for c in doc["components"]}
+    assert purls["torch"] == "pkg:pypi/torch@2.13.0%2Bcpu"
+    assert purls["nvidia_cublas_cu12"] == "pkg:pypi/nvidia-cublas-cu12@12.9.1.4"
+    assert purls["bash"] == "pkg:deb/debian/bash@5.2.15-2%2Bb7?arch=amd64&distro=debian-12"
+    versions = {c["name"]: c["version"] for c in doc["components"]}
+    assert versions["torch"] == "2.13.0+cpu"
+    root = doc["metadata"]["component"]
+    assert root["type"] == "container" and root["hashes"] == [{"alg": "SHA-256", "content": "d" * 64}]
+    oci = PackageURL.from_string(root["purl"])
+    assert (oci.type, oci.name, oci.version) == ("oci", "pytorch", "sha256:" + "d" * 64)
+    assert oci.qualifiers == {"repository_url": "reg.example/team/pytorch", "tag": "2.13.0-cpu-py3.11-debian12"}
+    [dependency] = [d for d in doc["dependencies"] if d["ref"] == root["bom-ref"]]
+    assert len(dependency["dependsOn"]) == len(INVENTORY.packages)
+
+
+def test_inventory_fails_in_one_line_when_the_probe_fails() -> None:
+    with pytest.raises(sbom.SbomError, match="exited 127"):
+        sbom.inventory(ProbeEngine("", exit_code=127), "img")
+
+
+# ---------------------------------------------------------------------------------------------
+# Provenance: statement, DSSE, keys
+# ---------------------------------------------------------------------------------------------
+
+def statement_for(digest: str, passed: bool = True) -> dict[str, Any]:
+    smoke = provenance.SmokeFacts(passed, "cpu", False, "2.13.0+cpu", "3.11.2")
+    return provenance.statement(provenance.BuildFacts(
+        "reg.example/team/pytorch", digest, "2.13.0-cpu-py3.11-debian12", {"vendor": "cpu"}, "sha256:f",
+        "127.0.0.1:5000/library/debian@sha256:" + "c" * 64, {"USER_UID": "1000"}, "b" * 64,
+        {"uri": "git+https://example.invalid/x", "gitCommit": "a" * 40}, "urn:accel-images:host:h", "r1",
+        NOW, NOW, smoke, sbom_sha256="e" * 64))
+
+
+def pae(payload_type: bytes, body: bytes) -> bytes:
+    """DSSE v1 PAE, written out from the spec (secure-systems-lab/dsse protocol.md)."""
+    return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type, len(body), body)
+
+
+def test_statement_is_an_in_toto_slsa_provenance_about_the_digest() -> None:
+    statement = statement_for("sha256:" + "d" * 64)
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
+    assert statement["subject"] == [{"name": "reg.example/team/pytorch", "digest": {"sha256": "d" * 64}}]
+    definition = statement["predicate"]["buildDefinition"]
+    assert definition["buildType"] and definition["externalParameters"]["buildArgs"] == {"USER_UID": "1000"}
+    assert {"uri": "docker://127.0.0.1:5000/library/debian", "digest": {"sha256": "c" * 64}} in \
+        definition["resolvedDependencies"]
+    assert statement["predicate"]["runDetails"]["builder"]["id"] == "urn:accel-images:host:h"
+
+
+def test_envelope_is_plain_dsse_that_bare_cryptography_verifies(tmp_path: Path) -> None:
+    key, pub = write_key(tmp_path)
+    envelope = json.loads(provenance.envelope(statement_for("sha256:" + "d" * 64), provenance.load_signer(key)))
+    assert envelope["payloadType"] == "application/vnd.in-toto+json" and len(envelope["signatures"]) == 1
+    body = base64.b64decode(envelope["payload"])
+    public = serialization.load_pem_public_key(pub.read_bytes())
+    assert isinstance(public, Ed25519PublicKey)
+    public.verify(base64.b64decode(envelope["signatures"][0]["sig"]), pae(b"application/vnd.in-toto+json", body))
+    assert json.loads(body)["subject"][0]["digest"]["sha256"] == "d" * 64
+
+
+def test_open_envelope_rejects_other_keys_tampering_and_no_signature(tmp_path: Path) -> None:
+    key, pub = write_key(tmp_path)
+    _, other = write_key(tmp_path, "other")
+    signed = provenance.envelope(statement_for("sha256:" + "d" * 64), provenance.load_signer(key))
+    assert provenance.open_envelope(signed, provenance.load_public_key(pub))["_type"]
+    with pytest.raises(provenance.NotVerified, match="not signed by key"):
+        provenance.open_envelope(signed, provenance.load_public_key(other))
+    raw = json.loads(signed)
+    raw["payload"] = base64.b64encode(json.dumps(statement_for("sha256:" + "0" * 64)).encode()).decode()
+    with pytest.raises(provenance.NotVerified, match="not signed by key"):
+        provenance.open_envelope(json.dumps(raw).encode(), provenance.load_public_key(pub))
+    with pytest.raises(provenance.NotVerified, match="not signed"):
+        provenance.open_envelope(provenance.envelope({"_type": "x"}, None), provenance.load_public_key(pub))
+
+
+def test_check_statement_wants_the_digest_and_a_passed_smoke() -> None:
+    digest = "sha256:" + "d" * 64
+    assert provenance.check_statement(statement_for(digest), digest)["passed"] is True
+    with pytest.raises(provenance.NotVerified, match="not sha256:000000000000"):
+        provenance.check_statement(statement_for(digest), "sha256:" + "0" * 64)
+    with pytest.raises(provenance.NotVerified, match="no passed smoke test"):
+        provenance.check_statement(statement_for(digest, passed=False), digest)
+
+
+def test_a_bad_key_file_is_one_line_with_exit_2(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a key")
+    with pytest.raises(InputError, match="not an unencrypted PEM private key") as caught:
+        provenance.load_signer(junk)
+    assert caught.value.exit_code == 2 and "\n" not in caught.value.one_line()
+    with pytest.raises(InputError, match="cannot read"):
+        provenance.load_public_key(tmp_path / "absent.pub")
+
+
+def test_builder_identity_names_the_workflow_run_in_ci() -> None:
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/accel-images", "GITHUB_RUN_ID": "42",
+           "GITHUB_WORKFLOW_REF": "acme/accel-images/.github/workflows/nightly.yml@refs/heads/main",
+           "RUNNER_NAME": "gpu-nvidia-3"}
+    builder, invocation = builder_identity("r1", env)
+    assert builder == ("https://github.com/acme/accel-images/.github/workflows/nightly.yml@refs/heads/main"
+                       "#runner=gpu-nvidia-3")
+    assert invocation == "https://github.com/acme/accel-images/actions/runs/42/attempts/1"
+    assert builder_identity("r1", {})[1] == "r1"
+
+
+# ---------------------------------------------------------------------------------------------
+# Artifacts: referrers API and the tag fallback
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("api", [False, True])
+def test_artifacts_refer_to_the_digest_through_the_api_or_the_fallback_tag(api: bool) -> None:
+    store = MemoryRegistry(referrers_api=api)
+    digest = store.push_image("t")
+    first = attach.attach(store, "r", digest, b'{"a":1}', artifact_type="application/x-a",
+                          layer_media_type="application/x-a", title="a.json")
+    second = attach.attach(store, "r", digest, b'{"b":2}', artifact_type="application/x-b",
+                           layer_media_type="application/x-b", title="b.json")
+    assert first.via == second.via == ("referrers-api" if api else "referrers-tag")
+    assert (attach.referrers_tag(digest) in store.tags) is not api
+    found = attach.referrers(store, "r", digest)
+    assert [entry["artifactType"] for entry in found] == ["application/x-a", "application/x-b"]
+    assert [e["digest"] for e in attach.referrers(store, "r", digest, "application/x-b")] == [second.manifest_digest]
+    manifest, data = attach.document(store, "r", found[1], digest)
+    assert data == b'{"b":2}' and manifest["subject"]["digest"] == digest
+    assert manifest["config"]["digest"] == attach.EMPTY_DIGEST == digest_of(attach.EMPTY_DATA)
+    assert attach.referrers(store, "r", store.push_image("other")) == []
+
+
+def test_attaching_twice_lists_the_artifact_once() -> None:
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    for _ in range(2):
+        attach.attach(store, "r", digest, b"{}", artifact_type="application/x-a", layer_media_type="application/x-a",
+                      title="a.json")
+    assert len(attach.referrers(store, "r", digest)) == 1
+
+
+def test_referrers_tag_follows_the_distribution_spec() -> None:
+    assert attach.referrers_tag("sha256:" + "ab" * 32) == "sha256-" + "ab" * 32
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook and the verdict
+# ---------------------------------------------------------------------------------------------
+
+def test_attested_image_verifies_and_a_copy_under_the_same_tag_does_not(tmp_path: Path) -> None:
+    key, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("2.13.0-cpu-py3.11-debian12", {"io.accel-images.fingerprint": "sha256:f"})
+    done = attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    assert done.signed and done.components == 5 and done.torch == "2.13.0+cpu"
+    verdict = verify_digest(store, "r", digest, provenance.load_public_key(pub))
+    assert verdict.ok and verdict.provenance == done.provenance.manifest_digest and verdict.sbom == done.sbom.manifest_digest
+    assert verdict.smoke["torch"] == "2.13.0+cpu"
+    files = sorted(p.name for p in (tmp_path / "attestations" / VARIANT.tag).iterdir())
+    assert files == ["provenance.dsse.json", "provenance.intoto.json", "provenance.predicate.json", "sbom.cdx.json",
+                     "subject.txt"]
+    tampered = store.push_image("2.13.0-cpu-py3.11-debian12", {"io.accel-images.fingerprint": "sha256:f"})
+    verdict = verify_digest(store, "r", tampered, provenance.load_public_key(pub))
+    assert not verdict.ok and verdict.reason == f"no provenance refers to {tampered[:19]}"
+
+
+def test_provenance_referring_elsewhere_through_the_fallback_tag_does_not_count(tmp_path: Path) -> None:
+    """Anyone who can push can write the sha256-<hex> tag: its entries are checked, not trusted."""
+    key, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    good = store.push_image("good")
+    attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", good, inputs(), green_smoke())
+    tampered = store.push_image("copy")
+    store.tags[attach.referrers_tag(tampered)] = store.tags[attach.referrers_tag(good)]
+    verdict = verify_digest(store, "r", tampered, provenance.load_public_key(pub))
+    assert not verdict.ok and "does not refer to" in verdict.reason
+
+
+def test_unsigned_provenance_and_a_missing_sbom_do_not_verify(tmp_path: Path) -> None:
+    _, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    attester(store, ProbeEngine(probe_output()), None, tmp_path)("cand", digest, inputs(), green_smoke())
+    assert verify_digest(store, "r", digest, provenance.load_public_key(pub)).reason == "the provenance is not signed"
+    key, pub = write_key(tmp_path, "k2")
+    digest = store.push_image("t2")
+    attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    for entry in attach.referrers(store, "r", digest, sbom.MEDIA_TYPE):
+        del store.manifests[entry["digest"]]
+    verdict = verify_digest(store, "r", digest, provenance.load_public_key(pub))
+    assert not verdict.ok and "is listed as a referrer but is missing" in verdict.reason
+
+
+def test_an_sbom_that_disagrees_with_the_smoke_test_stops_the_attestation(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    with pytest.raises(AttestationError, match=r"lists torch 2.13.0\+cpu, the smoke test saw 2.13.1\+cpu"):
+        attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke("2.13.1+cpu"))
+    assert attach.referrers(store, "r", digest) == []
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("127.0.0.1:5000/a/b:t", ImageName("127.0.0.1:5000", "a/b", "t")),
+    ("localhost/a", ImageName("localhost", "a", "latest")),
+    ("ghcr.io/acme/pytorch@sha256:" + "1" * 64, ImageName("ghcr.io", "acme/pytorch", "sha256:" + "1" * 64)),
+    ("reg.example:5000/a/b", ImageName("reg.example:5000", "a/b", "latest")),
+])
+def test_image_names(text: str, expected: ImageName) -> None:
+    assert ImageName.parse(text) == expected
+
+
+@pytest.mark.parametrize("text", ["pytorch:tag", "ghcr.io/a@sha256:zz", "ghcr.io/"])
+def test_bad_image_names_exit_2_in_one_line(text: str, tmp_path: Path) -> None:
+    _, pub = write_key(tmp_path)
+    result = CliRunner().invoke(main, ["verify", text, "--key", str(pub)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "IMAGE:" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The nightly's gate: skip and move aliases only onto digests that verify
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class GatedRegistry:
+    """tests/fakes.py's FakeRegistry with the artifact calls of a MemoryRegistry behind it."""
+
+    tags: Any
+    artifacts: MemoryRegistry = field(default_factory=MemoryRegistry)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tags, name)
+
+    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> Any:
+        found = self.artifacts.manifest_bytes(repository, reference, accept)
+        if found is None and reference.startswith("sha256:") and not reference.startswith("sha256-"):
+            return reference, "application/vnd.docker.distribution.manifest.v2+json", b"{}"  # an image manifest
+        return found
+
+    def put_manifest(self, *args: Any) -> Any:
+        return self.artifacts.put_manifest(*args)
+
+    def push_blob(self, *args: Any) -> Any:
+        return self.artifacts.push_blob(*args)
+
+    def blob(self, *args: Any) -> Any:
+        return self.artifacts.blob(*args)
+
+    def referrers(self, *args: Any) -> Any:
+        return self.artifacts.referrers(*args)
+
+
+def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
+    from fakes import FakeEngine
+    from test_nightly import GREEN, NO_WAIT, TEMPLATES
+
+    from accel_images import compat
+    from accel_images.nightly import NightlyOptions, run_nightly
+    from accel_images.publish import Target
+    from accel_images.settings import BuildSettings
+    from accel_images.state import StateDir
+
+    class Engine(FakeEngine):
+        def run(self, image: str, command: list[str], **kwargs: Any) -> Any:
+            return ProbeEngine(probe_output()).run(image, command, **kwargs)
+
+    from test_nightly import write_matrix
+
+    from accel_images.cli.options import load_expansion
+    expansion = load_expansion(str(write_matrix(tmp_path, "team/pytorch")))
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, run_id="r1", retry=NO_WAIT,
+                             signer=provenance.load_signer(key))
+    return run_nightly(Engine(), compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
+                       BuildSettings(state_dir=StateDir(tmp_path / "state")), options,
+                       smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
+
+
+def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_aliases(tmp_path: Path) -> None:
+    from fakes import FakeRegistry
+    from test_nightly import DEBIAN, record_of
+
+    from accel_images.build import CREATED_LABEL
+    from accel_images.fingerprint import FINGERPRINT_LABEL
+    from accel_images.registry import RemoteImage
+    key, _ = write_key(tmp_path)
+    [_, debian] = gated_run(GatedRegistry(FakeRegistry()), key, tmp_path)
+    assert debian.status == "built" and debian.publication.attestation.signed
+    published = debian.publication.digest
+
+    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"}
+    tampered = "sha256:" + "7" * 64
+    # The tested record (accel_images.tested) is a tag like any other: whoever pushed the copy forged it too.
+    fake = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, tampered, labels),
+                                f"{DEBIAN}-tested": record_of(tampered)},
+                        serving={"2.13-cpu": "sha256:elsewhere"})
+    gated = GatedRegistry(fake)
+    [_, night] = gated_run(gated, key, tmp_path)
+    assert night.status == "built" and night.reason.startswith("the registry's image does not verify: no provenance")
+    assert night.verdict is not None and not night.verdict.ok
+    assert [copy for copy in fake.copied if copy[1] == "2.13-cpu"] == [] and night.realigned == ()  # no alias
+
+    genuine = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, published, labels),
+                                   f"{DEBIAN}-tested": record_of(published)},
+                           serving={"2.13-cpu": "sha256:elsewhere"})
+    [_, night] = gated_run(GatedRegistry(genuine, gated.artifacts), key, tmp_path)
+    assert night.status == "skipped" and night.verdict is not None and night.verdict.ok
+    assert night.realigned == ("2.13-cpu",) and genuine.copied == [(published, "2.13-cpu")]
+
+
+# ---------------------------------------------------------------------------------------------
+# What independent readers rely on: one version per package, the tools named, the predicate
+# type where cosign and BuildKit look, and nothing promoted that the registry does not serve back
+# ---------------------------------------------------------------------------------------------
+
+def test_probe_lists_a_distribution_shadowed_further_down_sys_path_once(tmp_path: Path) -> None:
+    """`typing_extensions` first on sys.path hides `typing-extensions` behind it, for import and pip alike."""
+    for where, name, version in (("first", "typing_extensions", "4.16.0"), ("second", "Typing-Extensions", "4.1.0")):
+        info = tmp_path / where / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    done = subprocess.run([sys.executable, "-c", sbom.PROBE.read_text()], capture_output=True, text=True, timeout=60,
+                          check=True, env={**os.environ, "PYTHONPATH": f"{tmp_path / 'first'}:{tmp_path / 'second'}"})
+    found = [(p["name"], p["version"]) for p in json.loads(done.stdout)["python"]["packages"]
+             if sbom.normalize(p["name"]) == "typing-extensions"]
+    assert found == [("typing_extensions", "4.16.0")]
+
+
+def test_sbom_names_the_tools_that_wrote_it() -> None:
+    subject = sbom.Subject("reg.example/team/pytorch", "2.13.0-cpu-py3.11-debian12", "sha256:" + "d" * 64)
+    text = sbom.bom_json(INVENTORY, subject)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    tools = {c["name"]: c for c in json.loads(text)["metadata"]["tools"]["components"]}
+    assert set(tools) == {"accel-images", "cyclonedx-python-lib"} and tools["accel-images"]["type"] == "application"
+
+
+def test_the_provenance_layer_names_its_predicate_type_where_cosign_and_buildkit_look(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    done = attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    manifest = json.loads(store.manifests[done.provenance.manifest_digest][1])
+    [layer] = manifest["layers"]
+    assert layer["mediaType"] == "application/vnd.dsse.envelope.v1+json"
+    assert layer["annotations"] == {"in-toto.io/predicate-type": "https://slsa.dev/provenance/v1",
+                                    "predicateType": "https://slsa.dev/provenance/v1",
+                                    "org.opencontainers.image.title": "provenance.dsse.json"}
+    assert manifest["artifactType"] == "application/vnd.in-toto+json"
+    assert manifest["annotations"]["in-toto.io/predicate-type"] == "https://slsa.dev/provenance/v1"
+
+
+@dataclass
+class ForgetfulRegistry(MemoryRegistry):
+    """Accepts every put but keeps no referrers tag: the artifacts exist, nobody can find them."""
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        if reference.startswith("sha256-"):
+            return digest_of(data), False
+        return super().put_manifest(repository, reference, data, media_type)
+
+
+def test_a_signed_attestation_the_registry_does_not_serve_back_stops_the_promotion(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = ForgetfulRegistry()
+    digest = store.push_image("t")
+    with pytest.raises(AttestationError, match="do not verify through the registry: no provenance refers to") as caught:
+        attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    assert "\n" not in caught.value.one_line()
+    # Unsigned there is nothing to check against: the documents are attached for keyless signing.
+    assert not attester(store, ProbeEngine(probe_output()), None, tmp_path)("cand", digest, inputs(),
+                                                                              green_smoke()).signed
+
+
+def test_the_markdown_report_and_the_html_grid_name_both_artifacts() -> None:
+    from accel_images import report
+    records = json.loads((ROOT / "tests" / "data" / "report" / "nightly-records.json").read_text())
+    [record] = [r for r in records if r["status"] == "built"][:1]
+    sbom_manifest, provenance_manifest = "sha256:" + "5b" * 32, "sha256:" + "9e" * 32
+    record.update({"sbom": {"manifest": sbom_manifest, "components": 412, "via": "referrers-tag"},
+                   "provenance": {"manifest": provenance_manifest, "signed": True, "via": "referrers-tag"},
+                   "verified": {"ok": True, "reason": "", "provenance": provenance_manifest, "sbom": sbom_manifest}})
+    expected = f"SBOM {sbom_manifest[:19]} (412 components) · provenance {provenance_manifest[:19]} signed"
+    assert expected in report.render_markdown([record], {})
+    assert expected in report.render_html([record], {})
+
+
+def test_provenance_says_when_the_checkout_differs_from_its_commit(tmp_path: Path) -> None:
+    """A rendered template edited but not committed is not what the gitCommit names."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+                       check=True, capture_output=True, timeout=30)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("variants: []\n")
+    git("init", "-q")
+    git("add", "matrix.yaml")
+    git("commit", "-qm", "m")
+    clean = Source.of(matrix, env={})
+    assert len(clean.commit) == 40 and not clean.dirty
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "base.j2").write_text("FROM x\n")
+    dirty = Source.of(matrix, env={})
+    assert dirty.dirty and dirty.commit == clean.commit
+
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digests = []
+    for source in (clean, dirty):
+        digest = store.push_image(f"t-{source.dirty}")
+        done = Attester(ProbeEngine(probe_output()), store, "reg.example", "team/pytorch", "r1", NOW,
+                        provenance.load_signer(key), source, env={})("cand", digest, inputs(), green_smoke())
+        _, envelope = attach.document(store, "r", {"digest": done.provenance.manifest_digest}, digest)
+        [checkout] = [d for d in provenance.payload_of(envelope)["predicate"]["buildDefinition"]
+                      ["resolvedDependencies"] if "gitCommit" in d["digest"]]
+        digests.append(checkout)
+    assert "annotations" not in digests[0] and digests[1]["annotations"] == {"uncommittedChanges": True}
