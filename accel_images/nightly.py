@@ -457,7 +457,7 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
     attestation = publication.attestation if publication else None
     record.update(attestation.record() if attestation else {"sbom": None, "provenance": None})
     if attestation is not None and attestation.signed and night.ok:
-        record["verified"] = {"ok": True, "reason": "signed by this run", "provenance":
+        record["verified"] = {"ok": True, "reason": "signed by this run, read back from the registry", "provenance":
                               attestation.provenance.manifest_digest, "sbom": attestation.sbom.manifest_digest}
     elif night.verdict is not None:  # the registry's image, as this run found it
         record["verified"] = {"ok": night.verdict.ok, "reason": night.verdict.reason,

@@ -564,6 +564,11 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
         assert again["status"] == "built" and again["reason"].startswith("the registry's image does not verify")
         assert again["digest"] not in (None, fake_digest) and again["verified"]["ok"] is True
         assert cli("verify", fake_ref, "--key", str(pub)).returncode == 0
+        # No tag at all (full, dated, alias) serves the hand-pushed digest any more.
+        listed, _ = http_get(registry, f"/v2/{repository}/tags/list")
+        for name in json.loads(listed)["tags"]:
+            _, headers = http_get(registry, f"/v2/{repository}/manifests/{name}", ", ".join(attach.MANIFEST_ACCEPT))
+            assert headers.get("Docker-Content-Digest") != fake_digest, name
     finally:
         docker_client.images.remove(image.id, force=True)
 
@@ -684,3 +689,110 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
     [_, night] = gated_run(GatedRegistry(genuine, gated.artifacts), key, tmp_path)
     assert night.status == "skipped" and night.verdict is not None and night.verdict.ok
     assert night.realigned == ("2.13-cpu",) and genuine.copied == [(published, "2.13-cpu")]
+
+
+# ---------------------------------------------------------------------------------------------
+# What independent readers rely on: one version per package, the tools named, the predicate
+# type where cosign and BuildKit look, and nothing promoted that the registry does not serve back
+# ---------------------------------------------------------------------------------------------
+
+def test_probe_lists_a_distribution_shadowed_further_down_sys_path_once(tmp_path: Path) -> None:
+    """`typing_extensions` first on sys.path hides `typing-extensions` behind it, for import and pip alike."""
+    for where, name, version in (("first", "typing_extensions", "4.16.0"), ("second", "Typing-Extensions", "4.1.0")):
+        info = tmp_path / where / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    done = subprocess.run([sys.executable, "-c", sbom.PROBE.read_text()], capture_output=True, text=True, timeout=60,
+                          check=True, env={**os.environ, "PYTHONPATH": f"{tmp_path / 'first'}:{tmp_path / 'second'}"})
+    found = [(p["name"], p["version"]) for p in json.loads(done.stdout)["python"]["packages"]
+             if sbom.normalize(p["name"]) == "typing-extensions"]
+    assert found == [("typing_extensions", "4.16.0")]
+
+
+def test_sbom_names_the_tools_that_wrote_it() -> None:
+    subject = sbom.Subject("reg.example/team/pytorch", "2.13.0-cpu-py3.11-debian12", "sha256:" + "d" * 64)
+    text = sbom.bom_json(INVENTORY, subject)
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    tools = {c["name"]: c for c in json.loads(text)["metadata"]["tools"]["components"]}
+    assert set(tools) == {"accel-images", "cyclonedx-python-lib"} and tools["accel-images"]["type"] == "application"
+
+
+def test_the_provenance_layer_names_its_predicate_type_where_cosign_and_buildkit_look(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    done = attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    manifest = json.loads(store.manifests[done.provenance.manifest_digest][1])
+    [layer] = manifest["layers"]
+    assert layer["mediaType"] == "application/vnd.dsse.envelope.v1+json"
+    assert layer["annotations"] == {"in-toto.io/predicate-type": "https://slsa.dev/provenance/v1",
+                                    "predicateType": "https://slsa.dev/provenance/v1",
+                                    "org.opencontainers.image.title": "provenance.dsse.json"}
+    assert manifest["artifactType"] == "application/vnd.in-toto+json"
+    assert manifest["annotations"]["in-toto.io/predicate-type"] == "https://slsa.dev/provenance/v1"
+
+
+@dataclass
+class ForgetfulRegistry(MemoryRegistry):
+    """Accepts every put but keeps no referrers tag: the artifacts exist, nobody can find them."""
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        if reference.startswith("sha256-"):
+            return digest_of(data), False
+        return super().put_manifest(repository, reference, data, media_type)
+
+
+def test_a_signed_attestation_the_registry_does_not_serve_back_stops_the_promotion(tmp_path: Path) -> None:
+    key, _ = write_key(tmp_path)
+    store = ForgetfulRegistry()
+    digest = store.push_image("t")
+    with pytest.raises(AttestationError, match="do not verify through the registry: no provenance refers to") as caught:
+        attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    assert "\n" not in caught.value.one_line()
+    # Unsigned there is nothing to check against: the documents are attached for keyless signing.
+    assert not attester(store, ProbeEngine(probe_output()), None, tmp_path)("cand", digest, inputs(),
+                                                                              green_smoke()).signed
+
+
+def test_the_markdown_report_and_the_html_grid_name_both_artifacts() -> None:
+    from accel_images import report
+    records = json.loads((ROOT / "tests" / "data" / "report" / "nightly-records.json").read_text())
+    [record] = [r for r in records if r["status"] == "built"][:1]
+    sbom_manifest, provenance_manifest = "sha256:" + "5b" * 32, "sha256:" + "9e" * 32
+    record.update({"sbom": {"manifest": sbom_manifest, "components": 412, "via": "referrers-tag"},
+                   "provenance": {"manifest": provenance_manifest, "signed": True, "via": "referrers-tag"},
+                   "verified": {"ok": True, "reason": "", "provenance": provenance_manifest, "sbom": sbom_manifest}})
+    expected = f"SBOM {sbom_manifest[:19]} (412 components) · provenance {provenance_manifest[:19]} signed"
+    assert expected in report.render_markdown([record], {})
+    assert expected in report.render_html([record], {})
+
+
+def test_provenance_says_when_the_checkout_differs_from_its_commit(tmp_path: Path) -> None:
+    """A rendered template edited but not committed is not what the gitCommit names."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+                       check=True, capture_output=True, timeout=30)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text("variants: []\n")
+    git("init", "-q")
+    git("add", "matrix.yaml")
+    git("commit", "-qm", "m")
+    clean = Source.of(matrix, env={})
+    assert len(clean.commit) == 40 and not clean.dirty
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "base.j2").write_text("FROM x\n")
+    dirty = Source.of(matrix, env={})
+    assert dirty.dirty and dirty.commit == clean.commit
+
+    key, _ = write_key(tmp_path)
+    store = MemoryRegistry()
+    digests = []
+    for source in (clean, dirty):
+        digest = store.push_image(f"t-{source.dirty}")
+        done = Attester(ProbeEngine(probe_output()), store, "reg.example", "team/pytorch", "r1", NOW,
+                        provenance.load_signer(key), source, env={})("cand", digest, inputs(), green_smoke())
+        _, envelope = attach.document(store, "r", {"digest": done.provenance.manifest_digest}, digest)
+        [checkout] = [d for d in provenance.payload_of(envelope)["predicate"]["buildDefinition"]
+                      ["resolvedDependencies"] if "gitCommit" in d["digest"]]
+        digests.append(checkout)
+    assert "annotations" not in digests[0] and digests[1]["annotations"] == {"uncommittedChanges": True}

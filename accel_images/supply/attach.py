@@ -83,8 +83,14 @@ def descriptor(media_type: str, data: bytes, digest: str, **extra: Any) -> dict[
 
 def attach(store: ArtifactStore, repository: str, subject_digest: str, document: bytes, *,
            artifact_type: str, layer_media_type: str, title: str,
-           annotations: Mapping[str, str] | None = None) -> Attached:
-    """Push `document` as an artifact whose subject is `repository@subject_digest`."""
+           annotations: Mapping[str, str] | None = None,
+           layer_annotations: Mapping[str, str] | None = None) -> Attached:
+    """Push `document` as an artifact whose subject is `repository@subject_digest`.
+
+    `annotations` go on the manifest (and its entry in the fallback index, where `oras discover`
+    shows them); `layer_annotations` on the document's descriptor beside its title, where
+    cosign and BuildKit look for an attestation's predicate type.
+    """
     subject = store.manifest_bytes(repository, subject_digest, MANIFEST_ACCEPT)
     if subject is None:
         raise RegistryError(f"cannot attach to {repository}@{subject_digest[:19]}: the registry does not have it")
@@ -95,7 +101,8 @@ def attach(store: ArtifactStore, repository: str, subject_digest: str, document:
         "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": artifact_type,
         "config": {**descriptor(EMPTY_MEDIA_TYPE, EMPTY_DATA, EMPTY_DIGEST),
                    "data": base64.b64encode(EMPTY_DATA).decode()},
-        "layers": [descriptor(layer_media_type, document, blob_digest, annotations={TITLE: title})],
+        "layers": [descriptor(layer_media_type, document, blob_digest,
+                              annotations={**dict(layer_annotations or {}), TITLE: title})],
         "subject": descriptor(subject_type, subject_bytes, subject_digest),
     }
     if annotations:

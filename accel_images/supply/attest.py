@@ -80,6 +80,9 @@ class Source:
     uri: str = ""
     commit: str = ""
     matrix_sha256: str | None = None
+    dirty: bool = False
+    """The checkout differs from `commit` (uncommitted or untracked files): the commit alone does
+    not name the templates that were rendered, and the provenance says so."""
 
     @classmethod
     def of(cls, matrix: Path | None, env: Mapping[str, str] = os.environ) -> Source:
@@ -92,7 +95,8 @@ class Source:
         where = (matrix.resolve().parent if matrix else Path.cwd())
         commit = _git(where, "rev-parse", "HEAD")
         origin = _git(where, "config", "--get", "remote.origin.url")
-        return cls(f"git+{origin}" if origin else f"git+file://{where}", commit, digest) if commit else cls(
+        dirty = bool(commit) and bool(_git(where, "status", "--porcelain", "--untracked-files=normal"))
+        return cls(f"git+{origin}" if origin else f"git+file://{where}", commit, digest, dirty) if commit else cls(
             matrix_sha256=digest)
 
 
@@ -147,13 +151,32 @@ class Attester:
         sbom_sha256 = hashlib.sha256(sbom_text).hexdigest()
         statement = provenance.statement(self._facts(subject, inputs, smoke, raw, sbom_sha256))
         envelope = provenance.envelope(statement, self.signer)
+        predicate = {name: provenance.PREDICATE_TYPE for name in provenance.PREDICATE_ANNOTATIONS}
         attached = attach.attach(self.store, self.repository, digest, envelope,
                                  artifact_type=provenance.PAYLOAD_TYPE, layer_media_type=provenance.ENVELOPE_MEDIA_TYPE,
-                                 title=ENVELOPE_FILE, annotations={**created, "in-toto.io/predicate-type":
-                                                                   provenance.PREDICATE_TYPE})
+                                 title=ENVELOPE_FILE, annotations={**created, provenance.PREDICATE_ANNOTATIONS[0]:
+                                                                   provenance.PREDICATE_TYPE},
+                                 layer_annotations=predicate)
         self._write(variant.tag, digest, sbom_text, statement, envelope)
+        self._read_back(digest)
         return Attestation(digest, sbom_attached, attached, self.signer is not None,
                            len(found.packages), torch)
+
+    def _read_back(self, digest: str) -> None:
+        """With a key: `verify` the digest through the registry alone before anything is promoted.
+
+        What the nightly signed is not yet what a user finds: a registry may drop the subject,
+        serve another referrers list, or lose the fallback tag to a concurrent writer. Checking
+        the way `accel-images verify` does means no real tag, floating alias included, moves
+        onto a digest that would then fail it.
+        """
+        if self.signer is None:
+            return
+        from accel_images.supply.verify import verify_digest
+        verdict = verify_digest(self.store, self.repository, digest, self.signer.public_key)
+        if not verdict.ok:
+            raise AttestationError(f"the artifacts attached to {self.host}/{self.repository}@{digest[:19]}"
+                                   f" do not verify through the registry: {verdict.reason}")
 
     def _facts(self, subject: sbom.Subject, inputs: BuildInputs, smoke: SmokeResult, raw: Mapping[str, Any],
                sbom_sha256: str) -> provenance.BuildFacts:
@@ -170,7 +193,8 @@ class Attester:
                      "python": variant.python, "os": variant.os, "flavor": variant.flavor},
             fingerprint=inputs.fingerprint, base_image=inputs.base_digest, build_args=dict(inputs.build_args),
             matrix_sha256=self.source.matrix_sha256,
-            source={"uri": self.source.uri, "gitCommit": self.source.commit} if self.source.commit else {},
+            source={"uri": self.source.uri, "gitCommit": self.source.commit,
+                    **({"uncommittedChanges": "true"} if self.source.dirty else {})} if self.source.commit else {},
             builder_id=builder_id, invocation_id=invocation, started=self.started,
             finished=datetime.now(timezone.utc), smoke=facts, sbom_sha256=sbom_sha256, tool_version=__version__)
 

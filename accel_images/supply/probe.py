@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 
 DPKG_STATUS = "/var/lib/dpkg/status"
@@ -54,7 +55,12 @@ def os_release(path: str = OS_RELEASE) -> dict[str, str]:
 
 
 def python_packages() -> list[dict[str, str]]:
-    """Importable distributions as [{name, version, location}], first on sys.path wins."""
+    """Importable distributions as [{name, version, location}], first on sys.path wins.
+
+    Names are compared as PEP 503 normalises them (`typing_extensions` is `typing-extensions`),
+    as `import` and pip do: a shadowed copy further down sys.path is not what the image runs,
+    and listing it would put two versions of one package in the SBOM.
+    """
     try:
         from importlib import metadata
     except ImportError:
@@ -63,9 +69,12 @@ def python_packages() -> list[dict[str, str]]:
     found: list[dict[str, str]] = []
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata else None
-        if not name or name.lower() in seen:
+        if not name:
             continue
-        seen.add(name.lower())
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
         found.append({"name": name, "version": dist.version, "location": str(dist.locate_file(""))})
     return found
 

@@ -40,6 +40,9 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ENVELOPE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 BUILD_TYPE = "https://accel-images.dev/build-types/docker-engine/v1"
 """This project's build type: its parameters are described in README.md ("Supply chain")."""
+PREDICATE_ANNOTATIONS = ("in-toto.io/predicate-type", "predicateType")
+"""Where readers look for an attestation layer's predicate type: BuildKit's attestation
+manifests use the first, cosign's attestation layers the second."""
 SMOKE_BYPRODUCT = "smoke-test"
 SBOM_BYPRODUCT = "sbom"
 
@@ -81,7 +84,7 @@ class BuildFacts:
     base_image: str                     # the base as the build resolved it (ref@digest)
     build_args: Mapping[str, str]       # only the non-secret ones
     matrix_sha256: str | None
-    source: Mapping[str, str]           # {"uri": ..., "gitCommit": ...} where known
+    source: Mapping[str, str]           # {"uri": ..., "gitCommit": ..., "uncommittedChanges": "true"} where known
     builder_id: str
     invocation_id: str
     started: datetime
@@ -100,7 +103,11 @@ def statement(facts: BuildFacts) -> dict[str, Any]:
     """The in-toto Statement (a plain dict, JSON-ready) for one image."""
     dependencies: list[dict[str, Any]] = []
     if facts.source.get("gitCommit"):
-        dependencies.append({"uri": facts.source.get("uri", ""), "digest": {"gitCommit": facts.source["gitCommit"]}})
+        checkout: dict[str, Any] = {"uri": facts.source.get("uri", ""),
+                                    "digest": {"gitCommit": facts.source["gitCommit"]}}
+        if facts.source.get("uncommittedChanges") == "true":  # the commit is where the checkout started, not all of it
+            checkout["annotations"] = {"uncommittedChanges": True}
+        dependencies.append(checkout)
     base_name, _, base_digest = facts.base_image.partition("@")
     if base_digest.startswith("sha256:"):
         dependencies.append({"uri": f"docker://{base_name}", "digest": {"sha256": base_digest.split(":", 1)[1]}})

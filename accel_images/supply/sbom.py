@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
+from cyclonedx.contrib.this.builders import this_component as cyclonedx_library
 from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output import make_outputter
@@ -170,9 +171,18 @@ def build_bom(inventory: Inventory, subject: Subject, *, serial: uuid.UUID | Non
         components.append(Component(name=package.name, version=package.version, type=ComponentType.LIBRARY,
                                     bom_ref=str(url), purl=url, properties=properties))
     metadata = BomMetaData(component=root, timestamp=timestamp) if timestamp else BomMetaData(component=root)
+    metadata.tools.components.update(tools())
     bom = Bom(components=components, metadata=metadata, serial_number=serial or uuid.uuid4())
     bom.register_dependency(root, components)
     return bom
+
+
+def tools() -> list[Component]:
+    """metadata.tools: what wrote the SBOM (an NTIA minimum element: who authored the data), so a
+    reader can tell an inventory this tool took inside the image from one a scanner guessed."""
+    from accel_images import __version__
+    return [Component(name="accel-images", version=__version__, type=ComponentType.APPLICATION,
+                      bom_ref=f"accel-images@{__version__}"), cyclonedx_library()]
 
 
 def bom_json(inventory: Inventory, subject: Subject, **kwargs: Any) -> str:
