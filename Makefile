@@ -75,6 +75,13 @@ images: $(CLI) ## Every image the filters match (no VENDOR: all of this host's v
 image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`).
 	$(CLI) build --vendor cpu --torch 2.13 --os debian12 --registry-mirror $(LOCAL_MIRROR) --pip-find-links $(LOCAL_WHEELS)
 
+# Without REGISTRY the command line would read `--registry --jobs 1`: say what is missing instead.
+ifneq ($(filter nightly,$(MAKECMDGOALS)),)
+ifeq ($(strip $(REGISTRY)),)
+$(error make nightly needs REGISTRY, where the images are pushed (after `docker login`): make nightly REGISTRY=registry.example.com/ml)
+endif
+endif
+
 nightly: $(CLI) ## Rebuild what changed, smoke, push what passed: make nightly REGISTRY=registry.example.com
 	$(CLI) nightly --registry $(REGISTRY) $(SOURCES) --jobs $(JOBS)
 

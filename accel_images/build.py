@@ -28,7 +28,7 @@ from accel_images.render import Renderer, mirrored, write_build_context
 from accel_images.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.launcher import run_smoke
-from accel_images.smoke.records import remember_smoke_pass, smoke_passed_before
+from accel_images.smoke.records import last_smoke_pass, remember_smoke_pass
 from accel_images.variant import LABEL_PREFIX, Expansion, Variant
 from accel_images.workers import run_each
 
@@ -181,8 +181,11 @@ class Builder:
             raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref) from error
 
     def _smoke(self, outcome: Outcome) -> Outcome:
-        if outcome.status == "skipped" and smoke_passed_before(self.settings.state_dir, outcome.image_id):
-            return outcome
+        earlier = last_smoke_pass(self.settings.state_dir, outcome.image_id) if outcome.status == "skipped" else None
+        if earlier is not None:
+            where = f"on {earlier.get('ran_on') or 'an unknown device'}" + (
+                " (CPU mode)" if earlier.get("cpu_fallback") else "")
+            return replace(outcome, earlier_smoke=where)
         variant = outcome.variant
         self.status(variant, "smoke test")
         result = smoke_image(self.engine, outcome.image, variant, self.settings)

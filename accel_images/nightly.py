@@ -42,7 +42,7 @@ from accel_images.engine import Engine
 from accel_images.errors import AccelError
 from accel_images.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.formatting import human_size
-from accel_images.outcome import Outcome, outcome_record
+from accel_images.outcome import Outcome, outcome_record, smoke_text
 from accel_images.publish import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
                                   with_retries)
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
@@ -300,7 +300,8 @@ class _Night:
         variant = prepared.variant
         created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
         skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag),
-                          fingerprint=prepared.fingerprint, base_digest=prepared.base_digest)
+                          fingerprint=prepared.fingerprint, base_digest=prepared.base_digest,
+                          earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}")
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
                               registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
@@ -419,9 +420,24 @@ def describe(night: NightlyOutcome) -> str:
         return f"skipped: {night.reason}{moved}"
     if night.kept:
         return f"rebuilt, identical content, kept {night.registry_digest} ({night.reason})"
-    smoke = night.outcome.smoke
-    where = f", smoke ok on {smoke.ran_on}" if smoke is not None else ""
-    return f"built and published ({night.reason}){where}, {uploaded(night)}"
+    return f"published ({night.reason}): {how_built(night)}, smoke {smoke_text(night.outcome)}, {uploaded(night)}"
+
+
+def how_built(night: NightlyOutcome) -> str:
+    """'built in 42 s', or 'the local build reused' for an image `build` had made already (not built here)."""
+    seconds = night.outcome.build_s
+    return "the local build reused" if seconds is None else f"built in {seconds:.0f} s"
+
+
+def shown_status(night: NightlyOutcome) -> str:
+    """The status column: a published image is 'built' or 'reused', never 'built' when it was not."""
+    if not night.ok:
+        return f"failed: {night.outcome.error}"
+    if night.kept:
+        return "rebuilt, identical content, kept"
+    if night.status == "built" and night.outcome.build_s is None:
+        return "reused local build"
+    return night.status
 
 
 def uploaded(night: NightlyOutcome) -> str:

@@ -30,19 +30,29 @@ class Outcome:
     notes: tuple[str, ...] = ()      # what the render left out (a companion a wheelhouse lacks)
     exit_code: int = 0
     """The exit code of the failure (1 a build or smoke test, 4 a registry out of reach)."""
+    earlier_smoke: str | None = None
+    """An unchanged image not tested again: where its recorded pass was ('cpu', 'the run of 2026-12-01'),
+    so every table and report says "passed earlier" for it instead of "not run"."""
 
     @property
     def ok(self) -> bool:
         return self.status != "failed"
 
 
+def smoke_text(outcome: Outcome) -> str:
+    """The smoke column everywhere: 'passed on cpu', 'passed earlier on cpu', 'failed on cuda: ...', 'not run'."""
+    if outcome.smoke is not None:
+        return outcome.smoke.summary().removeprefix("smoke ")
+    if outcome.earlier_smoke is not None:
+        return f"passed earlier {outcome.earlier_smoke}"
+    return "not run"
+
+
 def describe(outcome: Outcome) -> str:
     """A short status line for progress displays."""
     if outcome.status == "failed":
         return f"FAILED: {outcome.error}"
-    smoke = ""
-    if outcome.smoke is not None:
-        smoke = f", smoke passed on {outcome.smoke.ran_on}" + (" (CPU mode)" if outcome.smoke.cpu_fallback else "")
+    smoke = f", smoke {smoke_text(outcome)}" if outcome.smoke is not None or outcome.earlier_smoke else ""
     size = f", {human_size(outcome.size)}" if outcome.size else ""
     verb = "unchanged, skipped" if outcome.status == "skipped" else f"built in {outcome.build_s:.0f} s"
     return verb + size + smoke
@@ -58,7 +68,7 @@ def outcome_record(outcome: Outcome) -> Mapping[str, object]:
         "status": outcome.status, "image": outcome.image, "image_id": outcome.image_id, "size": outcome.size,
         "build_s": outcome.build_s, "fingerprint": outcome.fingerprint, "base_digest": outcome.base_digest,
         "error": outcome.error, "log": str(outcome.log_path) if outcome.log_path else None,
-        "notes": list(outcome.notes),
+        "notes": list(outcome.notes), "smoke_earlier": outcome.earlier_smoke,
         "smoke": None if smoke is None else {
             "ok": smoke.ok, "ran_on": smoke.ran_on, "cpu_fallback": smoke.cpu_fallback,
             "failures": list(smoke.failures),

@@ -26,7 +26,7 @@ from accel_images.variant import Variant
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 LOG_PREFIX = "building: "
-FINAL_PREFIXES = ("FAILED", "built", "unchanged", "published", "skipped", "interrupted")
+FINAL_PREFIXES = ("FAILED", "built", "unchanged", "published", "rebuilt", "skipped", "interrupted")
 
 
 def shown_status(text: str) -> tuple[str, bool]:

@@ -17,7 +17,7 @@ import re
 import shlex
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -89,6 +89,16 @@ class VariantView:
     digest: str
     supply: str = ""                # 'SBOM sha256:… (123 components) · provenance sha256:… signed'
     supply_ok: bool | None = None   # None: nothing attached or checked
+    reason: str = ""                # why a nightly rebuilt it, or why it was skipped ('unchanged since ...')
+    full_ref: str = ""              # registry/repository:tag a nightly published it under
+
+    @property
+    def pull(self) -> str:
+        """The command that fetches exactly what passed: by digest where the run knows it."""
+        if not self.full_ref or self.status == "failed" or self.status == "interrupted":
+            return ""
+        repository = self.full_ref.rsplit(":", 1)[0]
+        return f"docker pull {repository}@{self.digest}" if self.digest else f"docker pull {self.full_ref}"
 
     @property
     def label(self) -> str:
@@ -137,7 +147,8 @@ def view(record: Mapping[str, Any]) -> VariantView:
         flavor=_text(record.get("flavor")) or "?", status=_text(record.get("status")) or "unknown",
         image=_text(record.get("image")), size_gb=size_gb(record.get("size")),
         build_time=duration_text(build_s), build_s=float(build_s) if _is_number(build_s) else 0.0,
-        smoke_verdict=smoke_verdict(smoke), smoke_ok=None if smoke is None else smoke.get("ok") is True,
+        smoke_verdict=smoke_verdict(smoke, _text(record.get("smoke_earlier")) or None),
+        smoke_ok=(True if record.get("smoke_earlier") else None) if smoke is None else smoke.get("ok") is True,
         ran_on=(_text(smoke.get("ran_on")) or None) if smoke else None,
         cpu_fallback=bool(smoke and smoke.get("cpu_fallback")), timings=timings(smoke),
         error=clean_text(record.get("error")), log=_text(record.get("log")),
@@ -145,6 +156,7 @@ def view(record: Mapping[str, Any]) -> VariantView:
         pushed_tags=tuple(_text(t) for t in pushed) if isinstance(pushed, (list, tuple)) else None,
         digest=_text(record.get("digest")),
         supply=supply_text(record), supply_ok=supply_ok(record),
+        reason=clean_text(record.get("reason")), full_ref=_text(record.get("full_ref")),
     )
 
 
@@ -189,9 +201,11 @@ def duration_text(seconds: Any) -> str:
     return f"{total // 3600} h {total % 3600 // 60:02d} min"
 
 
-def smoke_verdict(smoke: Mapping[str, Any] | None) -> str:
+def smoke_verdict(smoke: Mapping[str, Any] | None, earlier: str | None = None) -> str:
+    """As the terminal's tables say it (accel_images.outcome.smoke_text): a skipped image's earlier pass
+    is 'passed earlier on cpu', never 'not run'."""
     if smoke is None:
-        return "not run"
+        return f"passed earlier {earlier}" if earlier else "not run"
     where = _text(smoke.get("ran_on")) or "unknown device"
     return f"{'passed' if smoke.get('ok') is True else 'failed'} on {where}"
 
@@ -239,6 +253,8 @@ def normalize_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
             value = value.astimezone(timezone.utc).isoformat(timespec="seconds")
         elif isinstance(value, Path):
             value = str(value)
+        elif isinstance(value, Changes):
+            continue  # the document's own `changes` section
         elif name == "command" and isinstance(value, (list, tuple)):
             value = shlex.join(str(part) for part in value)
         result[name] = value
@@ -313,14 +329,91 @@ def headline(summary: Mapping[str, Any]) -> str:
 
 
 def title(meta: Mapping[str, Any]) -> str:
-    return "accel-images run report" + (" (PARTIAL)" if meta.get("partial") else "")
+    """'accel-images nightly report, 2026-12-03 02:00 UTC': which run, and of which morning."""
+    started = normalize_meta(meta).get("started")
+    try:
+        when = datetime.fromisoformat(str(started)).astimezone(timezone.utc).strftime(", %Y-%m-%d %H:%M UTC")
+    except ValueError:
+        when = ""
+    kind = _text(meta.get("kind")) or "run"
+    return f"accel-images {kind} report{when}" + (" (PARTIAL)" if meta.get("partial") else "")
+
+
+# ---- what changed since the previous run --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Changes:
+    """This run against the previous one: the second morning question, "what changed since yesterday?"."""
+
+    previous: str | None                  # when the previous run started (None: no previous report)
+    new_failures: tuple[str, ...] = ()    # failing now, not failing then
+    still_failing: tuple[str, ...] = ()   # failing in both
+    fixed: tuple[str, ...] = ()           # failing then, not now
+    last_good: Mapping[str, Mapping[str, str]] = dataclass_field(default_factory=dict)
+    """Per failing variant: the last run it passed in and what it published then (carried run to run)."""
+
+    def record(self) -> dict[str, Any]:
+        return {"previous": self.previous, "new_failures": list(self.new_failures),
+                "still_failing": list(self.still_failing), "fixed": list(self.fixed),
+                "last_good": {key: dict(value) for key, value in self.last_good.items()}}
+
+
+def read_previous(directory: Path) -> dict[str, Any] | None:
+    """The report.json of the previous run (the `<kind>-latest` link before this run moves it); None
+    when there is none or it cannot be read: a first run, or a damaged file, has nothing to compare."""
+    try:
+        document = json.loads((directory / REPORT_FILES["json"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) and isinstance(document.get("variants"), list) else None
+
+
+def compare(records: Sequence[Mapping[str, Any]], previous: Mapping[str, Any] | None) -> Changes:
+    """New failures, those still failing, those fixed, and each failure's last good run."""
+    if previous is None:
+        return Changes(None)
+    before = {view(r).key: r for r in previous.get("variants", ()) if isinstance(r, Mapping)}
+    meta, changes = _mapping(previous.get("meta")), _mapping(previous.get("changes"))
+    carried = _mapping(changes.get("last_good"))
+    new: list[str] = []
+    still: list[str] = []
+    fixed: list[str] = []
+    last_good: dict[str, dict[str, str]] = {}
+    for record in records:
+        now, then = view(record), before.get(view(record).key)
+        was_failing = then is not None and view(then).status == "failed"
+        if now.status == "failed":
+            (still if was_failing else new).append(now.key)
+            good = _good_run(then, meta) if then is not None and not was_failing else carried.get(now.key)
+            if isinstance(good, Mapping):
+                last_good[now.key] = {k: _text(v) for k, v in good.items()}
+        elif was_failing:
+            fixed.append(now.key)
+    return Changes(_text(meta.get("started")) or "unknown", tuple(new), tuple(still), tuple(fixed), last_good)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _good_run(record: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, str]:
+    item = view(record)
+    return {"run": _text(meta.get("started")), "tag": item.tag, "ref": item.full_ref or item.image,
+            "digest": item.digest}
+
+
+def changes_of(meta: Mapping[str, Any]) -> Changes | None:
+    """The comparison the caller put in `meta["changes"]` (write_reports does), if any."""
+    value = meta.get("changes")
+    return value if isinstance(value, Changes) else None
 
 
 # ---- JSON -------------------------------------------------------------------------------------
 
 def build_document(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
+    changes = changes_of(meta)
     return {"schema": SCHEMA, "meta": normalize_meta(meta), "summary": summarize(records),
-            "variants": [dict(r) for r in records]}
+            "changes": changes.record() if changes else None, "variants": [dict(r) for r in records]}
 
 
 def render_json(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
@@ -338,12 +431,17 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     lines += [f"**{verdict(summary)}** ({headline(summary)})", ""]
     lines += [f"- {label}: {_md_code(value) if label in CODE_LABELS else _md_cell(value)}"
               for label, value in meta_rows(meta)]
+    changes = changes_of(meta)
+    lines += ["", "## Since the previous run", ""] + [f"- {_md_cell(line)}" for line in change_lines(changes)]
     for vendor, items in by_vendor(views).items():
         lines += ["", f"## {vendors.title(vendor)}", ""] + _md_table(items)
+    pulls = [item for item in views if item.pull]
+    if pulls:
+        lines += ["", "## What to pull", ""] + [f"- {_md_code(item.key)}: {_md_code(item.pull)}" for item in pulls]
     lines += ["", "## Failures", ""]
     groups = failure_views(views)
     for group in groups:
-        lines += _md_failure(group)
+        lines += _md_failure(group, changes)
     if not groups:
         lines.append("None.")
     return "\n".join(lines).rstrip() + "\n"
@@ -364,15 +462,18 @@ def _md_table(items: list[VariantView]) -> list[str]:
     return rows
 
 
-def _md_failure(group: FailureView) -> list[str]:
+def _md_failure(group: FailureView, changes: Changes | None = None) -> list[str]:
     """One cause, once: `### 36 variants` (or the one variant's key), the cause, then each log."""
     first = group.items[0]
     heading = _md_code(first.key) if len(group.items) == 1 else plural(len(group.items), "variant")
     lines = [f"### {heading}", ""] + _md_fenced(group.cause) + [""]
+    shown = trend(changes)
     for item in group.items:
-        log = f"log: {_md_code(item.log)}" if item.log else "no log"
+        log = (f"{shown[item.key]}; " if item.key in shown else "") + (
+            f"log: {_md_code(item.log)}" if item.log else "no log")
         lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1
-                     else f"Log: {_md_code(item.log) if item.log else 'none'}")
+                     else (f"{shown[item.key]}. " if item.key in shown else "")
+                     + f"Log: {_md_code(item.log) if item.log else 'none'}")
         lines += [f"  - {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
     return lines + [""]
 
@@ -460,9 +561,54 @@ def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         title=title(meta), partial=bool(meta.get("partial")), partial_note=PARTIAL_NOTE,
         summary=summary, verdict=verdict(summary), meta_rows=meta_rows(meta), grid=grid(views), groups=groups,
         anchors={item.key: group.anchor for group in groups for item in group.items}, files=REPORT_FILES,
-        schema=SCHEMA, plural=plural,
-        code_labels=CODE_LABELS,
+        sizes={item.key: len(group.items) for group in groups for item in group.items},
+        schema=SCHEMA, plural=plural, code_labels=CODE_LABELS, changes=changes_of(meta),
+        change_lines=change_lines(changes_of(meta)), trend=trend(changes_of(meta)), group_trend=group_trend,
+        pulls=[item for item in views if item.pull],
     )
+
+
+def change_lines(changes: Changes | None) -> list[str]:
+    """What changed since the previous run, one line per kind of change: the HTML and Markdown say the same."""
+    if changes is None or changes.previous is None:
+        return ["No previous report to compare with: this is the first run here."]
+    lines = [f"{count}: {_some(keys)}" for keys, count in (
+        (changes.new_failures, plural(len(changes.new_failures), "new failure")),
+        (changes.still_failing, f"{len(changes.still_failing)} still failing"),
+        (changes.fixed, f"{len(changes.fixed)} fixed")) if keys]
+    return lines or ["Nothing changed: the same variants pass as in the previous run."]
+
+
+def _some(keys: Sequence[str], shown: int = 5) -> str:
+    """'a, b, c' or 'a, b, c, d, e and 31 more (under Failures)': a line stays a line."""
+    if len(keys) <= shown:
+        return ", ".join(keys)
+    return f"{', '.join(keys[:shown])} and {len(keys) - shown} more (under Failures)"
+
+
+def trend(changes: Changes | None) -> dict[str, str]:
+    """Per failing variant: 'new failure' or 'still failing', with its last good run when known."""
+    if changes is None:
+        return {}
+    shown = {key: "new failure" for key in changes.new_failures}
+    shown |= {key: "still failing" for key in changes.still_failing}
+    for key, good in changes.last_good.items():
+        shown[key] = f"{shown.get(key, 'failing')}; last good: {last_good_text(good)}"
+    return shown
+
+
+def last_good_text(good: Mapping[str, str]) -> str:
+    """'the run of 2026-12-01 02:00 UTC, sha256:0a1b2c3d4e5f…': when it last passed, and what it published then."""
+    run = good.get("run", "")[:16].replace("T", " ")
+    published = f", {good['digest'][:19]}…" if good.get("digest") else ""
+    return f"the run of {run} UTC{published}" if run else "unknown"
+
+
+def group_trend(group: FailureView, shown: Mapping[str, str]) -> str:
+    """The trend every variant of a group shares ('still failing; last good: the run of ...' without the
+    digests, which differ), said once in the group's heading; '' when they differ."""
+    notes = {shown.get(item.key, "").split(", sha256:")[0] for item in group.items}
+    return notes.pop() if len(notes) == 1 and len(group.items) > 1 else ""
 
 
 # ---- JUnit XML --------------------------------------------------------------------------------

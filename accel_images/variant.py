@@ -182,7 +182,7 @@ def select_or_explain(expansion: Expansion, filters: Mapping[str, str | None]) -
     if chosen:
         return chosen
     given = " ".join(f"--{k} {v}" for k, v in filters.items() if v is not None)
-    pruned = [p for p in expansion.pruned if _pruned_matches(p, filters)]
+    pruned = select_pruned(expansion.pruned, filters)
     if pruned:
         raise IncompatibleError(f"{given}: {pruned[0].describe()}")
     key, before, have = _first_empty_filter(expansion.variants, filters)
@@ -204,6 +204,11 @@ def _first_empty_filter(variants: tuple[Variant, ...],
         narrowed = kept
         before.append(f"--{key} {wanted}")
     return "vendor", "", []
+
+
+def select_pruned(pruned: Iterable[Pruned], filters: Mapping[str, str | None]) -> tuple[Pruned, ...]:
+    """The pruned combinations the filters speak of: `list --vendor gaudi --explain` explains gaudi's only."""
+    return tuple(p for p in pruned if _pruned_matches(p, filters))
 
 
 def _pruned_matches(p: Pruned, filters: Mapping[str, str | None]) -> bool:

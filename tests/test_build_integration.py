@@ -66,6 +66,9 @@ def test_unchanged_rebuild_is_skipped(published_build: dict, registry: str, whee
     assert record["status"] == "skipped"
     assert record["fingerprint"] == published_build["records"][0]["fingerprint"]
     assert "skipped" in result.stderr + result.stdout
+    # not tested again, and said so alike in the table and the report: where it passed before
+    assert record["smoke"] is None and record["smoke_earlier"] == "on cpu"
+    assert "passed earlier on cpu" in result.stdout and "not run" not in result.stdout
 
 
 def test_smoke_command_reports_the_workload_json(published_build: dict) -> None:

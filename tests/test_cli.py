@@ -51,8 +51,29 @@ def test_compat_compatible_with_details() -> None:
     result = run("compat", "torch==2.4.1", "cuda==12.4")
     assert result.exit_code == 0
     assert result.stdout.startswith("compatible: torch==2.4.1 cuda==12.4")
-    for detail in ("wheel_index cu124", "driver_min 550.54.14", "mvc_floor 525.60.13", "toolkit 12.4.0"):
-        assert detail in result.stdout
+    fields = dict(line.strip().split(": ", 1) for line in result.stdout.splitlines()[1:])
+    assert {key: value.strip() for key, value in fields.items()} == {
+        "torch": "2.4.1", "python": "3.8, 3.9, 3.10, 3.11, 3.12", "CUDA": "12.4", "toolkit": "12.4.0",
+        "wheel index": "cu124", "minimum driver": "550.54.14", "minor-version floor": "525.60.13",
+        "GPU architectures": "not recorded in the knowledge base (its sources do not state them)",
+        "source": "https://github.com/pytorch/pytorch/blob/main/RELEASE.md#release-compatibility-matrix"}
+
+
+@pytest.mark.parametrize("terms", [["torch==2.4.1", "cuda==12.4"], ["torch==2.14", "cuda==13.0"],
+                                   ["torch==2.14", "rocm==7.14"], ["torch==2.14", "xpu==2026.1"],
+                                   ["torch==2.14", "cpu"]])
+def test_compat_text_says_what_its_json_says(terms: list[str]) -> None:
+    """Every field of the JSON answer is a line of the text, with the same value; the GPU
+    architectures the README promises are a line for CUDA and ROCm, said unknown when unknown."""
+    from accel_images.cli.compat import NOT_RECORDED, detail_labels
+    answer = json.loads(run("compat", *terms, "--json").stdout)
+    text = run("compat", *terms).stdout
+    fields = {k.strip(): v.strip() for k, v in (line.split(": ", 1) for line in text.splitlines()[1:])}
+    labels = detail_labels()
+    shown = {key: answer[key] for key in labels if key in answer}
+    assert {labels[key]: NOT_RECORDED if value is None else ", ".join(value) if isinstance(value, list)
+            else value for key, value in shown.items()} == fields
+    assert ("GPU architectures" in fields) == terms[-1].startswith(("cuda", "rocm"))
 
 
 def test_compat_with_python() -> None:
@@ -154,7 +175,7 @@ def test_compat_malformed_query_exits_2(terms: list[str], field: str | None) -> 
 def test_list_json_of_the_published_matrix() -> None:
     result = run("list", "--json")
     assert result.exit_code == 0
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["variants"]
     assert len(rows) >= 20
     assert {r["vendor"] for r in rows} == {"cpu", "cuda", "rocm", "xpu", "gaudi"}
     for row in rows:
@@ -181,7 +202,7 @@ def test_list_table() -> None:
 def test_list_filters(args: list[str], tags: list[str]) -> None:
     result = run("list", "--matrix", SMALL, "--json", *args)
     assert result.exit_code == 0, result.output
-    assert [r["tag"] for r in json.loads(result.stdout)] == tags
+    assert [r["tag"] for r in json.loads(result.stdout)["variants"]] == tags
 
 
 def test_list_explain_shows_pruned_with_reasons() -> None:
@@ -249,7 +270,7 @@ def test_every_command_with_filters_takes_matrix() -> None:
 def test_render_check_passes_on_the_repository() -> None:
     result = run("render", "--check")
     assert result.exit_code == 0, result.output
-    assert "is up to date" in result.stdout
+    assert "is up to date" in result.stderr and result.stdout == ""
 
 
 def test_render_matches_images_and_is_byte_identical_on_every_run(tmp_path: Path) -> None:
@@ -260,7 +281,7 @@ def test_render_matches_images_and_is_byte_identical_on_every_run(tmp_path: Path
     assert rendered == tree(REPO / "images")
     second = run("render", "--out", str(out))
     assert second.exit_code == 0
-    assert "(0 file(s) changed)" in second.stdout
+    assert "(0 file(s) changed)" in second.stderr and second.stdout == ""
     assert tree(out) == rendered
 
 
@@ -357,7 +378,7 @@ def test_render_filter_matching_only_pruned_writes_nothing(tmp_path: Path) -> No
     (["compat", "torch==2.1", "rocm==6.2"], 1, "stdout", "ROCm builds: 5.6"),
     (["compat", "torch==abc"], 2, "stderr", "accel-images: error: torch: 'abc' is not a version"),
     (["list", "--matrix", str(MATRICES / "bad" / "float-version.yaml")], 2, "stderr", '("12.10")'),
-    (["render", "--check"], 0, "stdout", "is up to date"),
+    (["render", "--check"], 0, "stderr", "is up to date"),
 ])
 def test_installed_executable(args: list[str], code: int, stream: str, fragment: str) -> None:
     assert EXECUTABLE.exists(), f"{EXECUTABLE} is missing: install the package into the venv"

@@ -47,8 +47,9 @@ def test_it_is_not_the_checkouts_code(installed: Path, tmp_path: Path) -> None:
 
 
 def test_list_outside_the_checkout_is_json(installed: Path, tmp_path: Path) -> None:
-    variants = json.loads(run(installed, "list", "--json", cwd=tmp_path))
-    assert len(variants) == len(json.loads(run(Path(sys.executable).parent / "accel-images", "list", "--json", cwd=ROOT)))
+    variants = json.loads(run(installed, "list", "--json", cwd=tmp_path))["variants"]
+    assert len(variants) == len(json.loads(run(Path(sys.executable).parent / "accel-images", "list", "--json",
+                                               cwd=ROOT))["variants"])
 
 
 def test_render_outside_the_checkout_is_the_checked_in_tree(installed: Path, tmp_path: Path) -> None:

@@ -57,7 +57,8 @@ def catalogue_registry(registry: str) -> Iterator[str]:
     RawRegistry(registry).delete_repository(f"{namespace}/pytorch")
 
 
-COVERED = {"compat", "list", "recommend", "run", "catalogue", "smoke", "pull", "verify"}
+COVERED = {"compat", "list", "recommend", "run", "catalogue", "smoke", "pull", "verify",
+           "build", "nightly"}  # build and nightly: tests/test_cli_streams.py, with the engine and registry faked
 
 
 def test_compat_list_recommend_run(cpu_host: str, tmp_path: Path) -> None:

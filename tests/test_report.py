@@ -276,7 +276,8 @@ def test_markdown_headline_tables_and_failures(records: list[dict]) -> None:
     text = render_markdown(records, META)
     assert "**2 of 9 variants failed** (4 built, 3 skipped, 2 failed)" in text
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings == ["## CPU", "## NVIDIA CUDA", "## AMD ROCm", "## Intel XPU", "## Intel Gaudi", "## Failures"]
+    assert headings == ["## Since the previous run", "## CPU", "## NVIDIA CUDA", "## AMD ROCm", "## Intel XPU",
+                        "## Intel Gaudi", "## Failures"]
     assert ("| `2.14.0-cuda13.2-py3.12-ubuntu24.04` | built | 9.87 | 23 min 32 s | passed on cuda | "
             "matmul fp32 0.4 ms, matmul bf16 0.2 ms, training 21.7 ms |") in text
     assert "| passed on cpu (CPU mode) |" in text
@@ -296,7 +297,7 @@ def test_markdown_error_fence_outlasts_backticks_in_the_error() -> None:
 
 def test_markdown_partial_banner_and_nightly_column() -> None:
     text = render_markdown(load("nightly"), {**META, "partial": True})
-    assert text.splitlines()[0] == "# accel-images run report (PARTIAL)"
+    assert text.splitlines()[0] == "# accel-images run report, 2026-05-12 02:00 UTC (PARTIAL)"
     assert "> **PARTIAL REPORT.**" in text
     assert "| Pushed |" in text and "| 3 tags |" in text
     assert "PARTIAL" not in render_markdown(load("nightly"), META)

@@ -39,7 +39,7 @@ def with_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_list_expands_the_plugin_vendors_groups_and_prunes_by_its_section() -> None:
-    rows = json.loads(ok(cli("list", "--matrix", str(MATRIX), "--json")))
+    rows = json.loads(ok(cli("list", "--matrix", str(MATRIX), "--json")))["variants"]
     npu = [row for row in rows if row["vendor"] == "npu"]
     assert [row["tag"] for row in npu] == NPU_TAGS  # 2.14 x 0.9 and 2.13 x 1.0 pruned
     assert {row["wheel_index"] for row in npu} == {"npu1.0", "npu0.9"}
@@ -148,7 +148,7 @@ def test_an_installed_distribution_adds_its_vendor_through_the_entry_point(tmp_p
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(PLUGIN), env.get("PYTHONPATH", "")])
     result = subprocess.run([sys.executable, "-m", "accel_images", "list", "--matrix", str(MATRIX), "--json"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    rows = json.loads(ok(result))
+    rows = json.loads(ok(result))["variants"]
     assert [row["tag"] for row in rows if row["vendor"] == "npu"] == NPU_TAGS
 
 

@@ -21,18 +21,18 @@ from accel_images import compat, devices, failure
 from accel_images.build import Builder
 from accel_images.credentials import hide_credentials
 from accel_images.formatting import human_size
-from accel_images.outcome import Outcome, outcome_record
+from accel_images.outcome import Outcome, outcome_record, smoke_text
 from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
-from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, lock_options,
-                                      matrix_option, mirror_options, out, pinned_variants, render_options,
-                                      templates_option, verbosity, verbosity_options)
+from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, json_option,
+                                      lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
+                                      render_options, templates_option, verbosity, verbosity_options)
 from accel_images.engine import Engine
 from accel_images.errors import InputError
 from accel_images.progress import progress_for
 from accel_images.leftovers import reclaim
 from accel_images.lock import held
-from accel_images.report import write_reports
+from accel_images.report import compare, read_previous, write_reports
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import run_smoke
 from accel_images.variant import LABEL_PREFIX, Expansion, Variant, newest_per_vendor
@@ -70,6 +70,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs and reports go (default .accel-images/).")
 @verbosity_options
+@json_option
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
                   pip_index_url: str | None, pip_find_links: Path | None, templates_dir: Path | None,
@@ -77,7 +78,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
                   require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
-                  state_dir: Path | None, quiet: bool, verbose: bool, **kwargs: Any) -> None:
+                  state_dir: Path | None, quiet: bool, verbose: bool, as_json: bool, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
@@ -89,7 +90,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
     settings.state_dir.check()
-    meta: dict[str, Any] = {"started": datetime.now(timezone.utc), "host": socket.gethostname()}
+    meta: dict[str, Any] = {"kind": "build", "started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
     # The nightly's lock: a build rewrites the contexts a running nightly builds from.
     with held(settings.state_dir.nightly_lock, what="run of accel-images"):
@@ -107,15 +108,23 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
             click.echo(f"accel-images: stopped; partial report: {path}", err=True)
             raise
         report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
-    out().print(outcome_table(outcomes))
+    print_outcome(outcome_table(outcomes), report_path.parent, as_json)
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
         click.echo(line, err=True)
-    click.echo(f"{len(outcomes) - len(failed)} ok, {len(failed)} failed; report: {report_path}", err=True)
+    click.echo(f"{counted(outcomes)}; report: {report_path}", err=True)
     if newest and len(variants) < len(every):
         click.echo(f"chose the newest of {len(every)} matching variants; without --newest (make images) all of them,"
                    " or choose with --torch, --python, --os, --flavor", err=True)
     sys.exit(failure.run_exit_code(o.exit_code or 1 for o in failed))
+
+
+def counted(outcomes: list[Outcome]) -> str:
+    """'2 built, 1 skipped, 0 failed': the statuses the table and the report use, in their words."""
+    counts = {status: 0 for status in ("built", "skipped", "failed")}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return ", ".join(f"{count} {status}" for status, count in counts.items())
 
 
 def failure_of(outcome: Outcome) -> failure.Failure:
@@ -134,7 +143,7 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
     if failed:
         table.add_column("cause")
     for o in outcomes:
-        smoke = "not run" if o.smoke is None else o.smoke.summary().removeprefix("smoke ")
+        smoke = smoke_text(o)
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
         cause = [escape(o.error or "-") if not o.ok else ""] if failed else []  # "[/PATH]" is not markup
         table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)
@@ -155,6 +164,8 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
     meta = {"command": hide_credentials(" ".join(sys.argv)), **(meta or {})}
     given = meta.get("started")
     started = given if isinstance(given, datetime) else datetime.now(timezone.utc)
+    previous = read_previous(state_dir.latest_reports("build"))
+    meta["changes"] = compare(records, previous)
     paths = write_reports(records, state_dir.run_reports("build", started), meta)
     state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
-from accel_images import compat
+from accel_images import compat, vendors
 from accel_images.cli.options import expected_failures
 
 
@@ -55,6 +56,35 @@ def describe_verdict(verdict: compat.Verdict) -> str:
                 f"source: {details['source']}")
     if list(details) == ["torch"]:
         return f"{asked}: torch {', '.join(details['torch'])}"
-    shown = ", ".join(f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in sorted(details.items())
-                      if k not in ("source",) and v not in (None, [], ""))
-    return f"compatible: {asked}\n  {shown}\n  source: {details.get('source', '')}"
+    return "\n".join([f"compatible: {asked}", *detail_lines(details)])
+
+
+FIELD_LABELS = {"torch": "torch", "python": "python", "oneapi": "oneAPI", "toolkit": "toolkit",
+                "wheel_index": "wheel index", "driver_min": "minimum driver", "mvc_floor": "minor-version floor",
+                "gpu_archs": "GPU architectures", "source": "source"}
+"""How the text names each field of the JSON answer, in the order it shows them (a vendor's stack
+field, `cuda`, is named by the vendor: `CUDA`, and shown after python)."""
+
+
+def detail_labels() -> dict[str, str]:
+    """FIELD_LABELS with every vendor's stack field in its place."""
+    stacks = {v.name: v.stack_name for v in vendors.registry().values() if v.stack_name}
+    return {"torch": "torch", "python": "python", **stacks, **FIELD_LABELS}
+
+
+NOT_RECORDED = "not recorded in the knowledge base (its sources do not state them)"
+
+
+def detail_lines(details: dict[str, Any]) -> list[str]:
+    """Every field of the JSON answer, one labelled line each, so the text and `--json` say the same."""
+    labels = detail_labels()
+    order = [*(key for key in labels if key in details and key != "source"),
+             *sorted(set(details) - set(labels)), *(["source"] if "source" in details else [])]
+    width = max(len(labels.get(key, key)) for key in order)
+    return [f"  {labels.get(key, key) + ':':<{width + 1}} {detail_text(details[key])}" for key in order]
+
+
+def detail_text(value: Any) -> str:
+    if value is None:
+        return NOT_RECORDED
+    return ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)

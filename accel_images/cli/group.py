@@ -10,6 +10,8 @@ one-line help, and imports the module only when the command runs or its own help
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,9 @@ from typing import Any
 import click
 
 NoSuchCommand: Any = getattr(click.exceptions, "NoSuchCommand", ())
+PIPE_CLOSED_EXIT = 128 + signal.SIGPIPE
+"""A reader that stopped early (`accel-images list | head -1`): the status a shell gives any command
+SIGPIPE ends (141), never 1, which says a build failed."""
 """click >= 8.4 raises it (with close matches) for an unknown command; before, there is nothing to fix."""
 
 
@@ -42,6 +47,27 @@ class OneLineUsageErrors(click.Group):
             click.echo("accel-images: interrupted", err=True)
             sys.exit(getattr(error.__cause__, "exit_code", 130))
         sys.exit(result if isinstance(result, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, its output flushed here: click would turn a closed pipe into exit status 1."""
+        try:
+            result = super().invoke(ctx)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            stdout_closed()
+        return result
+
+
+def stdout_closed() -> None:
+    """Exit as a command SIGPIPE ended, without a traceback or a second error at exit.
+
+    Python ignores SIGPIPE, so a closed pipe surfaces as BrokenPipeError, and the interpreter would
+    fail again flushing stdout at exit: point stdout at /dev/null first (Python's documented recipe).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(PIPE_CLOSED_EXIT)
 
 
 @dataclass(frozen=True)

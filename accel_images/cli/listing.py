@@ -8,9 +8,10 @@ from typing import Any
 import click
 
 from accel_images import tags
-from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, matrix_option, print_line,
-                                      print_table, variant_record)
-from accel_images.variant import Expansion, Variant
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, filters_of, matrix_option,
+                                      print_line, print_table, variant_record)
+from accel_images.errors import InputError
+from accel_images.variant import Expansion, Pruned, Variant, select_pruned
 
 
 COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "tag", "base image")
@@ -19,30 +20,45 @@ COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "tag", "base im
 @click.command("list")
 @matrix_option
 @filter_options
-@click.option("--json", "as_json", is_flag=True, help="An array of objects, one per variant.")
+@click.option("--json", "as_json", is_flag=True,
+              help='One object: {"variants": [...], "pruned": [...]}, with or without --explain.')
 @click.option("--explain", is_flag=True, help="Also show the combinations the knowledge base pruned, and why.")
 @click.option("--markdown", is_flag=True, help="The supported-images table of the README.")
+@click.option("--tags", "tags_only", is_flag=True, help="Only the tags, one per line (for scripts).")
 @expected_failures
-def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown: bool, **kwargs: Any) -> None:
+def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown: bool, tags_only: bool,
+                 **kwargs: Any) -> None:
     """Show the variants the matrix expands to."""
+    if sum((as_json, markdown, tags_only)) > 1:
+        raise InputError("--json, --markdown and --tags are different outputs; give one", field="--tags")
     expansion, variants = chosen_variants(matrix_path, kwargs)
+    pruned = select_pruned(expansion.pruned, filters_of(kwargs))
     if markdown:
         click.echo(supported_images_markdown(expansion, variants), nl=False)
         return
+    if tags_only:
+        click.echo("".join(f"{v.tag}\n" for v in variants), nl=False)
+        return
     if as_json:
-        rows = [variant_record(v, expansion.image) for v in variants]
-        if explain:
-            click.echo(json.dumps({"variants": rows, "pruned": [pruned_record(p) for p in expansion.pruned]},
-                                  indent=2))
-        else:
-            click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(list_document(expansion, variants, pruned), indent=2))
         return
     print_table(COLUMNS, [variant_row(v) for v in variants])
-    print_line(f"{len(variants)} variants, {len(expansion.pruned)} combinations pruned"
-               + ("" if explain else " (--explain shows why)"))
+    print_line(f"{plural(len(variants), 'variant')}, {plural(len(pruned), 'combination')} pruned"
+               + ("" if explain or not pruned else " (--explain shows why)"))
     if explain:
-        for pruned in expansion.pruned:
-            print_line(f"  pruned (matrix line {pruned.line}): {pruned.describe()}")
+        for one in pruned:
+            print_line(f"  pruned (matrix line {one.line}): {one.describe()}")
+
+
+def list_document(expansion: Expansion, variants: tuple[Variant, ...], pruned: tuple[Pruned, ...]) -> dict[str, Any]:
+    """What `list --json` prints, with or without --explain: one shape, so a script reads both alike."""
+    return {"variants": [variant_record(v, expansion.image) for v in variants],
+            "pruned": [pruned_record(p) for p in pruned]}
+
+
+def plural(count: int, word: str) -> str:
+    """'1 variant', '2 variants'."""
+    return f"{count} {word}" + ("" if count == 1 else "s")
 
 
 def supported_images_markdown(expansion: Expansion, variants: tuple[Variant, ...]) -> str:
@@ -57,7 +73,7 @@ def supported_images_markdown(expansion: Expansion, variants: tuple[Variant, ...
     return "\n".join(lines) + "\n"
 
 
-def pruned_record(pruned: Any) -> dict[str, Any]:
+def pruned_record(pruned: Pruned) -> dict[str, Any]:
     return {"vendor": pruned.vendor, "stack": pruned.stack, "torch": pruned.torch, "python": pruned.python,
             "os": pruned.os, "flavor": pruned.flavor, "reasons": list(pruned.reasons), "line": pruned.line}
 

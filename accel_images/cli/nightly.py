@@ -17,8 +17,8 @@ import click
 from rich.table import Table
 
 from accel_images import compat, failure
-from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, matrix_option,
-                                      mirror_options, out, render_options, templates_option, verbosity,
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option, matrix_option,
+                                      mirror_options, print_outcome, render_options, templates_option, verbosity,
                                       verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError
@@ -29,8 +29,8 @@ from accel_images.engine import Engine
 from accel_images.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly,
-                                  summary)
-from accel_images.outcome import Outcome
+                                  shown_status, summary)
+from accel_images.outcome import Outcome, smoke_text
 from accel_images.progress import progress_for
 from accel_images.publish import Target
 from accel_images.registry import Destination, RegistryClient
@@ -39,7 +39,7 @@ from accel_images.state import StateDir
 from accel_images.supply.attest import Source
 from accel_images.supply.provenance import load_signer
 from accel_images.variant import Expansion, Variant
-from accel_images.report import write_reports
+from accel_images.report import compare, read_previous, write_reports
 
 
 @click.command("nightly")
@@ -77,6 +77,7 @@ from accel_images.report import write_reports
 @click.option("--no-attest", "no_attest", is_flag=True,
               help="Publish without attaching an SBOM and a provenance statement"
                    " (registries that refuse OCI artifacts).")
+@json_option
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
@@ -85,7 +86,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int, keep_days: float | None,
                     pinned_files: tuple[Path, ...], prune_dry_run: bool, sign_key: Path | None, no_attest: bool,
-                    **kwargs: Any) -> None:
+                    as_json: bool, **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
 
     Unchanged images younger than --max-age are skipped; a rebuild whose layers equal the
@@ -112,7 +113,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     with held(state.nightly_lock, lock_wait_s):
         nights, pruning, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants,
                                                 settings, nightly, templates_dir, reports, level, retention)
-    out().print(nightly_table(nights))
+    print_outcome(nightly_table(nights), paths["json"].parent, as_json)
     failed = [night for night in nights if not night.ok]
     grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
                                             str(n.outcome.log_path) if n.outcome.log_path else None) for n in failed)
@@ -196,7 +197,9 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
         raise
     pruning = apply_retention(registry, nightly, variants, retention or Retention(RetentionPolicy(), Pinned(), False))
     records = [nightly_record(night, nightly.target) for night in nights]
-    meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights)}
+    previous = read_previous(settings.state_dir.latest_reports("nightly"))
+    meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights),
+            "changes": compare(records, previous)}
     paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
     if reports.parent == settings.state_dir.reports:
         settings.state_dir.link_latest("nightly", reports)
@@ -219,9 +222,7 @@ def nightly_table(nights: list[NightlyOutcome]) -> Table:
     for night in nights:
         moved = night.publication.promoted if night.publication else night.realigned
         tags = ", ".join(moved) or "-"
-        smoke = night.outcome.smoke.summary() if night.outcome.smoke else "-"
-        status = ("rebuilt, identical content, kept" if night.kept else night.status) if night.ok \
-            else f"failed: {night.outcome.error}"
+        smoke, status = smoke_text(night.outcome), shown_status(night)
         digest = (night.registry_digest or "-")[:19]
         table.add_row(night.outcome.variant.key, status, night.reason, tags, digest,
                       human_size(night.uploaded_bytes), smoke, provenance_cell(night))

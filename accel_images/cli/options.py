@@ -67,8 +67,8 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     lines = plain_table(columns, rows) if plain_output() else None
     if lines is None:
         out().print(table(columns, rows))
-    else:
-        click.echo("".join(f"{line}\n" for line in lines), nl=False)
+    else:  # no padding after the last column: `| cut`, `| awk '{print $NF}'`, diffs read it as written
+        click.echo("".join(f"{line.rstrip()}\n" for line in lines), nl=False)
 
 
 def print_line(text: str) -> None:
@@ -108,6 +108,23 @@ EMOJI_CODE = re.compile(r":\S*:")
 def _plain_text(text: str) -> bool:
     """Text rich prints unchanged: printable ASCII, no markup tag, nothing like an :emoji: code."""
     return all(" " <= char <= "~" for char in text) and "[" not in text and not EMOJI_CODE.search(text)
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`--json` of the commands that write a run report: that report's JSON is the document printed."""
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print the run's report.json alone on stdout (the table and notes go to stderr).")(func)
+
+
+def print_outcome(table: Table, report_dir: Path, as_json: bool) -> None:
+    """A run's table on stdout, or with --json its report document there and the table on stderr
+    (one JSON document and nothing else on stdout, so `| jq` works)."""
+    if not as_json:
+        out().print(table)
+        return
+    err().print(table)
+    from accel_images.report import REPORT_FILES
+    click.echo((report_dir / REPORT_FILES["json"]).read_text(), nl=False)
 
 
 # ---- failures and signals -------------------------------------------------------------------

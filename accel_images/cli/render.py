@@ -50,7 +50,7 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirror
             click.echo(f"accel-images: error: {len(stale)} file(s) under {out_dir} are stale: "
                        "run `accel-images render`", err=True)
             sys.exit(1)
-        click.echo(f"{out_dir} is up to date ({len(contexts)} variants)")
+        click.echo(f"{out_dir} is up to date ({len(contexts)} variants)", err=True)  # a status, not data
         return
     changed = write_tree(out_dir, contexts)
-    click.echo(f"rendered {len(contexts)} variants into {out_dir} ({len(changed)} file(s) changed)")
+    click.echo(f"rendered {len(contexts)} variants into {out_dir} ({len(changed)} file(s) changed)", err=True)

@@ -14,11 +14,17 @@ from accel_images.state import StateDir
 
 def smoke_passed_before(state: StateDir, image_id: str | None) -> bool:
     """An unchanged image whose smoke already passed here need not run it again."""
+    return last_smoke_pass(state, image_id) is not None
+
+
+def last_smoke_pass(state: StateDir, image_id: str | None) -> dict[str, object] | None:
+    """The recorded pass of this image (`ran_on`, `cpu_fallback`), so a skipped image can say where it
+    passed; None when there is none."""
     try:
         record = json.loads(state.smoke_record(image_id).read_text())
     except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and record.get("ok") is True  # `[]`, `null`, a string: not a pass
+        return None
+    return record if isinstance(record, dict) and record.get("ok") is True else None  # `[]`, `null`: not a pass
 
 
 def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResult) -> None:

@@ -291,8 +291,8 @@ class VendorBase:
         if index:
             details["wheel_index"] = index
         archs = self.gpu_archs(kb, row.latest, exact)
-        if archs:
-            details["gpu_archs"] = list(archs)
+        if archs or self.accelerator:  # null: the sources the knowledge base cites do not state them
+            details["gpu_archs"] = list(archs) or None
         return details
 
     def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]:

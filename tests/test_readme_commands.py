@@ -1,0 +1,136 @@
+"""The README, executed from top to bottom where this machine can: every shell block's commands, and
+the output shown after a `$ ` prompt compared with what the command prints now.
+
+Each command is either run here (RUN_HERE) or named in ELSEWHERE with why it cannot run in the unit
+tests (an engine, a remote registry) and which test covers it. A command the README gains or changes
+that is in neither fails the test, so the README and the commands cannot drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+HOSTS = {"# on an 8 x H100 host with driver 535.104.05": ROOT / "tests" / "data" / "readme" / "h100-535.json"}
+"""A `$ command  # on HOST` example is run against that recorded host (the hidden --host-json option)."""
+
+RUN_HERE = {"source .venv/bin/activate", "accel-images --version", "accel-images recommend"}
+ELSEWHERE = {
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'":
+        "the suite runs in the environment it makes (tests/test_installed_wheel.py installs the package afresh)",
+    ".venv/bin/python -m pytest -q": "the suite itself (tests/test_readme.py checks CI runs the same line)",
+    "make image": "builds with the Docker engine (tests/test_make_image.py)",
+    "make image VENDOR=cpu TORCH=2.13 PYTHON=3.11": "builds with the Docker engine (tests/test_make_image.py)",
+    "make images VENDOR=cpu": "builds every CPU image with the Docker engine (tests/test_makefile.py reads its plan)",
+    "accel-images build --vendor rocm --torch 2.14": "builds ROCm images with the Docker engine",
+    "export ACCEL_IMAGES_REGISTRY=ghcr.io/acme": "the block after it reads ghcr.io, out of reach here",
+    "accel-images catalogue": "reads ghcr.io/acme (tests/test_catalogue.py, against the local registry)",
+    "accel-images run -- python train.py": "starts a container on an image from ghcr.io/acme",
+    "accel-images devcontainer": "chooses from ghcr.io/acme (tests/test_session.py)",
+    "accel-images build --vendor cpu --torch 2.13 --os debian12 --registry-mirror docker.io=127.0.0.1:5000"
+    " --pip-find-links /var/cache/accel-images/wheelhouse":
+        "builds with the Docker engine from the local mirror (tests/test_build_integration.py)",
+    "accel-images run --registry ghcr.io/acme --print -- python -c 'import torch; print(torch.cuda.is_available())'":
+        "reads ghcr.io/acme (tests/test_session.py prints the same line from a recorded catalogue)",
+    "accel-images nightly --registry registry.example.com/ml --jobs 2 --max-age 7": "pushes to a registry",
+    "openssl genpkey -algorithm ed25519 -out sign.pem && openssl pkey -in sign.pem -pubout -out sign.pub":
+        "the key for the nightly below (tests/test_supply.py signs and verifies)",
+    "accel-images nightly --registry 127.0.0.1:5000 --sign-key sign.pem": "builds and pushes (tests/test_supply.py)",
+    "accel-images verify 127.0.0.1:5000/accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --key sign.pub":
+        "needs what the nightly above published (tests/test_supply.py)",
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    line: str              # continuation lines joined, the comment and the `$ ` prompt removed
+    comment: str           # what followed `#` on the line
+    shown: tuple[str, ...]  # the output the README shows after a `$ ` prompt (empty without one)
+
+
+def commands(text: str) -> list[Command]:
+    """Every command of every ```sh block, in order."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        index = 0
+        while index < len(lines):
+            line = lines[index]
+            while line.endswith("\\") and index + 1 < len(lines):
+                index += 1
+                line = line[:-1].rstrip() + " " + lines[index].strip()
+            index += 1
+            prompted = line.startswith("$ ")
+            command, _, comment = line.removeprefix("$ ").partition("  #")
+            if not command.strip() or command.lstrip().startswith("#"):
+                continue
+            shown: list[str] = []
+            while prompted and index < len(lines) and not lines[index].startswith("$ "):
+                shown.append(lines[index])
+                index += 1
+            found.append(Command(" ".join(command.split()), comment.strip() and "# " + comment.strip(), tuple(shown)))
+    return found
+
+
+def matches(shown: tuple[str, ...], printed: list[str]) -> bool:
+    """The shown lines in order; `  ...` stands for any lines, a line ending in ` ...` for its prefix."""
+    position = 0
+    for index, expected in enumerate(shown):
+        if expected.strip() == "...":
+            rest = shown[index + 1:]
+            return any(matches(rest, printed[start:]) for start in range(position, len(printed) + 1))
+        if position >= len(printed):
+            return False
+        line = printed[position]
+        if not (line == expected or (expected.endswith(" ...") and line.startswith(expected[:-4]))):
+            return False
+        position += 1
+    return position == len(printed)
+
+
+README_COMMANDS = commands(README.read_text(encoding="utf-8"))
+
+
+def test_every_readme_command_is_run_here_or_says_where_it_is_covered() -> None:
+    unknown = [c.line for c in README_COMMANDS if c.line not in RUN_HERE and c.line not in ELSEWHERE]
+    assert unknown == [], "README commands neither run by this test nor listed in ELSEWHERE"
+    stale = sorted((set(ELSEWHERE) | RUN_HERE) - {c.line for c in README_COMMANDS})
+    assert stale == [], "commands this test knows that the README no longer has"
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_IMAGES_")}
+    env["PATH"] = f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.mark.parametrize("command", [c for c in README_COMMANDS if c.line in RUN_HERE], ids=lambda c: c.line)
+def test_the_readme_command_runs_and_prints_what_the_readme_shows(command: Command) -> None:
+    """Run in bash after the Quick start's `source .venv/bin/activate`, as a reader would."""
+    host = HOSTS.get(command.comment)
+    line = command.line + (f" --host-json {host}" if host else "")
+    script = f"source .venv/bin/activate && {line}"
+    done = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=_environment())
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    if command.shown:
+        printed = (done.stderr + done.stdout).splitlines()  # notes on stderr first, then the docker line
+        assert matches(command.shown, printed), "\n".join(["README shows:", *command.shown, "printed:", *printed])
+
+
+@pytest.mark.parametrize("shown, printed, ok", [
+    (("a", "  ...", "d"), ["a", "b", "c", "d"], True),
+    (("a", "b ..."), ["a", "b and more"], True),
+    (("a", "b"), ["a", "c"], False),
+    (("a",), ["a", "extra"], False),
+])
+def test_shown_output_matching(shown: tuple[str, ...], printed: list[str], ok: bool) -> None:
+    assert matches(shown, printed) is ok
