@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.contrib.this.builders import this_component as cyclonedx_library
@@ -29,6 +28,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from accel_images.errors import AccelError
+from accel_images.smoke.launcher import Runner  # the same engine interface the smoke launcher runs containers through
 
 SPEC_VERSION = SchemaVersion.V1_6
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
@@ -43,29 +43,6 @@ class SbomError(AccelError):
     """The image could not be inventoried (the probe failed or printed nothing usable)."""
 
     exit_code = 1
-
-
-class ProbeRun(Protocol):
-    """What a finished container run tells (accel_images.engine.RunResult)."""
-
-    @property
-    def exit_code(self) -> int: ...
-
-    @property
-    def stdout(self) -> str: ...
-
-    @property
-    def stderr(self) -> str: ...
-
-    @property
-    def timed_out(self) -> bool: ...
-
-
-class Runner(Protocol):
-    """The part of accel_images.engine.Engine the inventory uses."""
-
-    def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
-            timeout_s: float, labels: Mapping[str, str] | None = None) -> ProbeRun: ...
 
 
 @dataclass(frozen=True)
