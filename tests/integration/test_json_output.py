@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from nightly_fixture.rawregistry import RawRegistry
-from test_json_output_unit import cli, only_json
+from test_json_output_unit import cli, cpu_host, only_json  # noqa: F401  (cpu_host is a fixture)
 
 CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
 

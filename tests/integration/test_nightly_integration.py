@@ -39,6 +39,7 @@ from accel_images.publish import Target
 from accel_images.registry import RegistryClient
 from accel_images.render import Mirror, RenderOptions
 from accel_images.tested import SmokedRecord
+from nightly_fixture import stubsmoke
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
 from test_nightly import TEMPLATES, DEBIAN, UBUNTU, NO_WAIT, write_matrix
@@ -100,7 +101,9 @@ class Site:
 
 
 @pytest.fixture
-def site(registry: str, docker_client: docker.DockerClient, base_images, tmp_path: Path) -> Iterator[Site]:
+def site(registry: str, docker_client: docker.DockerClient, base_images, tmp_path: Path,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    stubsmoke.install(monkeypatch)
     namespace = f"test-{uuid.uuid4().hex[:12]}"
     templates = tmp_path / "templates"
     shutil.copytree(TEMPLATES, templates)

@@ -1,6 +1,6 @@
 """Ctrl-C and SIGTERM during `accel-images nightly`, and rebuilds for age that skip the layer cache.
 
-The nightly runs as a subprocess (`python -m accel_images nightly`) against the shared engine and the
+The nightly runs as a subprocess (`python -m nightly_fixture nightly`: the CLI with the fixture's smoke stage) against the shared engine and the
 local registry, in a `test-<uuid>` namespace of its own (the `site` fixture of test_nightly.py),
 on the tiny fixture template made slow where the signal is meant to land: a sleeping build step,
 a sleeping smoke stub, or a manifest PUT held by a proxy in front of the registry. Afterwards the
@@ -95,10 +95,10 @@ def start_nightly(site: Site, tmp_path: Path, *extra: str) -> subprocess.Popen[s
     """`accel-images nightly` in a process of its own; output to files, so no pipe can fill up."""
     output = tmp_path / "nightly.out"
     with open(output, "w") as sink:
-        return subprocess.Popen([sys.executable, "-m", "accel_images", "nightly", *site.cli_args(), *ONLY_DEBIAN,
+        return subprocess.Popen([sys.executable, "-m", "nightly_fixture", "nightly", *site.cli_args(), *ONLY_DEBIAN,
                                  "--report-dir", str(reports_of(tmp_path)), *extra],
                                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "COLUMNS": "250"})
+                                env={**os.environ, "COLUMNS": "250", "PYTHONPATH": str(ROOT / "tests")})
 
 
 def reports_of(tmp_path: Path) -> Path:
