@@ -66,16 +66,20 @@ class ImageFacts(Protocol):
     def user(self) -> str: ...
 
 
-class Runner(Protocol):
-    """The part of accel_images.engine.Engine the launcher uses."""
-
-    def inspect_image(self, ref: str) -> ImageFacts | None: ...
-
-    def image_files(self, image: str) -> AbstractContextManager[FileReader]: ...
+class ContainerRunner(Protocol):
+    """Runs a command in a container of an image (accel_images.engine.Engine.run); the SBOM probe needs no more."""
 
     def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
             timeout_s: float, labels: Mapping[str, str] | None = None,
             before_start: Callable[[FileReader], None] | None = None) -> RunOutcome: ...
+
+
+class Runner(ContainerRunner, Protocol):
+    """The part of accel_images.engine.Engine the launcher uses: runs, and reads an image from outside."""
+
+    def inspect_image(self, ref: str) -> ImageFacts | None: ...
+
+    def image_files(self, image: str) -> AbstractContextManager[FileReader]: ...
 
 
 class NotMounted(Exception):

@@ -28,7 +28,7 @@ from securesystemslib.signer import CryptoSigner
 from accel_images import __version__
 from accel_images.errors import AccelError
 from accel_images.smoke.judge import SmokeResult
-from accel_images.smoke.launcher import Runner
+from accel_images.smoke.launcher import ContainerRunner
 from accel_images.supply import attach, provenance, sbom
 from accel_images.variant import Variant
 
@@ -124,7 +124,7 @@ def builder_identity(run_id: str, env: Mapping[str, str] = os.environ) -> tuple[
 class Attester:
     """Makes and attaches the SBOM and provenance of images pushed to one repository."""
 
-    engine: Runner
+    engine: ContainerRunner
     store: attach.ArtifactStore
     host: str
     repository: str

@@ -28,7 +28,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from accel_images.errors import AccelError
-from accel_images.smoke.launcher import Runner  # the same engine interface the smoke launcher runs containers through
+from accel_images.smoke.launcher import ContainerRunner  # the engine interface the smoke launcher runs with
 
 SPEC_VERSION = SchemaVersion.V1_6
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
@@ -87,7 +87,7 @@ def normalize(name: str) -> str:
     return _NORMALIZE.sub("-", name).lower()
 
 
-def inventory(engine: Runner, image: str) -> Inventory:
+def inventory(engine: ContainerRunner, image: str) -> Inventory:
     """Run the probe in `image` (no network, the entry-point guard off) and parse what it printed."""
     result = engine.run(image, ["python", "-c", PROBE.read_text()], timeout_s=PROBE_TIMEOUT_S,
                         options={"network_disabled": True, "environment": {"ACCEL_IMAGES_GUARD": "off"},
