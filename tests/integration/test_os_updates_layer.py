@@ -5,11 +5,14 @@ install, then the OS updates as the last layer. Its base is the local Debian 12 
 security suite served over HTTP (the republish benchmark's, benchmarks/republish_benches.py).
 Built twice without the cache while the suite is empty, the image is the same layer for layer;
 built again once the suite holds a newer libssl3 (installed by the bulk step, through
-ca-certificates -> openssl), only the last layer differs, and it holds the update.
+ca-certificates -> openssl), only the last layer differs, and it holds the update. A file of a
+lower layer keeps its date, however recent: no step takes it for one it wrote.
 """
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,10 @@ from accel_images.reproducible import SOURCE_DATE_EPOCH
 from benchmarks.republish_benches import SUITE, UPDATED_PACKAGE, SecuritySuite, security_suite, updated_deb
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
+BENCH_SOURCES = "/etc/apt/sources.list.d/bench.sources"
+LOWER_LAYER_MTIME = int(time.time()) + 86400
+"""The base's sources file is dated after the steps above it start: a step that dated files by their
+modification time alone took it for its own, and whether it did depended on timing."""
 TEMPLATE = """FROM {{ base }}
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 {% import "partials/reproducible.j2" as repro with context %}
@@ -66,6 +73,11 @@ def build(client: docker.DockerClient, context: Path, made: list[str]) -> list[s
     return list(image.attrs["RootFS"]["Layers"])
 
 
+def dated(client: docker.DockerClient, image: str, path: str) -> int:
+    output = client.containers.run(image, ["stat", "-c", "%Y", path], remove=True)
+    return int(output.decode())
+
+
 def installed(client: docker.DockerClient, image: str) -> str:
     output = client.containers.run(image, ["dpkg-query", "-W", "-f", "${Version}", UPDATED_PACKAGE], remove=True)
     return output.decode()
@@ -76,8 +88,9 @@ def test_a_security_update_changes_only_the_last_layer(docker_client: docker.Doc
     update = updated_deb(tmp_path / "debs")
     base_context = tmp_path / "base"
     base_context.mkdir()
-    (base_context / "bench.sources").write_text(
-        f"Types: deb\nURIs: {suite.url}\nSuites: {SUITE}\nComponents: main\nTrusted: yes\n")
+    sources = base_context / "bench.sources"
+    sources.write_text(f"Types: deb\nURIs: {suite.url}\nSuites: {SUITE}\nComponents: main\nTrusted: yes\n")
+    os.utime(sources, (LOWER_LAYER_MTIME, LOWER_LAYER_MTIME))  # newer than any step's start, as if just written
     (base_context / "Dockerfile").write_text(f"FROM {base_images.slim}\nCOPY bench.sources /etc/apt/sources.list.d/\n")
     base_tag = f"accel-images-test/updates-base:{uuid.uuid4().hex[:10]}"
     docker_client.images.build(path=str(base_context), tag=base_tag, rm=True, forcerm=True)
@@ -90,6 +103,8 @@ def test_a_security_update_changes_only_the_last_layer(docker_client: docker.Doc
     first = build(docker_client, context, made)
     again = build(docker_client, context, made)
     assert first == again, "two builds without the cache differ while nothing changed"
+    assert dated(docker_client, made[-1], BENCH_SOURCES) == LOWER_LAYER_MTIME, \
+        "a step re-dated (and so copied up) a file only a lower layer wrote"
     assert not installed(docker_client, made[-1]).endswith("+bench1")
 
     suite.publish([update])

@@ -11,7 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from accel_images.cli import main
-STEP_START = 't0="$(($(date +%s) - 1))" \\\n    && '
+STEP_START = ('t0="$(($(date +%s) - 1))" && c0="$(awk -v now="$(date +%s.%N)" \'BEGIN { printf "%.3f", now - 0.1 }\')"'
+              ' \\\n    && ')
 """What every reproducible step starts with (templates/partials/reproducible.j2)."""
 
 

@@ -27,6 +27,7 @@ JSON schema 1 (every key always present):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
@@ -437,6 +438,14 @@ def numpy_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
     return ok, f"numpy {numpy.__version__}: device -> numpy -> device round trip", {}
 
 
+INDUCTOR_QUICK = {"compile_threads": 1, "cpp_cache_precompile_headers": False, "cpp.vec_isa_ok": False}
+"""Inductor settings for the check alone. They skip what a developer pays once per machine and
+what does not decide whether compiling works: the pool of compile workers, the precompiled
+header, and the probes that compile a test program per vector ISA (a failed probe only makes the
+kernels scalar). The kernel is still C++ compiled by the image's compiler against its Python
+headers. On the CPU image this takes the check from about 15 s to about 3.5 s."""
+
+
 def compile_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
     """torch.compile of a small function against eager: Inductor needs a C/C++ compiler and the
     Python headers at run time (pytorch/pytorch#116696); Gaudi compiles with its own backend."""
@@ -449,11 +458,20 @@ def compile_check(device: Device) -> tuple[bool, str, dict[str, Any]]:
     generator = torch.Generator().manual_seed(SEED)
     x = torch.randn(64, 64, generator=generator).to(device.type)
     compiled = torch.compile(function, backend=backend)
-    got, want = compiled(x), function(x)
+    with inductor_settings(backend):
+        got, want = compiled(x), function(x)
     device.step()
     error = float((got - want).abs().max().to("cpu"))
     ok = math.isfinite(error) and error <= 1e-4
     return ok, f"torch.compile (backend {backend}) matches eager: max error {error:.1e}", {"max_error": error}
+
+
+def inductor_settings(backend: str) -> Any:
+    """INDUCTOR_QUICK while the check compiles with Inductor; nothing changed for another backend."""
+    if backend != "inductor":
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config  # torch is imported at run time, in the image
+    return inductor_config.patch(INDUCTOR_QUICK)
 
 
 def installed_companions() -> list[str]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-STEP = 'RUN t0="$(($(date +%s) - 1))" \\\n    && '
+from test_apt_mirror import STEP_START
+
+STEP = "RUN " + STEP_START
 """How every reproducible step starts (templates/partials/reproducible.j2)."""
 GAUDI_2404 = ("gaudi", "1.24.1", "2.11", "3.12", "ubuntu24.04", "devel")
 GAUDI_2404_PINNED = ("gaudi", "1.24.0", "2.10", "3.12", "ubuntu24.04", "devel")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-STEP = 'RUN t0="$(($(date +%s) - 1))" \\\n    && '
+from test_apt_mirror import STEP_START
+
+STEP = "RUN " + STEP_START
 """How every reproducible step starts (templates/partials/reproducible.j2)."""
 RUNTIME = ("rocm", "7.14", "2.14", "3.12", "ubuntu24.04", "runtime")
 DEVEL = ("rocm", "7.2", "2.13", "3.12", "ubuntu24.04", "devel")
