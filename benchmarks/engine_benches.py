@@ -553,6 +553,10 @@ def build_naive(base: str, quick: bool, result: BenchResult) -> tuple[str, int, 
 
 # ---- 6. smoke latency ---------------------------------------------------------------------------
 
+SMOKE_TARGET_S = 30.0
+"""The smoke test of the CPU image, developer checks included, stays under this (median)."""
+
+
 def bench_smoke_latency(quick: bool) -> BenchResult:
     result = BenchResult("smoke_latency")
     if not _image_exists(CPU_IMAGE):
@@ -579,7 +583,8 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     ours, baseline = interleaved(("smoke: container start to JSON verdict", smoke),
                                  ("same container running `true`", bare), repeats)
     result.rows.append(Row("smoke_latency", "CPU image, start to judged JSON result", ours, baseline,
-                           ours.median / baseline.median, "of a bare container", "report only", None))
+                           ours.median / baseline.median, "of a bare container", f"median < {SMOKE_TARGET_S:g} s",
+                           ours.median < SMOKE_TARGET_S))
     result.commands += [f"{PYTHON.replace(str(ROOT) + '/', '')} -c 'run_smoke(Engine.connect(), \"{CPU_IMAGE}\", ...)'"
                         f"   # what `accel-images smoke {CPU_IMAGE}` runs",
                         f"Engine.run(\"{CPU_IMAGE}\", [\"true\"])   # baseline, through the same engine wrapper"]
@@ -587,10 +592,13 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
                         "baseline runs `true` with the same container options behind the same entrypoint guard, "
                         "so the difference is the "
                         "workload: Python start, torch import, the checks and the JSON.")
-    result.notes.append("Each run is a fresh container, so torch.compile compiles cold (g++ on Inductor's C++ "
-                        "kernel, no cache): that check is most of the time, as it is in a user's first compile. "
-                        "A second compile in the same container hits Inductor's cache (about 4 s). The spread "
-                        "follows the host's load (the load average is in the machine section).")
+    result.notes.append("A run includes the launcher's checks from outside the image (interpreter, torch's "
+                        "RECORD hashes, start-up hooks) and every developer check. Each is a fresh container, so "
+                        "torch.compile compiles cold (g++ on Inductor's C++ kernel); the check turns off what a "
+                        "developer pays once per machine (the compile worker pool, the precompiled header, the "
+                        "vector ISA probes: accel_images/smoke/workload.py INDUCTOR_QUICK), which took it from "
+                        "about 15 s to about 4 s. The spread follows the host's load (the load average is in "
+                        "the machine section).")
     return result
 
 
