@@ -272,7 +272,7 @@ class RegistryClient:
         manifest = json.dumps({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
                                "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": config_digest},
                                "layers": []}).encode()
-        return self._put_manifest(repository, tag, manifest, DOCKER_MANIFEST, scope, where)
+        return self._put_manifest(repository, tag, manifest, DOCKER_MANIFEST, scope, where)[0]
 
     def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
         """Push `artifact` as an OCI artifact manifest under `tag`; its digest.
@@ -292,7 +292,7 @@ class RegistryClient:
         if artifact.subject is not None:
             manifest["subject"] = dict(artifact.subject)
         body = json.dumps(manifest, sort_keys=True).encode()
-        return self._put_manifest(repository, tag, body, OCI_MANIFEST, scope, where)
+        return self._put_manifest(repository, tag, body, OCI_MANIFEST, scope, where)[0]
 
     def _put_blob(self, repository: str, data: bytes, scope: str, where: str) -> str:
         """A monolithic blob upload (POST, then PUT with the digest); the blob's digest."""
@@ -305,10 +305,13 @@ class RegistryClient:
                    headers={"Content-Type": "application/octet-stream"}, what=where)
         return digest
 
-    def _put_manifest(self, repository: str, tag: str, body: bytes, media_type: str, scope: str, where: str) -> str:
-        put = self._call("PUT", f"/v2/{repository}/manifests/{tag}", scope=scope, ok=(201,), data=body,
+    def _put_manifest(self, repository: str, reference: str, body: bytes, media_type: str, scope: str,
+                      where: str) -> tuple[str, bool]:
+        """(digest, whether the registry sent OCI-Subject: it keeps the referrers list itself)."""
+        put = self._call("PUT", f"/v2/{repository}/manifests/{reference}", scope=scope, ok=(201,), data=body,
                          headers={"Content-Type": media_type}, what=where)
-        return put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+        digest = put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+        return digest, "OCI-Subject" in put.headers
 
     # -- raw content (OCI artifacts, accel_images.attach) -----------------------------------
 
@@ -333,11 +336,8 @@ class RegistryClient:
 
         The OCI-Subject header is how a registry says it keeps the referrers list itself.
         """
-        put = self._call("PUT", f"/v2/{repository}/manifests/{reference}", scope=_scope(repository, "pull,push"),
-                         ok=(201,), data=data, headers={"Content-Type": media_type},
-                         what=f"writing {repository}@{reference}")
-        digest = put.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(data).hexdigest()
-        return digest, "OCI-Subject" in put.headers
+        return self._put_manifest(repository, reference, data, media_type, _scope(repository, "pull,push"),
+                                  f"writing {repository}@{reference}")
 
     def push_blob(self, repository: str, data: bytes) -> str:
         """Upload `data` as one blob (monolithic upload) unless the registry has it; its digest."""
@@ -346,13 +346,7 @@ class RegistryClient:
         if self._request("HEAD", f"/v2/{repository}/blobs/{digest}", scope=scope, missing_ok=True,
                          what=where) is not None:
             return digest
-        started = self._call("POST", f"/v2/{repository}/blobs/uploads/", scope=scope, ok=(202,), what=where)
-        location = started.headers.get("Location") or ""
-        if not location:
-            raise RegistryError(f"registry {self.host} gave no upload location while {where}")
-        self._call("PUT", _with_query(location, digest=digest), scope=scope, ok=(201,), data=data,
-                   headers={"Content-Type": "application/octet-stream"}, what=where)
-        return digest
+        return self._put_blob(repository, data, scope, where)
 
     def blob(self, repository: str, digest: str) -> bytes:
         """A blob's bytes, checked against its digest."""
