@@ -41,7 +41,9 @@ RUN echo step-started && sleep 60
 RUN echo quick > /quick
 {% endif %}
 """
-# The smoke workload is `python /opt/accel-images/smoke.py ...`: here `python` just hangs.
+# The launcher refuses an image whose `python` is a script before it runs anything, so these builds
+# run with the nightly fixture's smoke stage (tests/nightly_fixture/stubsmoke.py), which runs the
+# image's `python /opt/accel-images/smoke.py ...` through the same engine run: here `python` just hangs.
 HANGING_SMOKE = """FROM {{ base_ref }}
 RUN printf '#!/bin/sh\\nsleep 120\\n' > /usr/local/bin/python && chmod +x /usr/local/bin/python
 """
@@ -61,8 +63,8 @@ def start_build(daemon: DisposableDaemon, tmp_path: Path, template: str, *extra:
     templates.mkdir(parents=True)
     (templates / "cpu.Dockerfile.j2").write_text(template)
     (tmp_path / "matrix.yaml").write_text(TWO_VARIANTS)
-    env = {**os.environ, "DOCKER_HOST": daemon.host}
-    return subprocess.Popen([sys.executable, "-m", "accel_images", "build", "--matrix", str(tmp_path / "matrix.yaml"),
+    env = {**os.environ, "DOCKER_HOST": daemon.host, "PYTHONPATH": str(ROOT / "tests")}
+    return subprocess.Popen([sys.executable, "-m", "nightly_fixture", "build", "--matrix", str(tmp_path / "matrix.yaml"),
                              "--templates", str(tmp_path / "templates"), "--force",
                              "--state-dir", str(tmp_path / "state"), *extra],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,6 +1,6 @@
 """`python -m nightly_fixture ARGS` is `accel-images ARGS` with the fixture's smoke stage (stubsmoke).
 
-For the tests that run the nightly in a process of its own (interrupts, leftovers); run with
+For the tests that run the nightly or a build in a process of its own (interrupts, leftovers); run with
 tests/ on PYTHONPATH.
 """
 
