@@ -24,7 +24,6 @@ from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output import make_outputter
 from cyclonedx.schema import OutputFormat, SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from accel_images.errors import AccelError
@@ -166,6 +165,9 @@ def bom_json(inventory: Inventory, subject: Subject, **kwargs: Any) -> str:
     """The SBOM as CycloneDX JSON, checked against the bundled CycloneDX schema before it is used."""
     text = make_outputter(build_bom(inventory, subject, **kwargs), OutputFormat.JSON, SPEC_VERSION).output_as_string(
         indent=1)
+    # Imported here: the validator's import builds jsonschema's URI grammars (about 1.3 s), which a
+    # nightly with nothing to push would otherwise pay at start-up (benchmarks/RESULTS.md, noop).
+    from cyclonedx.validation.json import JsonStrictValidator
     problem = JsonStrictValidator(SPEC_VERSION).validate_str(text)
     if problem is not None:
         raise SbomError(f"the SBOM of {subject.repository}@{subject.digest[:19]} fails the CycloneDX"
