@@ -23,6 +23,9 @@ from urllib.parse import urlsplit, urlunsplit
 UPSTREAM_WHEEL_INDEX = "https://download.pytorch.org/whl"
 PACKAGE_INDEX = "https://pypi.org/simple"
 PIP_CONF = "pip.conf"
+BUILD_BACKENDS = "/opt/accel-images/wheels"
+"""Where an image keeps the build backend (setuptools) for isolated builds without a network;
+pip.conf names it as find-links. The smoke workload's OFFLINE_WHEELS is the same path."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ def pip_conf(wheel_index: str | None, pip_index_url: str | None) -> bytes | None
     return ("# Written by accel-images: later `pip install`s take torch's companions from torch's own\n"
             "# index (the package index's builds do not match this torch), everything else from the\n"
             "# package index. PIP_CONSTRAINT keeps the installed torch build in place.\n"
+            "# find-links: the build backend, for `pip install .` without a network.\n"
             "[global]\n"
             f"index-url = {index_url(wheel_index, pip_index_url)}\n"
-            f"extra-index-url = {PACKAGE_INDEX}\n").encode()
+            f"extra-index-url = {PACKAGE_INDEX}\n"
+            f"find-links = {BUILD_BACKENDS}\n").encode()

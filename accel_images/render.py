@@ -210,6 +210,7 @@ class Renderer:
             "pip_source": pip_source_args(variant, options),
             "companions": plan.requirements,
             "pip_conf": variant.wheel_index is not None,
+            "build_backends": companions.BUILD_BACKENDS,
             "wheelhouse": bool(options.pip_find_links),
             "secret_args": sorted(secret_build_args(options)),
             "python_exe": f"python{variant.python}",

@@ -4,6 +4,7 @@ off. Shares the session's real build of the published CPU variant with test_buil
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -49,9 +50,11 @@ def test_an_arbitrary_user_has_a_home_and_writes_into_a_bind_mounted_workspace(p
     try:
         os.chown(workspace, 4321, 4321)
         said = run(docker_client, ["bash", "-lc", 'echo "home=$HOME"; touch "$HOME/.probe" && echo home-ok;'
-                                   ' pip --version >/dev/null && echo pip-ok; echo hi > /workspace/out.txt'],
+                                   ' pip --version >/dev/null && echo pip-ok; echo hi > /workspace/out.txt;'
+                                   ' echo "name=$(whoami) group=$(id -gn)"'],
                    user="4321:4321", volumes={str(workspace): {"bind": "/workspace", "mode": "rw"}})
         assert "home=/home/dev" in said and "home-ok" in said and "pip-ok" in said, said
+        assert "name=dev group=dev" in said and "cannot find name" not in said, said   # nss_wrapper, from the entry point
         assert "warning" not in said.lower(), said
         written = workspace / "out.txt"
         assert written.read_text() == "hi\n"
@@ -80,3 +83,47 @@ def test_the_build_says_which_companion_the_wheelhouse_lacked(published_build: d
     [record] = published_build["records"]
     assert any("torchvision 0.28 left out" in note for note in record["notes"]), record["notes"]
     assert "torchvision 0.28 left out" in published_build["stdout"] + published_build["stderr"]
+
+
+PROJECT = """
+import json, pathlib, subprocess, sys, tempfile
+root = pathlib.Path(tempfile.mkdtemp())
+(root / "pyproject.toml").write_text('[build-system]\\nrequires = ["setuptools>=61"]\\n'
+                                     'build-backend = "setuptools.build_meta"\\n'
+                                     '[project]\\nname = "hello-src"\\nversion = "1.0"\\n'
+                                     '[tool.setuptools]\\npy-modules = ["hello_src"]\\n')
+(root / "hello_src.py").write_text("X = 1\\n")
+pip = subprocess.run([sys.executable, "-m", "pip", "install", "-e", str(root)], capture_output=True, text=True)
+use = subprocess.run([sys.executable, "-c", "import hello_src; print(hello_src.X)"], capture_output=True,
+                     text=True, cwd="/")
+print(json.dumps({"rc": pip.returncode, "out": pip.stdout + pip.stderr, "import": use.stdout.strip()}))
+"""
+
+
+@pytest.mark.parametrize("user", [None, "4321:4321"])
+def test_pip_install_of_a_project_builds_it_without_a_network(published_build: dict, docker_client,
+                                                              user: str | None) -> None:
+    """`pip install -e .` as typed, build isolation on: pip finds no index (PIP_RETRIES=0 only spares
+    the retries) and takes setuptools from the image's find-links."""
+    options = {"user": user} if user else {}
+    said = run(docker_client, ["python", "-c", PROJECT], environment={"PIP_RETRIES": "0"}, **options)
+    report = json.loads(said.strip().splitlines()[-1])
+    assert report["rc"] == 0 and report["import"] == "1", report["out"]
+
+
+def test_a_jit_cpp_extension_builds_and_runs_for_an_arbitrary_user(published_build: dict, docker_client) -> None:
+    """torch.utils.cpp_extension.load_inline: ninja, the compiler, torch's and Python's headers, and a
+    writable cache under HOME (the developer's first C++ op)."""
+    code = ("from torch.utils.cpp_extension import load_inline;"
+            "m = load_inline('probe', cpp_sources='int add(int a, int b) { return a + b; }', functions=['add']);"
+            "print('sum', m.add(2, 3))")
+    said = run(docker_client, ["python", "-c", code], user="4321:4321")
+    assert "sum 5" in said, said
+
+
+def test_an_arbitrary_user_has_a_name_in_the_shell_and_in_python(published_build: dict, docker_client) -> None:
+    """Without one, bash's prompt reads "I have no name!" and getpass/pwd lookups fail."""
+    said = run(docker_client, ["bash", "-ic", 'echo "prompt=${PS1@P}"; python -c "import getpass, pwd, os;'
+                               ' print(getpass.getuser(), pwd.getpwuid(os.getuid()).pw_dir)"'], user="4321:4321")
+    assert "prompt=dev@" in said and "I have no name" not in said, said
+    assert "dev /home/dev" in said, said

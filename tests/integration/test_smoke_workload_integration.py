@@ -30,16 +30,20 @@ SMOKE_IN_IMAGE = "/opt/accel-images/smoke.py"
 RUN_TIMEOUT_S = 300
 
 # What a developer image holds for the workload's developer checks: a compiler and the Python
-# headers (torch.compile), numpy, and an environment the image's user can pip install into.
+# headers (torch.compile), ninja (torch.utils.cpp_extension), numpy, an environment the image's user
+# can pip install into, and the build backend pip.conf points at for offline builds.
 TORCH_DOCKERFILE = f"""\
 FROM {BASE_IMAGE} AS build
 COPY wheels /wheels
 RUN python3 -m venv /opt/venv \\
-    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels torch==2.13.0 numpy
+    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels torch==2.13.0 numpy \\
+    && mkdir -p {workload.OFFLINE_WHEELS} && cp /wheels/setuptools-*.whl {workload.OFFLINE_WHEELS}/
 FROM {BASE_IMAGE}
-RUN apt-get update && apt-get install -y --no-install-recommends gcc g++ python3-dev \\
-    && rm -rf /var/lib/apt/lists/* && useradd --uid 1000 --create-home smoke
+RUN apt-get update && apt-get install -y --no-install-recommends gcc g++ python3-dev ninja-build \\
+    && rm -rf /var/lib/apt/lists/* && useradd --uid 1000 --create-home smoke \\
+    && printf '[global]\\nfind-links = {workload.OFFLINE_WHEELS}\\n' > /etc/pip.conf
 COPY --from=build --chown=1000:1000 /opt/venv /opt/venv
+COPY --from=build {workload.OFFLINE_WHEELS} {workload.OFFLINE_WHEELS}
 ENV PATH=/opt/venv/bin:$PATH
 """
 
@@ -166,7 +170,7 @@ def test_in_image_passes_with_the_right_expectations(smoke_engine, smoke_image):
     names = [check["name"] for check in report["checks"]]
     assert names == ["import_torch", "torch_version", "python_version", "build", "accelerator",
                      "matmul_float32", "matmul_bfloat16", "mlp_training", "device_to_host",
-                     "numpy", "torch_compile", "pip_install"]
+                     "numpy", "torch_compile", "cpp_extension_toolchain", "pip_install", "venv"]
     timed = {c["name"]: c["ms"] for c in report["checks"] if c["ms"] is not None}
     assert set(timed) >= {"matmul_float32", "mlp_training", "device_to_host"}
     mlp = next(c for c in report["checks"] if c["name"] == "mlp_training")
@@ -223,8 +227,29 @@ def test_in_image_a_promised_companion_that_is_missing_fails(smoke_engine, smoke
 def test_in_image_no_compiler_fails_torch_compile_with_inductors_reason(smoke_engine, smoke_image):
     result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS, environment={"PATH": "/opt/venv/bin"})
     failed = failed_checks(last_json(result.stdout))
-    assert list(failed) == ["torch_compile"]
+    assert list(failed) == ["torch_compile", "cpp_extension_toolchain"]
     assert "C++ compiler" in failed["torch_compile"] and "\n" not in failed["torch_compile"]
+    assert "Ninja is required" in failed["cpp_extension_toolchain"]
+
+
+@pytest.mark.engine
+def test_in_image_no_ninja_fails_the_cpp_extension_toolchain(smoke_engine, smoke_image):
+    """The image as it was before ninja-build: torch.utils.cpp_extension.load() refuses to start."""
+    result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS,
+                          volumes={"/dev/null": {"bind": "/usr/bin/ninja", "mode": "ro"}})
+    failed = failed_checks(last_json(result.stdout))
+    assert list(failed) == ["cpp_extension_toolchain"]
+    assert failed["cpp_extension_toolchain"].startswith("Ninja is required to load C++ extensions"), failed
+
+
+@pytest.mark.engine
+def test_in_image_no_offline_build_backend_fails_pip_install(smoke_engine, smoke_image):
+    """The image as it was before it kept setuptools for isolated builds: `pip install .` without a
+    network cannot fetch the backend."""
+    result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS, tmpfs={workload.OFFLINE_WHEELS: ""})
+    failed = failed_checks(last_json(result.stdout))
+    assert list(failed) == ["pip_install"]
+    assert "setuptools>=61" in failed["pip_install"] and "\n" not in failed["pip_install"], failed
 
 
 @pytest.mark.engine
@@ -233,3 +258,12 @@ def test_in_image_an_unwritable_environment_fails_pip_install(smoke_engine, smok
                           tmpfs={"/tmp": "", "/home/smoke": ""})
     failed = failed_checks(last_json(result.stdout))
     assert "pip_install" in failed and "Read-only file system" in failed["pip_install"]
+
+
+@pytest.mark.engine
+def test_in_image_no_ensurepip_fails_the_venv_check(smoke_engine, smoke_image):
+    """The image as it was without pythonX.Y-venv in the final stage."""
+    result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS, tmpfs={"/usr/lib/python3.11/ensurepip": ""})
+    failed = failed_checks(last_json(result.stdout))
+    assert list(failed) == ["venv"]
+    assert failed["venv"].startswith("python -m venv failed:") and "ensurepip" in failed["venv"], failed

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from accel_images import companions
 from accel_images.compat import KnowledgeBase, load_kb
 from accel_images.errors import InputError
 from accel_images.matrix import User, load_matrix
 from accel_images.render import (GUARD_SOURCE, SMOKE_SOURCE, guard_script, Mirror, RenderedContext, Renderer,
                             RenderOptions, existing_tree, mirrored, pip_source_args, split_reference, stale_paths,
                             tree_of, write_build_context, write_tree)
+from accel_images.smoke import workload
 from accel_images.variant import Expansion, Variant, expand, make_variant
 
 REPO = Path(__file__).resolve().parents[2]
@@ -387,3 +389,48 @@ def test_a_template_cannot_reach_python_internals(tmp_path: Path) -> None:
     assert "template reaches outside its sandbox" in caught.value.one_line()
     assert str(cpu) in caught.value.one_line()
     assert not marker.exists()
+
+
+# -- what a developer's first minutes need, in every image ----------------------------------------
+
+def final_stage(dockerfile: str) -> list[tuple[str, str]]:
+    steps = instructions(dockerfile)
+    last_from = max(i for i, (word, rest) in enumerate(steps) if word == "FROM" and " AS " not in rest)
+    return steps[last_from:]
+
+
+@pytest.mark.parametrize("option_set", sorted(OPTION_SETS))
+def test_every_image_has_what_cpp_extension_load_needs(renderer: Renderer, published: Expansion,
+                                                       option_set: str) -> None:
+    """ninja, a C++ compiler and the Python headers in the final stage of every variant, Gaudi's too:
+    torch.utils.cpp_extension.load() refuses to start without ninja. And nss_wrapper, with which the
+    entry point names an arbitrary --user."""
+    for variant in published.variants:
+        installs = " ".join(rest for word, rest in final_stage(renderer.dockerfile(variant, published,
+                                                                                     OPTION_SETS[option_set]))
+                            if word == "RUN" and "apt-get install" in rest and "--only-upgrade" not in rest)
+        packages = set(re.findall(r"[\w.+-]+", installs))
+        assert {"ninja-build", "g++", "libnss-wrapper"} <= packages, variant.key   # the last: guard.sh names --user
+        assert any(name.endswith("-dev") and name.startswith("python3") for name in packages), variant.key
+
+
+@pytest.mark.parametrize("option_set", sorted(OPTION_SETS))
+def test_every_image_with_our_pip_conf_keeps_the_build_backend_for_offline_builds(
+        renderer: Renderer, published: Expansion, option_set: str) -> None:
+    """`pip install .` without a network: pip.conf's find-links names the directory, and the build
+    stage fills it from the same source torch came from."""
+    options = OPTION_SETS[option_set]
+    for variant in published.variants:
+        context = renderer.context(variant, published, options)
+        if variant.wheel_index is None:
+            assert "pip.conf" not in context.files, variant.key
+            continue
+        assert f"\nfind-links = {companions.BUILD_BACKENDS}\n" in context.files["pip.conf"].decode(), variant.key
+        source = pip_source_args(variant, options)
+        download = (f"pip download --no-cache-dir --no-deps --only-binary=:all: --dest /stage{companions.BUILD_BACKENDS}"
+                    f" {source} setuptools")
+        assert download in context.files["Dockerfile"].decode(), variant.key
+
+
+def test_the_workload_looks_for_the_build_backend_where_images_keep_it() -> None:
+    assert workload.OFFLINE_WHEELS == companions.BUILD_BACKENDS

@@ -260,3 +260,11 @@ def test_workload_uses_only_the_standard_library_and_torch():
     top_level = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
                  for alias in node.names}
     assert not top_level & {"torch", "habana_frameworks", "numpy", *workload.COMPANIONS}
+
+
+def test_a_failed_pip_build_is_reported_by_its_cause_not_pips_closing_line():
+    said = ("Processing /tmp/x\n  Installing build dependencies: started\n"
+            "  ERROR: Could not find a version that satisfies the requirement setuptools>=61 (from versions: none)\n"
+            "  ERROR: No matching distribution found for setuptools>=61\n"
+            "  error: subprocess-exited-with-error\n\n  \u00d7 pip subprocess to install build dependencies did not run\n")
+    assert workload._first_error(said) == "ERROR: No matching distribution found for setuptools>=61"

@@ -94,6 +94,32 @@ if [ -n "${ACCEL_IMAGES_HOME:-}" ] && { [ "${HOME:-/}" = "/" ] || [ ! -w "${HOME
     export HOME="$ACCEL_IMAGES_HOME"
 fi
 
+# Such a user has no name either: `whoami` fails, bash prompts "I have no name!", and whatever looks
+# the user up (ssh, git's identity) stops. nss_wrapper names it for this container's command, from
+# copies of /etc/passwd and /etc/group that list it (under the image user's name, with the home
+# above), while the real files stay read-only: the technique of docker-library/postgres's
+# docker-entrypoint.sh (docker_init_database_dir; https://cwrap.org/nss_wrapper.html).
+# `docker exec` starts without the entry point, so it goes without the name.
+name_unknown_user() {
+    uid="$(id -u)"
+    gid="$(id -g)"
+    getent passwd "$uid" > /dev/null 2>&1 && return 0
+    for lib in /usr/lib/*/libnss_wrapper.so /usr/lib64/libnss_wrapper.so /usr/lib/libnss_wrapper.so; do
+        [ -e "$lib" ] || continue
+        names="$(mktemp -d 2> /dev/null)" || return 0
+        { echo "${ACCEL_IMAGES_HOME##*/}:x:${uid}:${gid}:accel-images user:${HOME:-/}:/bin/bash"; cat /etc/passwd; } \
+            > "$names/passwd"
+        cat /etc/group > "$names/group"
+        getent group "$gid" > /dev/null 2>&1 || echo "${ACCEL_IMAGES_HOME##*/}:x:${gid}:" >> "$names/group"
+        export LD_PRELOAD="${lib}${LD_PRELOAD:+ $LD_PRELOAD}" NSS_WRAPPER_PASSWD="$names/passwd" \
+            NSS_WRAPPER_GROUP="$names/group"
+        return 0
+    done
+}
+if [ -n "${ACCEL_IMAGES_HOME:-}" ]; then
+    name_unknown_user
+fi
+
 if ! guard_off; then
     check_vendor
 fi

@@ -66,6 +66,8 @@ COMPILE_BACKENDS = {"hpu": "hpu_backend"}
 `backend="hpu_backend"`; Inductor is not supported there)."""
 COMPANIONS = ("torchvision", "torchaudio")
 PROBE_PACKAGE = "accel_images_probe"
+OFFLINE_WHEELS = "/opt/accel-images/wheels"   # accel_images.companions.BUILD_BACKENDS
+GENERIC_PIP_ERROR = "subprocess-exited-with-error"
 PIP_WARNINGS = ("is not owned or is not writable", "Defaulting to user installation", "home directory")
 """pip output that means the user's environment is broken even though the install went through."""
 
@@ -512,44 +514,109 @@ def companion_check(device: Device, name: str) -> tuple[bool, str, dict[str, Any
 
 
 def pip_check() -> tuple[bool, str, dict[str, Any]]:
-    """What a developer does first: pip install into the image's environment, as this user.
+    """What a developer does first: `pip install .` of a project, into the image's environment,
+    as this user, with no network (--no-index).
 
-    The wheel is made here (a one-module package), so the check needs no index and no network;
-    pip's own warnings about an unwritable home or cache fail it too.
+    The project is written here (one module, a setuptools pyproject.toml). pip builds it the way
+    it builds any project: in an isolated environment whose backend it must fetch first, from
+    the image's OFFLINE_WHEELS (pip.conf's find-links). An image without that directory (Gaudi:
+    the vendor's base has no pip.conf of ours) builds it with --no-build-isolation against the
+    environment's own setuptools, and the detail says so. pip's own warnings about an unwritable
+    home or cache fail the check too.
     """
+    import os
     import subprocess
     import tempfile
-    import zipfile
 
+    isolated = os.path.isdir(OFFLINE_WHEELS)
     with tempfile.TemporaryDirectory() as scratch:
-        wheel = f"{scratch}/{PROBE_PACKAGE}-1.0-py3-none-any.whl"
-        dist = f"{PROBE_PACKAGE}-1.0.dist-info"
-        with zipfile.ZipFile(wheel, "w") as archive:
-            archive.writestr(f"{PROBE_PACKAGE}.py", "ANSWER = 42\n")
-            archive.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {PROBE_PACKAGE}\nVersion: 1.0\n")
-            archive.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: accel-images\nRoot-Is-Purelib: true\n"
-                                              "Tag: py3-none-any\n")
-            archive.writestr(f"{dist}/RECORD", "")
+        write_probe_project(scratch)
         pip = [sys.executable, "-m", "pip"]
-        installed = subprocess.run([*pip, "install", "--no-index", "--no-deps", wheel],
-                                   capture_output=True, text=True, timeout=120)
+        isolation = [] if isolated else ["--no-build-isolation"]
+        installed = subprocess.run([*pip, "install", "--no-index", "--no-deps", *isolation, scratch],
+                                   capture_output=True, text=True, timeout=180)
         said = installed.stdout + installed.stderr
         if installed.returncode != 0:
-            return False, f"pip install failed: {_first_error(said)}", {}
+            return False, f"pip install . failed: {_first_error(said)}", {}
         probe = subprocess.run([sys.executable, "-c", f"import {PROBE_PACKAGE} as p; print(p.ANSWER)"],
-                               capture_output=True, text=True, timeout=60)
+                               capture_output=True, text=True, timeout=60, cwd="/")
         subprocess.run([*pip, "uninstall", "-y", PROBE_PACKAGE], capture_output=True, text=True, timeout=120)
     warned = [line for line in said.splitlines() if any(w in line for w in PIP_WARNINGS)]
     if warned:
         return False, f"pip install warned: {_one_line(warned[0])}", {}
     if probe.stdout.strip() != "42":
         return False, f"the installed package does not import: {_first_error(probe.stderr)}", {}
-    return True, "pip install of a wheel into the image's environment as this user", {}
+    how = f"isolated build, backend from {OFFLINE_WHEELS}" if isolated else "--no-build-isolation"
+    return True, f"pip install . of a project without a network as this user ({how})", {}
+
+
+def venv_check() -> tuple[bool, str, dict[str, Any]]:
+    """`python -m venv` as a developer (or tox, nox) makes one: Debian's and Ubuntu's Python stop
+    with "ensurepip is not available" unless the image has pythonX.Y-venv."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        made = subprocess.run([sys.executable, "-m", "venv", f"{scratch}/env"], capture_output=True, text=True,
+                              timeout=120)
+        if made.returncode != 0:
+            return False, f"python -m venv failed: {_one_line(made.stdout + made.stderr, 200)}", {}
+        pip = subprocess.run([f"{scratch}/env/bin/python", "-m", "pip", "--version"], capture_output=True,
+                             text=True, timeout=60)
+    if pip.returncode != 0:
+        return False, f"the new environment has no working pip: {_first_error(pip.stdout + pip.stderr)}", {}
+    return True, f"python -m venv makes an environment with {' '.join(pip.stdout.split()[:2])}", {}
+
+
+def write_probe_project(directory: str) -> None:
+    """A one-module project that any setuptools since 61 (PEP 621 metadata) builds."""
+    from pathlib import Path
+
+    root = Path(directory)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{PROBE_PACKAGE}"\nversion = "1.0"\n\n'
+        f'[tool.setuptools]\npy-modules = ["{PROBE_PACKAGE}"]\n')
+    (root / f"{PROBE_PACKAGE}.py").write_text("ANSWER = 42\n")
+
+
+def toolchain_check() -> tuple[bool, str, dict[str, Any]]:
+    """What torch.utils.cpp_extension.load()/load_inline() needs besides torch's own headers:
+    ninja (it refuses to start without it) driving the C++ compiler it picks, against the Python
+    headers. A build of torch/extension.h itself takes about 30 s on two cores, so the check
+    compiles and runs a small program that embeds Python through a ninja file instead."""
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    from torch.utils import cpp_extension
+
+    try:
+        cpp_extension.verify_ninja_availability()
+    except RuntimeError as err:
+        return False, _first_error(str(err)), {}
+    compiler = cpp_extension.get_cxx_compiler()
+    include = sysconfig.get_paths()["include"]
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(f"{scratch}/probe.cpp", "w") as source:
+            source.write("#include <Python.h>\nint main() { return PY_MAJOR_VERSION == 3 ? 0 : 1; }\n")
+        with open(f"{scratch}/build.ninja", "w") as rules:
+            rules.write(f"rule cxx\n  command = {compiler} -std=c++17 -I{include} -c $in -o $out\n"
+                        f"rule link\n  command = {compiler} $in -o $out\n"
+                        "build probe.o: cxx probe.cpp\nbuild probe: link probe.o\n")
+        built = subprocess.run(["ninja", "-C", scratch], capture_output=True, text=True, timeout=120)
+        if built.returncode != 0:
+            return False, f"ninja could not build with {compiler}: {_first_error(built.stdout + built.stderr)}", {}
+        ran = subprocess.run([f"{scratch}/probe"], capture_output=True, text=True, timeout=30)
+    if ran.returncode != 0:
+        return False, f"the program {compiler} built exits {ran.returncode}", {}
+    return True, f"ninja drives {compiler} against the Python headers (torch.utils.cpp_extension's toolchain)", {}
 
 
 def _first_error(text: str) -> str:
-    """The line of tool output that says what went wrong: the last error line, else the first."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The line of tool output that says what went wrong: the last error line, else the first.
+    pip's closing "error: subprocess-exited-with-error" names no cause; the line before it does."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and GENERIC_PIP_ERROR not in line]
     errors = [line for line in lines if line.startswith(("ERROR", "error", "Traceback")) or "Error" in line]
     return _one_line((errors[-1] if errors else lines[0]) if lines else "(no output)", 300)
 
@@ -560,7 +627,9 @@ def developer_checks(args: argparse.Namespace, device: Device) -> list[dict[str,
     checks = [_timed("numpy", lambda: numpy_check(device)), _timed("torch_compile", lambda: compile_check(device))]
     checks += [_timed(f"companion_{name}", lambda name=name: companion_check(device, name))  # type: ignore[misc]
                for name in companions]
+    checks.append(_timed("cpp_extension_toolchain", toolchain_check))
     checks.append(_timed("pip_install", pip_check))
+    checks.append(_timed("venv", venv_check))
     return checks
 
 
