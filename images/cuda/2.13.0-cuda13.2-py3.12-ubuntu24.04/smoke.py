@@ -583,8 +583,8 @@ def write_probe_project(directory: str) -> None:
 def toolchain_check() -> tuple[bool, str, dict[str, Any]]:
     """What torch.utils.cpp_extension.load()/load_inline() needs besides torch's own headers:
     ninja (it refuses to start without it) driving the C++ compiler it picks, against the Python
-    headers. A build of torch/extension.h itself takes about 30 s on two cores, so the check
-    compiles and runs a small program that embeds Python through a ninja file instead."""
+    headers. A build of torch/extension.h itself takes about 30 s on two cores, so the check has
+    ninja compile and link a small program against Python.h instead, and runs it."""
     import subprocess
     import sysconfig
     import tempfile
