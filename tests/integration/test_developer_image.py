@@ -127,3 +127,25 @@ def test_an_arbitrary_user_has_a_name_in_the_shell_and_in_python(published_build
                                ' print(getpass.getuser(), pwd.getpwuid(os.getuid()).pw_dir)"'], user="4321:4321")
     assert "prompt=dev@" in said and "I have no name" not in said, said
     assert "dev /home/dev" in said, said
+
+
+@pytest.mark.parametrize("user", [None, "4321:4321"])
+def test_git_works_in_a_bind_mounted_checkout_another_user_owns(published_build: dict, docker_client,
+                                                                 user: str | None) -> None:
+    """The host's checkout belongs to the host's user (here root): without safe.directory git stops
+    with "detected dubious ownership". Committing, then the everyday tools, all as a developer."""
+    workspace = Path(tempfile.mkdtemp(prefix="checkout-", dir="/tmp"))
+    try:
+        os.chmod(workspace, 0o777)
+        script = ("git init -q && git add -A && git -c user.name=dev -c user.email=dev@localhost commit -q"
+                  " --allow-empty -m first && git status --short && git log -1 --format=log=%s;"
+                  " for tool in ssh curl less vi unzip ps top; do command -v $tool > /dev/null || echo missing=$tool; done;"
+                  " TZ=Europe/Paris date +zone=%Z")
+        options = {"user": user} if user else {}
+        said = run(docker_client, ["bash", "-c", script], volumes={str(workspace): {"bind": "/workspace", "mode": "rw"}},
+                   **options)
+        assert "log=first" in said and "dubious ownership" not in said, said
+        assert "missing=" not in said, said
+        assert "zone=CET" in said or "zone=CEST" in said, said
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)

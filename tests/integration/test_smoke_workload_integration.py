@@ -31,7 +31,7 @@ RUN_TIMEOUT_S = 300
 
 # What a developer image holds for the workload's developer checks: a compiler and the Python
 # headers (torch.compile), ninja (torch.utils.cpp_extension), numpy, an environment the image's user
-# can pip install into, and the build backend pip.conf points at for offline builds.
+# can pip install into, the build backend pip.conf points at for offline builds, and git.
 TORCH_DOCKERFILE = f"""\
 FROM {BASE_IMAGE} AS build
 COPY wheels /wheels
@@ -39,7 +39,7 @@ RUN python3 -m venv /opt/venv \\
     && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels torch==2.13.0 numpy \\
     && mkdir -p {workload.OFFLINE_WHEELS} && cp /wheels/setuptools-*.whl {workload.OFFLINE_WHEELS}/
 FROM {BASE_IMAGE}
-RUN apt-get update && apt-get install -y --no-install-recommends gcc g++ python3-dev ninja-build \\
+RUN apt-get update && apt-get install -y --no-install-recommends gcc g++ python3-dev ninja-build git \\
     && rm -rf /var/lib/apt/lists/* && useradd --uid 1000 --create-home smoke \\
     && printf '[global]\\nfind-links = {workload.OFFLINE_WHEELS}\\n' > /etc/pip.conf
 COPY --from=build --chown=1000:1000 /opt/venv /opt/venv
@@ -170,7 +170,7 @@ def test_in_image_passes_with_the_right_expectations(smoke_engine, smoke_image):
     names = [check["name"] for check in report["checks"]]
     assert names == ["import_torch", "torch_version", "python_version", "build", "accelerator",
                      "matmul_float32", "matmul_bfloat16", "mlp_training", "device_to_host",
-                     "numpy", "torch_compile", "cpp_extension_toolchain", "pip_install", "venv"]
+                     "numpy", "torch_compile", "cpp_extension_toolchain", "pip_install", "venv", "git"]
     timed = {c["name"]: c["ms"] for c in report["checks"] if c["ms"] is not None}
     assert set(timed) >= {"matmul_float32", "mlp_training", "device_to_host"}
     mlp = next(c for c in report["checks"] if c["name"] == "mlp_training")
@@ -227,19 +227,24 @@ def test_in_image_a_promised_companion_that_is_missing_fails(smoke_engine, smoke
 def test_in_image_no_compiler_fails_torch_compile_with_inductors_reason(smoke_engine, smoke_image):
     result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS, environment={"PATH": "/opt/venv/bin"})
     failed = failed_checks(last_json(result.stdout))
-    assert list(failed) == ["torch_compile", "cpp_extension_toolchain"]
+    assert list(failed) == ["torch_compile", "cpp_extension_toolchain", "git"]
     assert "C++ compiler" in failed["torch_compile"] and "\n" not in failed["torch_compile"]
     assert "Ninja is required" in failed["cpp_extension_toolchain"]
 
 
 @pytest.mark.engine
-def test_in_image_no_ninja_fails_the_cpp_extension_toolchain(smoke_engine, smoke_image):
-    """The image as it was before ninja-build: torch.utils.cpp_extension.load() refuses to start."""
+@pytest.mark.parametrize(("tool", "check", "said"), [
+    # The image as it was before ninja-build: torch.utils.cpp_extension.load() refuses to start.
+    ("/usr/bin/ninja", "cpp_extension_toolchain", "Ninja is required to load C++ extensions"),
+    # The runtime flavor as it was before it had git: a developer's first `git init` fails.
+    ("/usr/bin/git", "git", "git cannot run:"),
+])
+def test_in_image_a_missing_tool_fails_its_check(smoke_engine, smoke_image, tool, check, said):
     result = run_in_image(smoke_engine, smoke_image, *IMAGE_EXPECTATIONS,
-                          volumes={"/dev/null": {"bind": "/usr/bin/ninja", "mode": "ro"}})
+                          volumes={"/dev/null": {"bind": tool, "mode": "ro"}})
     failed = failed_checks(last_json(result.stdout))
-    assert list(failed) == ["cpp_extension_toolchain"]
-    assert failed["cpp_extension_toolchain"].startswith("Ninja is required to load C++ extensions"), failed
+    assert list(failed) == [check]
+    assert failed[check].startswith(said) and "\n" not in failed[check], failed
 
 
 @pytest.mark.engine
@@ -267,3 +272,4 @@ def test_in_image_no_ensurepip_fails_the_venv_check(smoke_engine, smoke_image):
     failed = failed_checks(last_json(result.stdout))
     assert list(failed) == ["venv"]
     assert failed["venv"].startswith("python -m venv failed:") and "ensurepip" in failed["venv"], failed
+

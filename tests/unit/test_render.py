@@ -412,6 +412,22 @@ def test_every_image_has_what_cpp_extension_load_needs(renderer: Renderer, publi
         packages = set(re.findall(r"[\w.+-]+", installs))
         assert {"ninja-build", "g++", "libnss-wrapper"} <= packages, variant.key   # the last: guard.sh names --user
         assert any(name.endswith("-dev") and name.startswith("python3") for name in packages), variant.key
+        assert set(EVERYDAY_TOOLS) <= packages, (variant.key, set(EVERYDAY_TOOLS) - packages)
+
+
+# jupyter/docker-stacks minimal-notebook's "common useful utilities" but nano-tiny, and procps.
+EVERYDAY_TOOLS = ("git", "openssh-client", "curl", "less", "vim-tiny", "unzip", "procps", "tzdata")
+
+
+@pytest.mark.parametrize("option_set", sorted(OPTION_SETS))
+def test_every_image_lets_git_work_in_a_checkout_another_user_owns(renderer: Renderer, published: Expansion,
+                                                                    option_set: str) -> None:
+    """A bind-mounted checkout belongs to the host's user, not the container's: /etc/gitconfig
+    opts out of git's ownership check, as git's safe.directory = * exists for."""
+    for variant in published.variants:
+        dockerfile = renderer.dockerfile(variant, published, OPTION_SETS[option_set])
+        assert "&& printf '[safe]\\n\\tdirectory = *\\n' > /files/etc/gitconfig \\\n" in dockerfile, variant.key
+        assert "COPY --from=files /files/ /" in dockerfile, variant.key
 
 
 @pytest.mark.parametrize("option_set", sorted(OPTION_SETS))

@@ -568,6 +568,33 @@ def venv_check() -> tuple[bool, str, dict[str, Any]]:
     return True, f"python -m venv makes an environment with {' '.join(pip.stdout.split()[:2])}", {}
 
 
+def git_check() -> tuple[bool, str, dict[str, Any]]:
+    """Version control of a project, as this user: init, commit, log. A user with no identity
+    configured gets one from the environment, as a developer's first commit in a fresh
+    container would have to."""
+    import os
+    import subprocess
+    import tempfile
+
+    identity = {"GIT_AUTHOR_NAME": "smoke", "GIT_AUTHOR_EMAIL": "smoke@localhost",
+                "GIT_COMMITTER_NAME": "smoke", "GIT_COMMITTER_EMAIL": "smoke@localhost"}
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(f"{scratch}/README", "w") as readme:
+            readme.write("probe\n")
+        steps = [["init", "-q"], ["add", "README"], ["commit", "-q", "-m", "probe"], ["log", "-1", "--format=%s"]]
+        for step in steps:
+            try:
+                done = subprocess.run(["git", "-C", scratch, *step], capture_output=True, text=True, timeout=30,
+                                      env={**os.environ, **identity})
+            except OSError as err:
+                return False, f"git cannot run: {err}", {}
+            if done.returncode != 0:
+                return False, f"git {step[0]} failed: {_first_error(done.stdout + done.stderr)}", {}
+    if done.stdout.strip() != "probe":
+        return False, f"git log shows {done.stdout.strip()!r}, not the commit just made", {}
+    return True, "git init, add, commit and log as this user", {}
+
+
 def write_probe_project(directory: str) -> None:
     """A one-module project that any setuptools since 61 (PEP 621 metadata) builds."""
     from pathlib import Path
@@ -630,6 +657,7 @@ def developer_checks(args: argparse.Namespace, device: Device) -> list[dict[str,
     checks.append(_timed("cpp_extension_toolchain", toolchain_check))
     checks.append(_timed("pip_install", pip_check))
     checks.append(_timed("venv", venv_check))
+    checks.append(_timed("git", git_check))
     return checks
 
 
