@@ -272,4 +272,3 @@ def test_in_image_no_ensurepip_fails_the_venv_check(smoke_engine, smoke_image):
     failed = failed_checks(last_json(result.stdout))
     assert list(failed) == ["venv"]
     assert failed["venv"].startswith("python -m venv failed:") and "ensurepip" in failed["venv"], failed
-
