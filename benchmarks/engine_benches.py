@@ -473,23 +473,25 @@ def bench_image_size(quick: bool) -> BenchResult:
                            "tiny wheelhouse in quick mode" if quick else ""))
     result.rows.append(Row("image_size", "CPU image against the naive one", ours, naive, image_size / naive_size,
                            "of naive", "report only", None))
-    compiler = compiler_layer_bytes(CPU_IMAGE)
+    apt_layer = runtime_apt_layer_bytes(CPU_IMAGE)
     result.rows.append(Row("image_size",
                            "runtime apt layer (compiler, Python headers, everyday tools) in the CPU image",
-                           Series("apt layer with gcc, g++, python3-dev, git", (float(compiler),), "B"), ours,
-                           compiler / image_size, "of the image", "report only", None,
+                           Series("apt layer with gcc, g++, python3-dev, git", (float(apt_layer),), "B"), ours,
+                           apt_layer / image_size, "of the image", "report only", None,
                            "torch.compile (Inductor) needs the compiler at run time"))
     result.notes += [f"Base {base}: {base_size / 1e6:,.1f} MB; payload measured inside the image "
                      f"(du -sxb / in the image minus the same in the base): {payload / 1e6:,.1f} MB.",
                      "Sizes are deterministic for a given image: N=1.",
                      "The naive image installs torch alone; ours adds numpy, the companions the wheelhouse offers, "
-                     "and the C/C++ compiler with the Python headers that torch.compile needs (the apt layer row).",
+                     "the C/C++ compiler with the Python headers that torch.compile needs, and the everyday tools "
+                     "(the apt layer row).",
                      f"Naive image built in {naive_s:.0f} s as {naive_ref}, then removed."]
     return result
 
 
-def compiler_layer_bytes(image: str) -> int:
-    """Size of the image's layer that installs the C/C++ compiler (its history line names g++)."""
+def runtime_apt_layer_bytes(image: str) -> int:
+    """Size of the final stage's OS package layer: the one that installs the C/C++ compiler (its
+    history line names g++) with the everyday tools."""
     lines = run_checked(["docker", "image", "history", "--no-trunc", "--human=false", "--format",
                          "{{.Size}}\t{{.CreatedBy}}", image]).stdout.splitlines()
     sizes = [int(size) for size, _, created_by in (line.partition("\t") for line in lines) if " g++" in created_by]
