@@ -11,7 +11,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from conftest import TEST_LABEL, BaseImages
+import containers
+from conftest import BaseImages
 from test_apt_mirror import rendered_rewrite
 
 MIRROR = "http://127.0.0.1:8081/debian-mirror"
@@ -22,8 +23,8 @@ def test_the_base_images_sources_point_at_the_mirror(tmp_path: Path, docker_clie
                                                       base_images: BaseImages) -> None:
     rewrite = rendered_rewrite(tmp_path, "--apt-mirror", f"deb.debian.org={MIRROR}")
     assert rewrite.startswith("for f in /etc/apt/sources.list")
-    output = docker_client.containers.run(base_images.slim, ["bash", "-c", f"{rewrite} && cat /etc/apt/sources.list.d/*"],
-                                          remove=True, labels={TEST_LABEL: "1"}).decode()
+    output = containers.output(docker_client, base_images.slim,
+                               ["bash", "-c", f"{rewrite} && cat /etc/apt/sources.list.d/*"]).decode()
     uris = [line for line in output.splitlines() if line.startswith("URIs:")]
     assert uris and all(line.startswith(f"URIs: {MIRROR}/") for line in uris), output
     assert "deb.debian.org" not in output.replace("# http://snapshot.debian.org", "")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import containers
+
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ["--vendor", "cpu", "--torch", "2.13", "--python", "3.11", "--os", "debian12", "--flavor", "runtime"]
 IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
@@ -82,9 +84,9 @@ def test_smoke_command_reports_the_workload_json(published_build: dict) -> None:
 
 
 def test_image_has_no_wheelhouse_and_runs_as_non_root(published_build: dict, docker_client) -> None:
-    output = docker_client.containers.run(
-        IMAGE, ["sh", "-c", "id -u; ls /tmp/wheels 2>&1 | head -1; cat /opt/accel-images/constraints.txt"],
-        remove=True, environment={"ACCEL_IMAGES_GUARD": "off"}).decode()
+    output = containers.output(
+        docker_client, IMAGE, ["sh", "-c", "id -u; ls /tmp/wheels 2>&1 | head -1; cat /opt/accel-images/constraints.txt"],
+        environment={"ACCEL_IMAGES_GUARD": "off"}).decode()
     uid, wheels, constraints = output.splitlines()[:3]
     assert uid == "1000"
     assert "No such file" in wheels
@@ -96,9 +98,9 @@ def test_image_has_no_wheelhouse_and_runs_as_non_root(published_build: dict, doc
 
 def test_pip_cannot_swap_the_torch_build(published_build: dict, docker_client) -> None:
     """A later `pip install torch==<other>` is refused by the image's constraints file."""
-    result = docker_client.containers.run(
-        IMAGE, ["sh", "-c", "pip install --no-index torch==2.12.0 2>&1; echo rc=$?"],
-        remove=True, network_disabled=True, environment={"ACCEL_IMAGES_GUARD": "off"}).decode()
+    result = containers.output(
+        docker_client, IMAGE, ["sh", "-c", "pip install --no-index torch==2.12.0 2>&1; echo rc=$?"],
+        network_disabled=True, environment={"ACCEL_IMAGES_GUARD": "off"}).decode()
     assert "rc=0" not in result
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import containers
 from test_build_integration import IMAGE, published_build  # noqa: F401  (the session's real build)
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
@@ -30,8 +31,7 @@ print(json.dumps({"rc": pip.returncode, "out": pip.stdout + pip.stderr}))
 
 
 def run(docker_client, command: list[str], **options: object) -> str:
-    return docker_client.containers.run(IMAGE, command, remove=True, network_disabled=True, stderr=True,
-                                        **options).decode()
+    return containers.output(docker_client, IMAGE, command, network_disabled=True, stderr=True, **options).decode()
 
 
 @pytest.mark.parametrize("user", [None, "4321:4321", "0:0"])

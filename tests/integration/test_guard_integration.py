@@ -10,19 +10,17 @@ Here: the tests that need the real engine or registry; the others are in tests/u
 
 from __future__ import annotations
 
-
 import os
 from pathlib import Path
 
 import pytest
 
+import containers
 from accel_images.render import guard_script
-
-
-# ---- inside the built CPU image -----------------------------------------------------------------
-
 from test_build_integration import IMAGE as CPU_IMAGE, published_build  # noqa: F401  (the fixture, under CI)
 from test_guard import GUARD_EXIT
+
+# ---- inside the built CPU image -----------------------------------------------------------------
 
 
 @pytest.fixture
@@ -42,8 +40,7 @@ def cpu_image(docker_client, request: pytest.FixtureRequest) -> str:
 def test_the_built_image_starts_through_the_guard(docker_client, cpu_image: str) -> None:
     config = docker_client.images.get(cpu_image).attrs["Config"]
     assert config["Entrypoint"] == ["/opt/accel-images/guard.sh"]
-    output = docker_client.containers.run(cpu_image, ["python", "-c", "print(1)"], remove=True,
-                                          network_disabled=True, labels={"io.accel-images.test": "1"})
+    output = containers.output(docker_client, cpu_image, ["python", "-c", "print(1)"], network_disabled=True)
     assert output == b"1\n"
 
 

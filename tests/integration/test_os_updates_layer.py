@@ -20,6 +20,7 @@ from pathlib import Path
 import docker
 import pytest
 
+import containers
 from accel_images import apt
 from accel_images.compat import load_kb
 from accel_images.render import Renderer
@@ -74,12 +75,12 @@ def build(client: docker.DockerClient, context: Path, made: list[str]) -> list[s
 
 
 def dated(client: docker.DockerClient, image: str, path: str) -> int:
-    output = client.containers.run(image, ["stat", "-c", "%Y", path], remove=True)
+    output = containers.output(client, image, ["stat", "-c", "%Y", path])
     return int(output.decode())
 
 
 def installed(client: docker.DockerClient, image: str) -> str:
-    output = client.containers.run(image, ["dpkg-query", "-W", "-f", "${Version}", UPDATED_PACKAGE], remove=True)
+    output = containers.output(client, image, ["dpkg-query", "-W", "-f", "${Version}", UPDATED_PACKAGE])
     return output.decode()
 
 
