@@ -1,10 +1,10 @@
-"""One short command in a fresh container, its output read only after it exits.
+"""One short command in a fresh container, through the engine wrapper the smoke test uses.
 
-The SDK's `containers.run(..., remove=True)` opens a following log stream, waits, removes the
-container and only then reads the stream; when the command exits at once the stream can end
-empty, and a test then fails on output the command did print (docker/docker-py#2427, open).
-This helper reads the logs of the exited container before removing it, the order
-accel_images.engine.Engine.run uses.
+The SDK's `containers.run(..., remove=True)` removes the container before it reads the log
+stream it opened, and for a command that exits at once that stream can end empty
+(docker/docker-py#2427, open): a test then fails on output the command did print.
+accel_images.engine.Engine.run reads the logs of the exited container before removing it, so the
+tests read images through it too.
 """
 
 from __future__ import annotations
@@ -12,26 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 import docker
-import docker.errors
+
+from accel_images.engine import Engine
 from conftest import TEST_LABEL
 
 WAIT_S = 300
 
 
 def output(client: docker.DockerClient, image: str, command: list[str], *, stderr: bool = False,
-           **options: Any) -> bytes:
-    """stdout (and stderr when asked) of `command` in `image`; a non-zero exit raises ContainerError.
+           **options: Any) -> str:
+    """stdout of `command` in `image` (after its stderr, when asked); any other end fails the test.
 
-    `options` are `containers.create` keyword arguments (user, environment, volumes, ...).
+    `options` are `containers.create` keyword arguments (user, environment, volumes, ...); the
+    container carries the label conftest's leak check looks for.
     """
-    labels = {TEST_LABEL: "1", **options.pop("labels", {})}  # conftest removes and fails a leaked one
-    container = client.containers.create(image, command, labels=labels, **options)
-    try:
-        container.start()
-        status = container.wait(timeout=WAIT_S)["StatusCode"]
-        if status != 0:
-            raise docker.errors.ContainerError(container, status, command, image,
-                                               container.logs(stdout=False, stderr=True).decode(errors="replace"))
-        return bytes(container.logs(stdout=True, stderr=stderr))
-    finally:
-        container.remove(force=True)
+    result = Engine(client, client.api.base_url).run(image, command, options=options, timeout_s=WAIT_S,
+                                                     labels={TEST_LABEL: "1"})
+    assert result.exit_code == 0 and not result.timed_out, \
+        f"{command} in {image}: exit {result.exit_code}, timed out {result.timed_out}: {result.stderr}"
+    return result.stderr + result.stdout if stderr else result.stdout

@@ -24,7 +24,7 @@ def test_the_base_images_sources_point_at_the_mirror(tmp_path: Path, docker_clie
     rewrite = rendered_rewrite(tmp_path, "--apt-mirror", f"deb.debian.org={MIRROR}")
     assert rewrite.startswith("for f in /etc/apt/sources.list")
     output = containers.output(docker_client, base_images.slim,
-                               ["bash", "-c", f"{rewrite} && cat /etc/apt/sources.list.d/*"]).decode()
+                               ["bash", "-c", f"{rewrite} && cat /etc/apt/sources.list.d/*"])
     uris = [line for line in output.splitlines() if line.startswith("URIs:")]
     assert uris and all(line.startswith(f"URIs: {MIRROR}/") for line in uris), output
     assert "deb.debian.org" not in output.replace("# http://snapshot.debian.org", "")

@@ -86,7 +86,7 @@ def test_smoke_command_reports_the_workload_json(published_build: dict) -> None:
 def test_image_has_no_wheelhouse_and_runs_as_non_root(published_build: dict, docker_client) -> None:
     output = containers.output(
         docker_client, IMAGE, ["sh", "-c", "id -u; ls /tmp/wheels 2>&1 | head -1; cat /opt/accel-images/constraints.txt"],
-        environment={"ACCEL_IMAGES_GUARD": "off"}).decode()
+        environment={"ACCEL_IMAGES_GUARD": "off"})
     uid, wheels, constraints = output.splitlines()[:3]
     assert uid == "1000"
     assert "No such file" in wheels
@@ -100,7 +100,7 @@ def test_pip_cannot_swap_the_torch_build(published_build: dict, docker_client) -
     """A later `pip install torch==<other>` is refused by the image's constraints file."""
     result = containers.output(
         docker_client, IMAGE, ["sh", "-c", "pip install --no-index torch==2.12.0 2>&1; echo rc=$?"],
-        network_disabled=True, environment={"ACCEL_IMAGES_GUARD": "off"}).decode()
+        network_disabled=True, environment={"ACCEL_IMAGES_GUARD": "off"})
     assert "rc=0" not in result
 
 

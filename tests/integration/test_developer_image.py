@@ -31,7 +31,7 @@ print(json.dumps({"rc": pip.returncode, "out": pip.stdout + pip.stderr}))
 
 
 def run(docker_client, command: list[str], **options: object) -> str:
-    return containers.output(docker_client, IMAGE, command, network_disabled=True, stderr=True, **options).decode()
+    return containers.output(docker_client, IMAGE, command, network_disabled=True, stderr=True, **options)
 
 
 @pytest.mark.parametrize("user", [None, "4321:4321", "0:0"])

@@ -145,6 +145,16 @@ def test_run_timeout_kills_and_removes_the_container(engine: Engine, debian: str
 
 
 @pytest.mark.engine
+def test_run_never_loses_the_output_of_a_command_that_exits_at_once(engine: Engine, debian: str,
+                                                                     no_leaks: None) -> None:
+    """The logs are read from the exited container before it goes. The SDK's `containers.run(remove=True)`,
+    which reads them after, came back empty in 51 of 150 such runs here (docker/docker-py#2427)."""
+    command = ["dpkg-query", "-W", "-f", "${Version}", "libc6"]
+    outputs = {engine.run(debian, command, timeout_s=60, labels={TEST_LABEL: RUN_ID}).stdout for _ in range(20)}
+    assert len(outputs) == 1 and "" not in outputs, outputs
+
+
+@pytest.mark.engine
 def test_run_of_a_missing_image_is_an_engine_error(engine: Engine, no_leaks: None) -> None:
     with pytest.raises(EngineError, match="not found locally"):
         engine.run("accel-images-test/absent:nope", ["true"], timeout_s=10, labels={TEST_LABEL: RUN_ID})

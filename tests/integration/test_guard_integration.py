@@ -41,7 +41,7 @@ def test_the_built_image_starts_through_the_guard(docker_client, cpu_image: str)
     config = docker_client.images.get(cpu_image).attrs["Config"]
     assert config["Entrypoint"] == ["/opt/accel-images/guard.sh"]
     output = containers.output(docker_client, cpu_image, ["python", "-c", "print(1)"], network_disabled=True)
-    assert output == b"1\n"
+    assert output == "1\n"
 
 
 @pytest.mark.engine

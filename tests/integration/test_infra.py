@@ -27,23 +27,15 @@ def debian12_tags() -> set[Tag]:
 @pytest.mark.engine
 def test_engine_runs_python_in_the_local_base_image(docker_client, base_images: BaseImages) -> None:
     output = containers.output(docker_client, base_images.python, ["python3", "-c", "print(1+1)"])
-    assert output == b"2\n"
+    assert output == "2\n"
 
 
 @pytest.mark.engine
 def test_slim_stand_in_has_no_python_like_the_real_slim_image(docker_client, base_images: BaseImages) -> None:
     script = "ls /usr/bin/python3* 2>/dev/null; command -v python3 || echo no-python"
     output = containers.output(docker_client, base_images.slim, ["sh", "-c", script])
-    assert output == b"no-python\n"
+    assert output == "no-python\n"
 
-
-@pytest.mark.engine
-def test_the_output_of_a_command_that_exits_at_once_is_never_lost(docker_client, base_images: BaseImages) -> None:
-    """tests/containers.py reads the logs of the exited container; the SDK's `containers.run(remove=True)`
-    came back empty in 51 of 150 such runs on this machine (docker/docker-py#2427)."""
-    command = ["dpkg-query", "-W", "-f", "${Version}", "libc6"]
-    outputs = {containers.output(docker_client, base_images.slim, command) for _ in range(20)}
-    assert len(outputs) == 1 and b"" not in outputs, outputs
 
 
 @pytest.mark.registry

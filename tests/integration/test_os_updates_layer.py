@@ -75,13 +75,11 @@ def build(client: docker.DockerClient, context: Path, made: list[str]) -> list[s
 
 
 def dated(client: docker.DockerClient, image: str, path: str) -> int:
-    output = containers.output(client, image, ["stat", "-c", "%Y", path])
-    return int(output.decode())
+    return int(containers.output(client, image, ["stat", "-c", "%Y", path]))
 
 
 def installed(client: docker.DockerClient, image: str) -> str:
-    output = containers.output(client, image, ["dpkg-query", "-W", "-f", "${Version}", UPDATED_PACKAGE])
-    return output.decode()
+    return containers.output(client, image, ["dpkg-query", "-W", "-f", "${Version}", UPDATED_PACKAGE])
 
 
 def test_a_security_update_changes_only_the_last_layer(docker_client: docker.DockerClient, base_images,
