@@ -14,8 +14,6 @@ from packaging.version import Version
 import containers
 from conftest import BaseImages, registry_get
 
-
-
 def debian12_tags() -> set[Tag]:
     """Wheel tags that install on Debian 12's CPython 3.11, x86_64, glibc 2.36."""
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)]
@@ -35,7 +33,6 @@ def test_slim_stand_in_has_no_python_like_the_real_slim_image(docker_client, bas
     script = "ls /usr/bin/python3* 2>/dev/null; command -v python3 || echo no-python"
     output = containers.output(docker_client, base_images.slim, ["sh", "-c", script])
     assert output == "no-python\n"
-
 
 
 @pytest.mark.registry
