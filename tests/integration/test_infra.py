@@ -14,6 +14,7 @@ from packaging.version import Version
 import containers
 from conftest import BaseImages, registry_get
 
+
 def debian12_tags() -> set[Tag]:
     """Wheel tags that install on Debian 12's CPython 3.11, x86_64, glibc 2.36."""
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)]
