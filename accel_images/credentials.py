@@ -1,7 +1,7 @@
 """Credentials in a package index URL (`--pip-index-url https://user:token@host/simple`).
 
 They must reach pip and nothing else: the renderer keeps them out of every Dockerfile it writes
-and hands them to the build in a way the engine records nowhere (accel_images.render,
+and hands them to the build in a way the engine records nowhere (accel_images.render.contexts,
 `CREDENTIALS_ARG`); whatever is shown or stored (a command line in a report) masks them here.
 """
 

@@ -95,7 +95,7 @@ class NotInRegistry(RegistryError):
 
 class BuildFailed(AccelError):
     """A build step failed. The message is the short cause (`step 5/24 (pip install) failed: ...`,
-    accel_images.failure); what it was read from stays on the error, so a caller that knows more
+    accel_images.build.failure); what it was read from stays on the error, so a caller that knows more
     (the wheelhouse a build used) can say it better, and the full log is named apart."""
 
     exit_code = 1

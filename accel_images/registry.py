@@ -259,7 +259,7 @@ class RegistryClient:
     def put_labels_image(self, repository: str, tag: str, labels: Mapping[str, str]) -> str:
         """Point `tag` at a tiny image of its own: no layers, only a config carrying `labels`; its digest.
 
-        What the tool keeps in the registry beside the images (accel_images.tested) is stored
+        What the tool keeps in the registry beside the images (accel_images.publish.tested) is stored
         this way: any registry that holds images holds it, and it is read like any image.
         """
         return self._put_labels_image(repository, tag, labels, _scope(repository, "pull,push"),

@@ -14,7 +14,7 @@ spelled in this module only:
     reports/build-latest, nightly-latest  links to the newest run's reports
     nightly.lock                        held by the running `nightly`
 
-The pin lock file (`accel-images.lock`, see accel_images.pin) is not state: it belongs to the
+The pin lock file (`accel-images.lock`, see accel_images.build.pin) is not state: it belongs to the
 project next to matrix.yaml and is meant to be committed.
 
 Nothing below the root may be a symbolic link, except the tool's own `reports/<kind>-latest`
@@ -113,7 +113,7 @@ class StateDir:
 
     @property
     def digest_cache(self) -> Path:
-        """`cache/digests.json` (accel_images.fingerprint)."""
+        """`cache/digests.json` (accel_images.build.fingerprint)."""
         return self._checked(self.root / "cache" / "digests.json")
 
     def smoke_record(self, image_id: str | None) -> Path:
@@ -125,7 +125,7 @@ class StateDir:
         return self._checked(self.root / "builds" / f"{_UNSAFE_IN_NAME.sub('_', fingerprint)}.json")
 
     def verified(self, digest: str) -> Path:
-        """`verified/<digest>.json` (accel_images.nightly), the digest's colon made file-safe."""
+        """`verified/<digest>.json` (accel_images.publish.nightly), the digest's colon made file-safe."""
         return self.root / "verified" / f"{_UNSAFE_IN_NAME.sub('_', digest)}.json"
 
     @property

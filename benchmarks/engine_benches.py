@@ -94,10 +94,10 @@ def workspace() -> Iterator[Workspace]:
 
 def tag_bench_bases() -> None:
     """Every base the light matrix names, as a local tag of the Debian stand-in under the bench prefix."""
-    from accel_images import compat
-    from accel_images.matrix import load_matrix
-    from accel_images.render import Mirror, mirrored
-    from accel_images.variant import expand
+    from accel_images.kb import compat
+    from accel_images.plan.matrix import load_matrix
+    from accel_images.model.reference import Mirror, mirrored
+    from accel_images.plan.variants import expand
     source = next((s for s in BASE_SOURCES if _image_exists(s)), None)
     if source is None:
         raise RuntimeError(f"no local Debian base image ({' or '.join(BASE_SOURCES)}): run `make engine`")
@@ -150,7 +150,7 @@ def cpu_matrix_yaml(variants: int) -> str:
     At 4 it is exactly the light matrix's CPU variants; more variants add older torch releases
     on the same OS and Python, so every variant has the same base and the same wheelhouse.
     """
-    from accel_images import compat
+    from accel_images.kb import compat
     from accel_images.versions import sort_versions
     releases = sort_versions(compat.load_kb().torch, newest_first=True)[:max(1, variants // 2)]
     torch = ", ".join(f'"{release}"' for release in releases)
@@ -198,7 +198,7 @@ def bench_noop(quick: bool) -> BenchResult:
 
 def require_registry_base() -> None:
     """The base the real mirror names must be in the local registry (the nightly pulls it)."""
-    from accel_images.render import Mirror, mirrored
+    from accel_images.model.reference import Mirror, mirrored
     base = mirrored("debian:bookworm-slim", (Mirror.parse(REAL_MIRROR),))
     if subprocess.run(["docker", "pull", "-q", base], capture_output=True).returncode != 0:
         raise RuntimeError(f"{base} cannot be pulled: run `make engine` (it seeds the local registry)")
@@ -254,7 +254,7 @@ def publish_like_nightly(image: str, repository: str, tag: str) -> str:
     The light images carry no torch, so the nightly's own smoke test on the pushed candidate
     would refuse them; their labels (fingerprint, base digest, build date) are what the next
     nightly compares, and those are the build's own. A nightly skips only a digest its tested
-    record lists (accel_images.tested), so the record a green nightly writes is written too.
+    record lists (accel_images.publish.tested), so the record a green nightly writes is written too.
     """
     ref = f"{repository}:{tag}"
     run_checked(["docker", "tag", image, ref])
@@ -268,7 +268,7 @@ def record_as_tested(repository: str, tag: str) -> None:
     from datetime import date
 
     from accel_images.registry import RegistryClient
-    from accel_images.tested import SmokedDigest, SmokedRecord, write_record
+    from accel_images.publish.tested import SmokedDigest, SmokedRecord, write_record
     host, _, path = repository.partition("/")
     client = RegistryClient(host)
     remote = client.image(path, tag)
@@ -502,7 +502,7 @@ def runtime_apt_layer_bytes(image: str) -> int:
 
 def base_of(image: str) -> str:
     """The base the image was built from: its base digest label, else the CPU build's mirror ref."""
-    from accel_images.build import BASE_DIGEST_LABEL
+    from accel_images.build.builder import BASE_DIGEST_LABEL
     labels = json.loads(run_checked(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
                                      image]).stdout) or {}
     digest = labels.get(BASE_DIGEST_LABEL)
@@ -566,7 +566,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
         result.skipped = f"{CPU_IMAGE} is not built (run `make image-offline` or the image_size benchmark)"
         return result
     from accel_images.cli.build import expectation_from_labels
-    from accel_images.engine import Engine
+    from accel_images.build.engine import Engine
     from accel_images.smoke.launcher import container_options, run_smoke
     repeats = 1 if quick else 5
     engine = Engine.connect()
@@ -591,7 +591,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     result.commands += [f"{PYTHON.replace(str(ROOT) + '/', '')} -c 'run_smoke(Engine.connect(), \"{CPU_IMAGE}\", ...)'"
                         f"   # what `accel-images smoke {CPU_IMAGE}` runs",
                         f"Engine.run(\"{CPU_IMAGE}\", [\"true\"])   # baseline, through the same engine wrapper"]
-    result.notes.append("Both go through accel_images.engine.Engine (create, start, wait, logs, remove); the "
+    result.notes.append("Both go through accel_images.build.engine.Engine (create, start, wait, logs, remove); the "
                         "baseline runs `true` with the same container options behind the same entrypoint guard, "
                         "so the difference is the "
                         "workload: Python start, torch import, the checks and the JSON.")

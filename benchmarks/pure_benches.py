@@ -56,7 +56,7 @@ def bench_scale(quick: bool) -> BenchResult:
                                Series("peak RSS", tuple(r["maxrss_mib"] for r in runs[n]), "MiB")))
     if any(r.get("node_cap_lifted") for rs in runs.values() for r in rs):
         result.notes.append("The matrix reader refuses YAML documents of more than 50,000 nodes "
-                            "(accel_images/yamlpos.py MAX_NODES); the 100k matrix needs more, so scale.py lifts "
+                            "(accel_images/plan/yamlpos.py MAX_NODES); the 100k matrix needs more, so scale.py lifts "
                             "the cap in its own process. A real matrix of that size would be refused.")
     result.notes.append("Synthetic matrix: groups of 5 torch releases x 2 Pythons x 1 OS x 2 flavors (cpu), "
                         "each torch value a synthetic knowledge-base row copied from torch 2.13. 'render' renders "

@@ -36,7 +36,7 @@ def bench_catalogue(quick: bool) -> BenchResult:
     from faultproxy import FaultProxy
     from nightly_fixture.rawregistry import RawRegistry
 
-    from accel_images.catalogue import READ_WORKERS, read_catalogue, write_record
+    from accel_images.publish.catalogue import READ_WORKERS, read_catalogue, write_record
     from accel_images.registry import RegistryClient
     from accel_images.smoke.judge import SmokeResult
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel_images import yamlpos
-from accel_images.compat import KnowledgeBase, load_kb
-from accel_images.matrix import parse_matrix
-from accel_images.render import Renderer, stale_paths
-from accel_images.variant import expand
+from accel_images.plan import yamlpos
+from accel_images.kb.compat import KnowledgeBase, load_kb
+from accel_images.plan.matrix import parse_matrix
+from accel_images.render.contexts import Renderer, stale_paths
+from accel_images.plan.variants import expand
 
 PER_GROUP = 20
 TORCH_PER_GROUP = 5

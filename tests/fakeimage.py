@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel_images.engine import RunResult
+from accel_images.build.engine import RunResult
 from accel_images.smoke.integrity import Entry
 
 SITE = "/opt/venv/lib/python3.11/site-packages"

@@ -1,7 +1,7 @@
 """In-process stand-ins for the engine and the registry, shared by the unit tests.
 
-Each fake answers the protocol the production code asks for (accel_images.publish.Pusher and
-TagStore, accel_images.retention.TagRegistry; tests/fakeimage.py's engine answers
+Each fake answers the protocol the production code asks for (accel_images.publish.promote.Pusher and
+TagStore, accel_images.publish.retention.TagRegistry; tests/fakeimage.py's engine answers
 accel_images.smoke.launcher.Runner with an image's files); the
 assignments at the end of this module make mypy check them against those protocols, so a
 protocol that grows a method fails type checking here rather than at a test's first call.
@@ -19,11 +19,11 @@ from typing import ClassVar
 
 import fakeimage
 
-from accel_images.engine import BuiltImage, ImageInfo, Pushed, RunResult
+from accel_images.build.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
-from accel_images.publish import Pusher, TagStore
+from accel_images.publish.promote import Pusher, TagStore
 from accel_images.registry import Artifact, RemoteImage
-from accel_images.retention import TagRegistry
+from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 
 PUSHED = "sha256:" + "d" * 64

@@ -17,33 +17,36 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from accel_images import compat, devices, failure
-from accel_images.build import Builder
+from accel_images import vendors
+from accel_images.kb import compat
+from accel_images.build import failure
+from accel_images.build.builder import Builder
 from accel_images.credentials import hide_credentials
 from accel_images.formatting import human_size
-from accel_images.outcome import Outcome, outcome_record, smoke_text
-from accel_images.settings import PULL_POLICIES, BuildSettings, image_ref
+from accel_images.build.outcome import Outcome, outcome_record, smoke_text
+from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
                                       render_options, templates_option, verbosity, verbosity_options)
-from accel_images.engine import Engine
+from accel_images.build.engine import Engine
 from accel_images.errors import InputError
-from accel_images.progress import progress_for
-from accel_images.leftovers import reclaim
+from accel_images.build.progress import progress_for
+from accel_images.build.leftovers import reclaim
 from accel_images.lock import held
-from accel_images.report import compare, read_previous, write_reports
+from accel_images.report.reports import compare, read_previous, write_reports
 from accel_images.smoke.judge import Expectation
-from accel_images.fingerprint import FINGERPRINT_LABEL
+from accel_images.build.fingerprint import FINGERPRINT_LABEL
 from accel_images.smoke.launcher import run_smoke
 from accel_images.smoke.records import recorded_build
-from accel_images.variant import LABEL_PREFIX, Expansion, Variant, newest_per_vendor
+from accel_images.model.variant import LABEL_PREFIX, Variant
+from accel_images.plan.variants import Expansion, newest_per_vendor
 
 
 def resolve_vendor(kwargs: dict[str, Any]) -> None:
     """`--vendor auto` (what `make image` passes without VENDOR): the vendor this host has."""
     if kwargs.get("vendor") == "auto":
-        from accel_images.host import detect_host
+        from accel_images.host.detect import detect_host
         host = detect_host()
         kwargs["vendor"] = host.vendor
         err().print(f"host: {host.vendor} ({'; '.join(host.evidence) or 'no accelerator found'})")
@@ -191,10 +194,10 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
     if info is None:
         raise InputError(f"image {image} is not present locally (build or pull it first)")
     expectation = expectation_from_labels(image, info.labels)
-    present = devices.accelerator_present(expectation.vendor)
+    present = vendors.accelerator_present(expectation.vendor)
     recorded = recorded_build(StateDir.at(state_dir), info.labels.get(FINGERPRINT_LABEL))
     result = run_smoke(engine, image, expectation, recorded=recorded,
-                       vendor_options=devices.device_options(expectation.vendor) if present else None,
+                       vendor_options=vendors.device_options(expectation.vendor) if present else None,
                        require_accelerator=require_accelerator, timeout_s=timeout_s)
     if as_json:  # one JSON document on stdout, nothing else: `| jq` must work
         click.echo(json.dumps(result.raw if result.raw is not None else

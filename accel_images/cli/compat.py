@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from accel_images import compat, vendors
+from accel_images import vendors
+from accel_images.kb import compat
+from accel_images.model.knowledge import Unverified
 from accel_images.cli.options import expected_failures
 
 
@@ -36,7 +38,7 @@ def compat_command(terms: tuple[str, ...], as_json: bool, experimental_python: b
 
 def unverified(verdict: compat.Verdict) -> bool:
     """The answer rests on a fact the knowledge base marks for a person to fill (`kb update`)."""
-    return verdict.unknown and any(isinstance(reason, compat.Unverified) for reason in verdict.reasons)
+    return verdict.unknown and any(isinstance(reason, Unverified) for reason in verdict.reasons)
 
 
 def describe_verdict(verdict: compat.Verdict) -> str:

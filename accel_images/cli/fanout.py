@@ -1,8 +1,8 @@
 """`accel-images recommend`, `pull`, `ci-matrix` and `bake`: thin commands over recommend and fanout.
 
-`recommend` judges a host against the matrix, or a registry's catalogue (accel_images.choosing), and
+`recommend` judges a host against the matrix, or a registry's catalogue (accel_images.host.choosing), and
 needs neither Docker nor the builder, so the engine
-(for `pull`) and accel_images.fanout (for `ci-matrix` and `bake`: it takes its build arguments from
+(for `pull`) and accel_images.build.fanout (for `ci-matrix` and `bake`: it takes its build arguments from
 the builder, which imports the docker SDK) are imported by the commands that use them.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from accel_images.choosing import Choice, choose, load_host, nothing_fits, refuse_fallback
+from accel_images.host.choosing import Choice, choose, load_host, nothing_fits, refuse_fallback
 from accel_images.cli.options import (choice_options, choice_request, chosen_variants, expected_failures,
                                       filter_options, matrix_option, show_choice, variant_record)
 from accel_images.errors import InputError
@@ -74,7 +74,7 @@ def recommend_command(matrix_path: str | None, registry: str | None, image_name:
 def pull_command(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
                  flavor: str, host_json: Path | None, as_json: bool, **kwargs: Any) -> None:
     """Like recommend, then pull the image and print the `docker run` line for it."""
-    from accel_images.engine import Engine
+    from accel_images.build.engine import Engine
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
     ref = report(choice, as_json)
     engine = Engine.connect()
@@ -93,7 +93,7 @@ def pull_command(matrix_path: str | None, registry: str | None, image_name: str 
 @expected_failures
 def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
     """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."""
-    from accel_images.fanout import ci_matrix
+    from accel_images.build.fanout import ci_matrix
     expansion, variants = chosen_variants(matrix_path, kwargs)
     click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
 
@@ -107,7 +107,7 @@ def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
 @expected_failures
 def bake_command(matrix_path: str | None, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
     """Write a docker-bake.json with one target per variant, for `docker buildx bake`."""
-    from accel_images.fanout import bake
+    from accel_images.build.fanout import bake
     expansion, variants = chosen_variants(matrix_path, kwargs)
     text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"
     if out_file is None:

@@ -14,12 +14,12 @@ import click
 
 from accel_images.cli.options import expected_failures
 from accel_images.errors import InputError
-from accel_images.kbsources import SourceUnreachable
+from accel_images.kb.sources import SourceUnreachable
 
 
 def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Where the knowledge base and its sources are: every URL can point at a mirror."""
-    from accel_images.kbsources import PYPI_URL, WHEEL_INDEX_URL
+    from accel_images.kb.sources import PYPI_URL, WHEEL_INDEX_URL
     options = [
         click.option("--kb-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="The knowledge base to check: a directory with kb.yaml and vendors/"
@@ -39,7 +39,8 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _report(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, wheel_index_url: str,
             registry_urls: tuple[str, ...]) -> tuple[Any, Any]:
-    from accel_images import kbcheck, kbsources
+    from accel_images.kb import check as kbcheck, sources as kbsources
+    from accel_images.plan.variants import matrix_images
     files = kbcheck.KbFiles(kb_dir) if kb_dir else kbcheck.KbFiles()
     if not files.kb_yaml.is_file():
         raise InputError(f"no {files.kb_yaml.name} in {files.root}", field="--kb-dir")
@@ -47,7 +48,7 @@ def _report(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, wheel_i
         if not url.startswith(("http://", "https://")):
             raise InputError(f"'{url}' is not an http(s) URL", field=name)
     urls = kbsources.SourceUrls(pypi_url, wheel_index_url, kbsources.parse_registry_overrides(registry_urls))
-    images = kbcheck.matrix_images(matrix_path, files.load())
+    images = matrix_images(matrix_path, files.load())
     return files, kbcheck.check(files, urls, images)
 
 
@@ -71,7 +72,7 @@ def check_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, w
     Exit 0 when the knowledge base is up to date, 1 when something is new, 2 on bad input, 4 when
     a source cannot be reached (named on stderr; what the others said is still listed).
     """
-    from accel_images import kbcheck
+    from accel_images.kb import check as kbcheck
     _, report = _report(kb_dir, matrix_path, pypi_url, wheel_index_url, registry_urls)
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2, sort_keys=True))
@@ -107,7 +108,7 @@ def update_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, 
     to fill, and `compat` answers "unverified" until then. Exit 0 when written (or nothing was
     new), 2 on bad input, 4 when a source cannot be reached (then nothing is written).
     """
-    from accel_images import kbcheck, kbupdate
+    from accel_images.kb import check as kbcheck, update as kbupdate
     day = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     try:
         datetime.date.fromisoformat(day)

@@ -7,11 +7,12 @@ from typing import Any
 
 import click
 
-from accel_images import tags
+from accel_images.model import tags
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, filters_of, matrix_option,
                                       print_line, print_table, variant_record)
 from accel_images.errors import InputError
-from accel_images.variant import Expansion, Pruned, Variant, select_pruned
+from accel_images.plan.variants import Expansion, Pruned, select_pruned
+from accel_images.model.variant import Variant
 
 
 COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "tag", "base image")

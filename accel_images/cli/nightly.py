@@ -1,6 +1,6 @@
 """`accel-images nightly`: rebuild what changed, push only what passed, report everything.
 
-A thin command over accel_images.nightly: parse options, take the state directory's lock, run,
+A thin command over accel_images.publish.nightly: parse options, take the state directory's lock, run,
 write the reports (JSON, Markdown, HTML, JUnit) and exit 1 when any variant failed.
 """
 
@@ -16,30 +16,32 @@ from typing import Any
 import click
 from rich.table import Table
 
-from accel_images import compat, failure
+from accel_images.kb import compat
+from accel_images.build import failure
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option, matrix_option,
                                       mirror_options, print_outcome, render_options, templates_option, verbosity,
                                       verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError
 from accel_images.formatting import human_size
-from accel_images.pin import LOCK_FILE
-from accel_images.retention import DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines
-from accel_images.engine import Engine
-from accel_images.leftovers import reclaim
+from accel_images.build.pin import LOCK_FILE
+from accel_images.publish.retention import DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines
+from accel_images.build.engine import Engine
+from accel_images.build.leftovers import reclaim
 from accel_images.lock import held
-from accel_images.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record, run_nightly,
-                                  shown_status, summary)
-from accel_images.outcome import Outcome, smoke_text
-from accel_images.progress import progress_for
-from accel_images.publish import Target
+from accel_images.publish.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record,
+                                           run_nightly, shown_status, summary)
+from accel_images.build.outcome import Outcome, smoke_text
+from accel_images.build.progress import progress_for
+from accel_images.publish.promote import Target
 from accel_images.registry import Destination, RegistryClient
-from accel_images.settings import BuildSettings, image_ref
+from accel_images.build.settings import BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.supply.attest import Source
 from accel_images.supply.provenance import load_signer
-from accel_images.variant import Expansion, Variant
-from accel_images.report import compare, read_previous, write_reports
+from accel_images.plan.variants import Expansion
+from accel_images.model.variant import Variant
+from accel_images.report.reports import compare, read_previous, write_reports
 
 
 @click.command("nightly")

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from accel_images.render import RenderOptions
-    from accel_images.variant import Expansion, Variant
+    from accel_images.render.contexts import RenderOptions
+    from accel_images.plan.variants import Expansion
+    from accel_images.model.variant import Variant
 
 FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor")
 
@@ -123,7 +124,7 @@ def print_outcome(table: Table, report_dir: Path, as_json: bool) -> None:
         out().print(table)
         return
     err().print(table)
-    from accel_images.report import REPORT_FILES
+    from accel_images.report.reports import REPORT_FILES
     click.echo((report_dir / REPORT_FILES["json"]).read_text(), nl=False)
 
 
@@ -194,7 +195,7 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def verbosity_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """-q / -v: the progress shown while building (accel_images.progress); the summary is always printed."""
+    """-q / -v: the progress shown while building (accel_images.build.progress); the summary is always printed."""
     func = click.option("-v", "--verbose", "verbose", is_flag=True,
                         help="Stream every build log line (they are always in the log files).")(func)
     func = click.option("-q", "--quiet", "quiet", is_flag=True, help="Show only each variant's outcome.")(func)
@@ -208,7 +209,7 @@ def verbosity(quiet: bool, verbose: bool) -> int:
 
 
 def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    from accel_images import pin  # the commands that take these render anyway; pin imports the renderer
+    from accel_images.build import pin  # the commands that take these render anyway; pin imports the renderer
     func = click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                         help=f"Render base images as repository@digest from this lock file (default with --pin:"
                              f" {pin.LOCK_FILE}).")(func)
@@ -221,8 +222,9 @@ def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
                    pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = ()) -> RenderOptions:
-    from accel_images.apt import AptMirror
-    from accel_images.render import Mirror, RenderOptions
+    from accel_images.render.apt import AptMirror
+    from accel_images.model.reference import Mirror
+    from accel_images.render.contexts import RenderOptions
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links,
                          tuple(AptMirror.parse(m) for m in apt_mirrors))
 
@@ -232,10 +234,10 @@ def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: P
     """The variants with bases from the lock (refreshed first with --pin); unchanged without either."""
     if not pin_bases and lock_path is None:
         return variants
-    from accel_images import pin
+    from accel_images.build import pin
     path = lock_path or pin.LOCK_FILE
     if pin_bases:
-        from accel_images.engine import Engine
+        from accel_images.build.engine import Engine
         lock = pin.pin(Engine.connect(), variants, options.mirrors, path)
         err().print(f"pinned {len(lock.bases)} base image(s) in {path}")
     else:
@@ -244,10 +246,10 @@ def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: P
 
 
 def load_expansion(matrix_path: str | None) -> Expansion:
-    from accel_images import compat
-    from accel_images.matrix import load_matrix
+    from accel_images.kb import compat
+    from accel_images.plan.matrix import load_matrix
     from accel_images.resources import default_matrix
-    from accel_images.variant import expand
+    from accel_images.plan.variants import expand
     return expand(load_matrix(default_matrix() if matrix_path is None else matrix_path), compat.load_kb())
 
 
@@ -258,10 +260,10 @@ def filters_of(kwargs: dict[str, Any]) -> dict[str, str | None]:
 def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any],
                     options: RenderOptions | None = None) -> tuple[Expansion, tuple[Variant, ...]]:
     """The matrix and the variants the filters choose; `options`' mirrors checked against the matrix."""
-    from accel_images.variant import select_or_explain
+    from accel_images.plan.variants import select_or_explain
     expansion = load_expansion(matrix_path)
     if options is not None and options.mirrors:
-        from accel_images.mirror_check import check_mirrors
+        from accel_images.build.mirror_check import check_mirrors
         check_mirrors(options.mirrors, expansion.variants)
     filters = filters_of(kwargs)
     _check_filter_values(filters)
@@ -285,7 +287,7 @@ def variant_record(variant: Variant, image: str) -> dict[str, Any]:
 # ---- choosing an image for this host (recommend, pull, run, devcontainer) ---------------------
 
 CHOICE_KEYS = ("vendor", "stack", "torch", "python", "os")
-"""Filters that narrow what is chosen from (accel_images.choosing.CHOICE_FILTERS); the flavor is a preference."""
+"""Filters that narrow what is chosen from (accel_images.host.choosing.CHOICE_FILTERS); the flavor is a preference."""
 FLAVORS = ("runtime", "devel")
 
 
@@ -314,8 +316,8 @@ def choice_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def choice_request(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
                    flavor: str, kwargs: dict[str, Any]) -> Any:
-    """The accel_images.choosing.Request the choice options describe, the filter values checked."""
-    from accel_images.choosing import Request
+    """The accel_images.host.choosing.Request the choice options describe, the filter values checked."""
+    from accel_images.host.choosing import Request
     filters = {key: kwargs.get(key) for key in CHOICE_KEYS}
     _check_filter_values(filters)
     return Request(matrix_path, registry or None, image_name, from_matrix, flavor, filters)
@@ -323,7 +325,7 @@ def choice_request(matrix_path: str | None, registry: str | None, image_name: st
 
 def show_choice(choice: Any) -> None:
     """The host, where the images came from, why this one and not the others: on stderr, for people."""
-    from accel_images.recommend import describe_host
+    from accel_images.host.recommend import describe_host
     rec = choice.recommendation
     click.echo(f"host: {describe_host(choice.host)}", err=True)
     click.echo(f"  from: {choice.source.note}", err=True)

@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
-from accel_images import compat
+from accel_images.kb import compat
 from accel_images.cli.options import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, lock_options,
                                       matrix_option, mirror_options, pinned_variants, render_options,
                                       templates_option)
 from accel_images.errors import InputError
-from accel_images.render import Renderer, stale_paths, write_tree
+from accel_images.render.contexts import Renderer, stale_paths, write_tree
 from accel_images.resources import IMAGES_DIR
 
 

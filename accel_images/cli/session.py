@@ -2,7 +2,7 @@
 
 `run` and `devcontainer` take an image, or choose one for this host as `recommend` does (from the
 registry's catalogue with `--registry`, else from the matrix), and assemble the container's options
-in accel_images.session. `catalogue` lists what a registry publishes and which images passed.
+in accel_images.host.session. `catalogue` lists what a registry publishes and which images passed.
 Docker itself is needed only to run: `--print`, `--json` and `devcontainer` work without it.
 """
 
@@ -20,14 +20,9 @@ from typing import Any
 
 import click
 
-from accel_images import tags, vendors
-from accel_images.choosing import (
-    Choice,
-    choose,
-    load_expansion,
-    load_host,
-    nothing_fits,
-)
+from accel_images import vendors
+from accel_images.model import tags
+from accel_images.host.choosing import Choice, choose, load_expansion, load_host, nothing_fits
 from accel_images.cli.options import (
     choice_options,
     choice_request,
@@ -37,13 +32,7 @@ from accel_images.cli.options import (
     show_choice,
 )
 from accel_images.errors import EngineError, InputError
-from accel_images.session import (
-    DEVCONTAINER_FILE,
-    Session,
-    devcontainer,
-    devcontainer_text,
-    docker_run_argv,
-)
+from accel_images.host.session import DEVCONTAINER_FILE, Session, devcontainer, devcontainer_text, docker_run_argv
 
 COMMAND_KEY = "accel_images.command"
 
@@ -88,8 +77,8 @@ def image_vendor(image: str, asked: str | None) -> str:
     found = tags.vendor_in_tag(tag) if name and "/" not in tag else None
     if found in vendors.names():
         return found
-    from accel_images.engine import Engine
-    from accel_images.variant import LABEL_PREFIX
+    from accel_images.build.engine import Engine
+    from accel_images.model.variant import LABEL_PREFIX
     engine = Engine.connect()
     try:
         info = engine.inspect_image(image)
@@ -152,7 +141,7 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
         raise InputError(f"{out_file} exists", field="--out", hint="pass --force to replace it")
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  print_only, kwargs)
-    from accel_images import compat
+    from accel_images.kb import compat
     user = choice.user if choice else load_expansion(matrix_path, compat.load_kb()).user.name
     text = devcontainer_text(devcontainer(ref, vendor, user))
     if print_only:
@@ -176,8 +165,8 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
 @expected_failures
 def catalogue_command(registry: str, image_name: str | None, matrix_path: str | None, as_json: bool) -> None:
     """List what a registry publishes: each image's labels, its smoke result and where it passed."""
-    from accel_images import compat
-    from accel_images.catalogue import read_catalogue
+    from accel_images.kb import compat
+    from accel_images.publish.catalogue import read_catalogue
     from accel_images.registry import Destination, RegistryClient
     destination = Destination.parse(registry)
     image = image_name or load_expansion(matrix_path, compat.load_kb()).image

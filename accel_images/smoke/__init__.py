@@ -1,0 +1,12 @@
+"""The smoke test: what runs inside an image, what guards its start, and how its result is judged.
+
+    workload.py   the stdlib-and-torch script copied into every image: finds the backend, checks the
+                  build is what the tag says, runs a small real workload, prints one JSON report
+    guard.sh      the image's entry point: refuses a host the image cannot serve, with the reason
+    judge.py      the report against what the variant promises
+    launcher.py   runs the workload in a container with the vendor's device options
+    integrity.py  what the image holds, checked from outside, so a forged report is caught
+    records.py    the smoke passes and builds this state directory remembers
+
+May import: vendors, model, and the shared leaves. Nothing here renders or builds.
+"""

@@ -14,6 +14,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from accel_images import vendors
+from accel_images.model.variant import Variant
 from accel_images.smoke import workload
 
 TAIL_CHARS = 2000
@@ -28,6 +29,11 @@ class Expectation:
     stack: str | None    # '13.0', '7.2', '2026.1', '1.24.1'; None for cpu
     python: str          # '3.11'
     companions: tuple[str, ...] | None = None   # what the image promises beside torch; None: whatever is installed
+
+    @classmethod
+    def of(cls, variant: Variant) -> Expectation:
+        """What the smoke workload must find inside the variant's image."""
+        return cls(vendor=variant.vendor, torch=variant.torch, stack=variant.stack, python=variant.python)
 
     def expect_build(self) -> str:
         """The --expect-build argument: 'cpu', 'cuda:13.0', ..."""

@@ -1,6 +1,6 @@
 """Launching the smoke workload inside an image and judging what it printed.
 
-The container gets the vendor's device options (accel_images/devices.py) and otherwise as little
+The container gets the vendor's device options (accel_images/model/devices.py) and otherwise as little
 as possible: no network, no capabilities beyond what the device needs, no privilege gain,
 bounded memory and processes. Without device options the image runs in CPU mode, and the
 result says so.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from collections.abc import Callable, Mapping
 
-from accel_images.devices import DeviceOptions
+from accel_images.model.devices import DeviceOptions
 from accel_images.errors import EngineError
 from accel_images.smoke import workload
 from accel_images.smoke.integrity import (FileReader, ImageConfig, Inventory, Recorded, differences, shown,
@@ -67,7 +67,8 @@ class ImageFacts(Protocol):
 
 
 class ContainerRunner(Protocol):
-    """Runs a command in a container of an image (accel_images.engine.Engine.run); the SBOM probe needs no more."""
+    """Runs a command in a container of an image (accel_images.build.engine.Engine.run); the SBOM probe
+    needs no more."""
 
     def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
             timeout_s: float, labels: Mapping[str, str] | None = None,
@@ -75,7 +76,7 @@ class ContainerRunner(Protocol):
 
 
 class Runner(ContainerRunner, Protocol):
-    """The part of accel_images.engine.Engine the launcher uses: runs, and reads an image from outside."""
+    """The part of accel_images.build.engine.Engine the launcher uses: runs, and reads an image from outside."""
 
     def inspect_image(self, ref: str) -> ImageFacts | None: ...
 

@@ -1,6 +1,6 @@
 """The publish-path hook: SBOM and signed provenance for one pushed, smoke-tested image.
 
-accel_images.publish calls it between the green smoke test and the promotion, with the
+accel_images.publish.promote calls it between the green smoke test and the promotion, with the
 candidate reference (a local name of the image) and the digest the registry gave it. It
 inventories the image, checks that the SBOM lists the torch the smoke test saw, attaches the
 SBOM, writes the provenance naming that SBOM, signs it when a key was given and attaches it.
@@ -30,7 +30,7 @@ from accel_images.errors import AccelError
 from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.launcher import ContainerRunner
 from accel_images.supply import attach, provenance, sbom
-from accel_images.variant import Variant
+from accel_images.model.variant import Variant
 
 SBOM_FILE = "sbom.cdx.json"
 STATEMENT_FILE = "provenance.intoto.json"
@@ -56,7 +56,7 @@ class Attestation:
     torch: str | None
 
     def record(self) -> dict[str, Any]:
-        """The report's view (accel_images.nightly.nightly_record)."""
+        """The report's view (accel_images.publish.nightly.nightly_record)."""
         return {"sbom": {"manifest": self.sbom.manifest_digest, "blob": self.sbom.blob_digest,
                          "size": self.sbom.blob_size, "components": self.components, "via": self.sbom.via},
                 "provenance": {"manifest": self.provenance.manifest_digest, "blob": self.provenance.blob_digest,
@@ -66,7 +66,7 @@ class Attestation:
 
 @dataclass(frozen=True)
 class BuildInputs:
-    """The per-image facts the publish path knows (accel_images.build.Prepared)."""
+    """The per-image facts the publish path knows (accel_images.build.builder.Prepared)."""
 
     variant: Variant
     fingerprint: str

@@ -18,6 +18,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 
 from accel_images.errors import InputError
+from accel_images.model.devices import DeviceOptions
 from accel_images.vendors.base import Vendor as Vendor  # re-exported: callers name vendors.Vendor
 
 BUILTIN = ("cpu", "cuda", "rocm", "xpu", "gaudi")
@@ -141,3 +142,16 @@ def stack_label(name: str, stack: str | None) -> str:
     """'CUDA 13.2', 'oneAPI 2026.1'; '' without a stack."""
     vendor = registry().get(name)
     return f"{vendor.stack_name if vendor else name} {stack}" if stack else ""
+
+
+def device_options(vendor: str, dev_root: Path = Path("/")) -> DeviceOptions:
+    """The options `vendor` needs, with the host's group ids of its device files filled in.
+
+    `dev_root` is the directory standing for `/` (a fake tree in tests).
+    """
+    return get(vendor).device_options(dev_root)
+
+
+def accelerator_present(vendor: str, dev_root: Path = Path("/")) -> bool:
+    """Whether the host has the device nodes `vendor` needs; cheap file checks only."""
+    return get(vendor).accelerator_present(dev_root)

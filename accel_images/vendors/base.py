@@ -16,67 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from collections.abc import Callable, Mapping, Sequence
 
+from accel_images.model.devices import DeviceOptions, SessionSettings
+from accel_images.model.knowledge import (Combo, Knowledge, Resolution, Section, TorchRelease, Unverified, minor_of,
+                                          version_matches)
 from accel_images.versions import parse, sort_versions
 
 if TYPE_CHECKING:
-    from accel_images.compat import KnowledgeBase, TorchRelease
-    from accel_images.devices import DeviceOptions
-    from accel_images.hostinfo import HostInfo, Runner
-    from accel_images.session import SessionSettings
-    from accel_images.variant import Variant
+    from accel_images.model.hostinfo import HostInfo, Runner
+    from accel_images.model.variant import Variant
 
 TEMPLATE_DIR = "vendors"
 """Where, under the templates directory, `<name>.Dockerfile.j2` lives."""
-
-
-@dataclass(frozen=True)
-class Rules:
-    """What a vendor's images can be built on (its knowledge-base `rules:`), and why not the rest."""
-
-    flavors: tuple[str, ...]
-    os: tuple[str, ...]
-    index: str | None = None
-    os_note: str | None = None
-    flavor_note: str | None = None
-
-
-@dataclass(frozen=True)
-class Section:
-    """A vendor's section of the knowledge base: the generic part, plus what only it reads (`facts`)."""
-
-    vendor: str
-    rules: Rules
-    builds: Mapping[str, tuple[str, ...]]   # torch minor -> stack versions with a wheel
-    notes: Mapping[str, str]                # torch minor -> why it has no build
-    source: str
-    unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> stacks, or ('*',)
-    facts: Any = None                       # the vendor's own tables, parsed by its load_facts
-
-
-@dataclass(frozen=True)
-class Combo:
-    """One combination of the matrix axes, before the knowledge base has judged it."""
-
-    vendor: str
-    stack: str | None
-    torch: str
-    python: str | None = None
-    os: str | None = None
-    flavor: str | None = None
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """What the knowledge base adds to an allowed combination: the facts a Variant carries."""
-
-    torch: str
-    stack: str | None
-    base_image: str
-    wheel_index: str | None = None
-    toolkit: str | None = None
-    min_driver: str | None = None     # the toolkit's own driver: recommended
-    mvc_driver: str | None = None     # the floor under minor-version compatibility: required
-    gpu_archs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,36 +62,23 @@ class Vendor(Protocol):
     guard_check: str                   # the shell function `check_vendor` for the in-image guard
 
     def load_facts(self, raw: Mapping[str, Any]) -> Any: ...
-    def stacks(self, kb: KnowledgeBase, torch: str) -> tuple[str, ...]: ...
-    def torch_for_stack(self, kb: KnowledgeBase, stack: str) -> list[str]: ...
-    def reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
+    def stacks(self, kb: Knowledge, torch: str) -> tuple[str, ...]: ...
+    def torch_for_stack(self, kb: Knowledge, stack: str) -> list[str]: ...
+    def reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease,
                 experimental_python: bool) -> list[str]: ...
-    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution: ...
-    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]: ...
-    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]: ...
-    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]: ...
-    def image_env(self, kb: KnowledgeBase, variant: Variant,
+    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution: ...
+    def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]: ...
+    def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]: ...
+    def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]: ...
+    def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]: ...
     def device_options(self, dev_root: Path) -> DeviceOptions: ...
     def session_settings(self) -> SessionSettings: ...
     def accelerator_present(self, dev_root: Path) -> bool: ...
     def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None: ...
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit: ...
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit: ...
     def host_warnings(self, host: HostInfo, fits: list[Fit]) -> list[str]: ...
     def describe_host(self, host: HostInfo) -> list[str]: ...
-
-
-class Unverified(str):
-    """A reason that says what the knowledge base does not know (yet), not what cannot work."""
-
-
-def version_matches(requested: str, available: str) -> bool:
-    """'6.2' asks for any 6.2 release, so it matches '6.2.4'; '6.2.4' matches only itself."""
-    return available == requested or available.startswith(requested + ".")
-
-
-def minor_of(version: str) -> str:
-    return ".".join(version.split("+", 1)[0].split(".")[:2])
 
 
 @dataclass(frozen=True)
@@ -174,25 +111,25 @@ class VendorBase:
         """The vendor's own tables from its knowledge-base file; none by default."""
         return None
 
-    def section(self, kb: KnowledgeBase) -> Section:
+    def section(self, kb: Knowledge) -> Section:
         return kb.section(self.name)
 
-    def stacks(self, kb: KnowledgeBase, torch: str) -> tuple[str, ...]:
+    def stacks(self, kb: Knowledge, torch: str) -> tuple[str, ...]:
         """Stack versions with a build of this torch ('13.0', '7.2', '2026.1')."""
         return self.section(kb).builds.get(minor_of(torch), ())
 
-    def torch_for_stack(self, kb: KnowledgeBase, stack: str) -> list[str]:
+    def torch_for_stack(self, kb: Knowledge, stack: str) -> list[str]:
         """Every torch minor with a build for this stack version (oldest first)."""
         return [minor for minor in kb.torch_minors()
                 if any(version_matches(stack, build) for build in self.stacks(kb, minor))]
 
-    def exact_stack(self, kb: KnowledgeBase, stack: str | None, torch: str) -> str | None:
+    def exact_stack(self, kb: Knowledge, stack: str | None, torch: str) -> str | None:
         """'6.2' in the matrix means the 6.2.x build this torch has ('6.2.4')."""
         if stack is None:
             return None
         return next((build for build in self.stacks(kb, torch) if version_matches(stack, build)), stack)
 
-    def reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
+    def reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease,
                 experimental_python: bool) -> list[str]:
         """Every reason the combination cannot work; empty when it can."""
         reasons = self.stack_reasons(kb, combo, row)
@@ -204,7 +141,7 @@ class VendorBase:
             reasons += self.flavor_reasons(kb, combo)
         return reasons
 
-    def stack_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
+    def stack_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
         if combo.stack is None:
             return []
         name = self.stack_name
@@ -223,7 +160,7 @@ class VendorBase:
         return [f"torch {row.minor} has no {name} {combo.stack} build; {name} builds: {', '.join(builds)}"
                 f" (torch with {name} {combo.stack}: {others})"]
 
-    def python_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
+    def python_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease,
                        experimental: bool) -> list[str]:
         python = combo.python or ""
         if python in row.python or (experimental and python in row.python_experimental):
@@ -231,7 +168,7 @@ class VendorBase:
         hint = " (experimental: pass --experimental-python)" if python in row.python_experimental else ""
         return [f"torch {row.minor} supports Python {row.python[0]}-{row.python[-1]}, not {python}{hint}"]
 
-    def os_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
+    def os_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
         """The OS must be known, one this vendor builds on, new enough for the wheels; then its
         Python and what the vendor adds (`os_extra_reasons`)."""
         reasons = self.os_base_reasons(kb, combo, row)
@@ -242,7 +179,7 @@ class VendorBase:
             reasons.append(f"{combo.os} provides Python {', '.join(sort_versions(info.pythons()))}, not {combo.python}")
         return reasons + self.os_extra_reasons(kb, combo)
 
-    def os_base_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
+    def os_base_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
         os_name = combo.os or ""
         info = kb.os.get(os_name)
         if info is None:
@@ -255,33 +192,33 @@ class VendorBase:
             return [f"torch {row.minor} wheels need glibc >= {row.glibc_min}; {os_name} has {info.glibc}"]
         return []
 
-    def os_extra_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
+    def os_extra_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
         """What this vendor's bases add to the OS rules; nothing by default."""
         return []
 
-    def flavor_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
+    def flavor_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
         rules = self.section(kb).rules
         if combo.flavor not in rules.flavors:
             note = f": {rules.flavor_note}" if rules.flavor_note else ""
             return [f"{self.name} images come in {', '.join(rules.flavors)}, not {combo.flavor}{note}"]
         return []
 
-    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
+    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         """The wheel index of the torch and stack asked for, on the OS's plain base image."""
         torch = kb.resolve_torch(combo.torch)
         stack = self.exact_stack(kb, combo.stack, torch)
         return Resolution(torch=torch, stack=stack, base_image=kb.os[combo.os or ""].image,
                           wheel_index=self.wheel_index(kb, stack), gpu_archs=self.gpu_archs(kb, torch, stack))
 
-    def wheel_index(self, kb: KnowledgeBase, stack: str | None) -> str | None:
+    def wheel_index(self, kb: Knowledge, stack: str | None) -> str | None:
         """The download.pytorch.org index name; the rules' fixed one by default."""
         return self.section(kb).rules.index
 
-    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]:
+    def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]:
         """GPU targets compiled into the wheel, where the sources state them."""
         return ()
 
-    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
+    def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         """Extra fields of a compatible `compat` answer."""
         exact = self.exact_stack(kb, stack, row.latest) if stack else None
         details: dict[str, Any] = {}
@@ -295,11 +232,11 @@ class VendorBase:
             details["gpu_archs"] = list(archs) or None
         return details
 
-    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]:
+    def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]:
         """Newer base images to suggest when this variant's base tag has gone; none by default."""
         return []
 
-    def image_env(self, kb: KnowledgeBase, variant: Variant,
+    def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]:
         """Environment the image sets for its guard and its runtime; `variants` is the whole
         matrix, so a refusal can name the sibling image that would work. None by default."""
@@ -308,15 +245,11 @@ class VendorBase:
     # ---- hardware -------------------------------------------------------------------------
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
-        from accel_images.devices import DeviceOptions
-
         return DeviceOptions(vendor=self.name)
 
     def session_settings(self) -> SessionSettings:
         """What the vendor recommends for an interactive development container (`accel-images run`,
         devcontainer.json) beyond its device options; nothing by default."""
-        from accel_images.session import SessionSettings
-
         return SessionSettings()
 
     def accelerator_present(self, dev_root: Path) -> bool:
@@ -325,7 +258,7 @@ class VendorBase:
     def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
         return None
 
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         return Fit(variant, exact_arch=True, why=f"{self.title} {variant.stack or ''}".strip())
 
     def host_warnings(self, host: HostInfo, fits: list[Fit]) -> list[str]:

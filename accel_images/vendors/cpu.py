@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 from accel_images.vendors.base import Fit, VendorBase
 
 if TYPE_CHECKING:
-    from accel_images.compat import KnowledgeBase
-    from accel_images.hostinfo import HostInfo
-    from accel_images.variant import Variant
+    from accel_images.model.knowledge import Knowledge
+    from accel_images.model.hostinfo import HostInfo
+    from accel_images.model.variant import Variant
 
 
 class Cpu(VendorBase):
     """No accelerator: nothing to detect, no device options, fits every host."""
 
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         return Fit(variant, why="CPU image: runs on any host", exact_arch=True)
 
 

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
-from accel_images.devices import DeviceOptions, GpuRequest, under
-from accel_images.session import SessionSettings
-from accel_images.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
-                                   pci_vendor_absent, quote, read, said, summary, unusable_host)
-from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase, minor_of
+from accel_images.model.devices import DeviceOptions, GpuRequest, SessionSettings, under
+from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
+                                          pci_vendor_absent, quote, read, said, summary, unusable_host)
+from accel_images.model.knowledge import Combo, Resolution, minor_of
+from accel_images.vendors.base import Fit, VendorBase
 from accel_images.versions import compare_driver, parse
 
 if TYPE_CHECKING:
-    from accel_images.compat import KnowledgeBase, TorchRelease
-    from accel_images.variant import Variant
+    from accel_images.model.knowledge import Knowledge, TorchRelease
+    from accel_images.model.variant import Variant
 
 NVIDIA_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"
 NGC_PYTORCH_DOCS = "https://docs.nvidia.com/deeplearning/frameworks/user-guide/index.html"
@@ -66,13 +66,13 @@ class Cuda(VendorBase):
             families={str(k): dict(v) for k, v in raw["families"].items()},
         )
 
-    def facts(self, kb: KnowledgeBase) -> CudaFacts:
+    def facts(self, kb: Knowledge) -> CudaFacts:
         facts: CudaFacts = self.section(kb).facts
         return facts
 
     # ---- knowledge base ------------------------------------------------------------------
 
-    def os_extra_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
+    def os_extra_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
         """The devel flavor sits on nvidia/cuda, which publishes each CUDA for some Ubuntu releases only."""
         families = self.facts(kb).families
         if combo.flavor == "runtime" or not combo.stack or combo.stack not in families:
@@ -83,14 +83,14 @@ class Cuda(VendorBase):
                     f" {', '.join(bases)})"]
         return []
 
-    def wheel_index(self, kb: KnowledgeBase, stack: str | None) -> str | None:
+    def wheel_index(self, kb: Knowledge, stack: str | None) -> str | None:
         return "cu" + (stack or "").replace(".", "")
 
-    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]:
+    def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]:
         """SASS targets of the cuXY wheel, the last one marked '+PTX' where the wheel carries PTX."""
         return self.facts(kb).archs.get(minor_of(torch), {}).get(stack or "", ())
 
-    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
+    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         base = super().resolve(kb, combo)
         facts, stack = self.facts(kb), base.stack or ""
         toolkit = facts.toolkit(kb.release(base.torch).minor, stack)
@@ -102,7 +102,7 @@ class Cuda(VendorBase):
                           wheel_index=base.wheel_index, toolkit=toolkit, min_driver=facts.driver_min(toolkit),
                           mvc_driver=facts.mvc_floor(stack), gpu_archs=base.gpu_archs)
 
-    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
+    def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         details = super().details(kb, stack, row)
         if stack:
             facts = self.facts(kb)
@@ -111,7 +111,7 @@ class Cuda(VendorBase):
             details.update(toolkit=toolkit, driver_min=facts.driver_min(toolkit), mvc_floor=facts.mvc_floor(exact))
         return details
 
-    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]:
+    def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]:
         """nvidia/cuda drops old patch releases: the newer bases for the same OS, newest first."""
         families = self.facts(kb).families
         if variant.flavor == "runtime":
@@ -139,7 +139,7 @@ class Cuda(VendorBase):
     def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
         return _nvidia_from_smi(run, root, notes) or _nvidia_from_proc(root, notes)
 
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """The same decisions as the image's guard (`decide`), plus what only the host report tells:
         the newest CUDA the driver reports."""
         decision = decide(host.driver_version, host.gpu_archs, variant)
@@ -148,7 +148,7 @@ class Cuda(VendorBase):
             rejections += _reported_cuda_rules(host.stack_version, variant.stack or "")
         return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why)
 
-    def image_env(self, kb: KnowledgeBase, variant: Variant,
+    def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]:
         """What the guard decides with (the same facts `fit` uses), and the sibling images a
         refusal names: the one with the oldest driver floor, the newest and the oldest GPUs."""

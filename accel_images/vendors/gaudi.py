@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
-from accel_images.devices import DeviceOptions, nodes, pci_vendor_is
-from accel_images.hostinfo import Gpu, HostInfo, Runner, host_from, leading_version, quote, summary
-from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase, minor_of, version_matches
+from accel_images.model.devices import DeviceOptions, nodes, pci_vendor_is
+from accel_images.model.hostinfo import Gpu, HostInfo, Runner, host_from, leading_version, quote, summary
+from accel_images.model.knowledge import Combo, Resolution, minor_of, version_matches
+from accel_images.vendors.base import Fit, VendorBase
 from accel_images.versions import compare_driver, parse, sort_versions
 
 if TYPE_CHECKING:
-    from accel_images.compat import KnowledgeBase, TorchRelease
-    from accel_images.variant import Variant
+    from accel_images.model.knowledge import Knowledge, TorchRelease
+    from accel_images.model.variant import Variant
 
 GAUDI_DOCS = "https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html"
 HABANA_PCI_VENDOR = "0x1da3"
@@ -56,26 +57,26 @@ class Gaudi(VendorBase):
                                      str(g.get("image_tag", "latest")))
                 for v, g in raw["releases"].items()}
 
-    def releases(self, kb: KnowledgeBase) -> dict[str, GaudiRelease]:
+    def releases(self, kb: Knowledge) -> dict[str, GaudiRelease]:
         releases: dict[str, GaudiRelease] = self.section(kb).facts
         return releases
 
     # ---- knowledge base ------------------------------------------------------------------
 
-    def stacks(self, kb: KnowledgeBase, torch: str) -> tuple[str, ...]:
+    def stacks(self, kb: Knowledge, torch: str) -> tuple[str, ...]:
         """Releases bundling this torch: '2.4' matches any 2.4.x, '2.4.1' only itself."""
         public = torch.split("+", 1)[0]
         by_minor = public == minor_of(public)
         return tuple(v for v, g in self.releases(kb).items()
                      if g.torch == public or (by_minor and minor_of(g.torch) == public))
 
-    def torch_for_stack(self, kb: KnowledgeBase, stack: str) -> list[str]:
+    def torch_for_stack(self, kb: Knowledge, stack: str) -> list[str]:
         return [g.torch for v, g in self.releases(kb).items() if version_matches(stack, v)]
 
-    def exact_stack(self, kb: KnowledgeBase, stack: str | None, torch: str) -> str | None:
+    def exact_stack(self, kb: Knowledge, stack: str | None, torch: str) -> str | None:
         return stack
 
-    def stack_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
+    def stack_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
         if combo.stack is None:
             return []
         stack, releases = combo.stack, self.releases(kb)
@@ -90,7 +91,7 @@ class Gaudi(VendorBase):
         return [f"Intel Gaudi {stack} bundles torch {', '.join(sorted(bundled))}, not {wanted}"
                 f" (Gaudi releases with torch {wanted}: {fits})"]
 
-    def python_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease,
+    def python_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease,
                        experimental: bool) -> list[str]:
         """Python is fixed by the image's OS: checked with the OS when there is one."""
         if combo.os is not None or combo.stack is None:
@@ -101,7 +102,7 @@ class Gaudi(VendorBase):
             return []
         return [f"Intel Gaudi {combo.stack} images ship Python {', '.join(sort_versions(pythons))}, not {combo.python}"]
 
-    def os_reasons(self, kb: KnowledgeBase, combo: Combo, row: TorchRelease) -> list[str]:
+    def os_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
         base = self.os_base_reasons(kb, combo, row)
         if base or combo.stack is None:
             return base
@@ -115,13 +116,13 @@ class Gaudi(VendorBase):
             return [f"Intel Gaudi {combo.stack} on {combo.os} ships Python {fixed}, not {combo.python}"]
         return []
 
-    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
+    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         release = self.releases(kb)[combo.stack or ""]
         base = (f"vault.habana.ai/gaudi-docker/{release.version}/{combo.os}/habanalabs/"
                 f"pytorch-installer-{release.torch}:{release.image_tag}")
         return Resolution(torch=release.torch, stack=release.version, base_image=base)
 
-    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
+    def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         return {"gaudi": [v for v in self.releases(kb) if version_matches(stack or "", v)]} if stack else {}
 
     # ---- hardware -------------------------------------------------------------------------
@@ -164,7 +165,7 @@ class Gaudi(VendorBase):
                      + (f"; generation unknown for {', '.join(unknown)}" if unknown else ""))
         return host_from("gaudi", gpus, driver_version=driver, stack_version=version)
 
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """Image software must equal the host's; N-1 only on Gaudi 2 with host software >= 1.17."""
         image_sw, host_sw = variant.stack or "", host.stack_version
         if host_sw is None:

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping
 
-from accel_images.devices import DeviceOptions, host_group_ids, under
-from accel_images.session import SessionSettings
-from accel_images.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
-                                   leading_version, listing, quote, read, said, summary, unusable_host, wsl)
-from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase
+from accel_images.model.devices import DeviceOptions, SessionSettings, host_group_ids, under
+from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
+                                          leading_version, listing, quote, read, said, summary, unusable_host, wsl)
+from accel_images.model.knowledge import Combo, Resolution
+from accel_images.vendors.base import Fit, VendorBase
 from accel_images.versions import parse
 
 if TYPE_CHECKING:
-    from accel_images.compat import KnowledgeBase
-    from accel_images.variant import Variant
+    from accel_images.model.knowledge import Knowledge
+    from accel_images.model.variant import Variant
 
 ROCM_DOCS = "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html"
 ROCM_PYTORCH_DOCS = ("https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/"
@@ -58,13 +58,13 @@ class Rocm(VendorBase):
         return RocmFacts(archs={k: tuple(str(a) for a in v) for k, v in raw["archs"].items()},
                          devel_images={str(k): dict(v) for k, v in raw["devel_images"].items()})
 
-    def facts(self, kb: KnowledgeBase) -> RocmFacts:
+    def facts(self, kb: Knowledge) -> RocmFacts:
         facts: RocmFacts = self.section(kb).facts
         return facts
 
     # ---- knowledge base ------------------------------------------------------------------
 
-    def flavor_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
+    def flavor_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
         reasons = super().flavor_reasons(kb, combo)
         if reasons or combo.flavor != "devel" or not combo.stack or not combo.os:
             return reasons
@@ -74,24 +74,24 @@ class Rocm(VendorBase):
             return [f"no rocm/dev-ubuntu image for ROCm {combo.stack} on {combo.os} (available: {where})"]
         return []
 
-    def wheel_index(self, kb: KnowledgeBase, stack: str | None) -> str | None:
+    def wheel_index(self, kb: Knowledge, stack: str | None) -> str | None:
         return f"rocm{stack}"
 
-    def gpu_archs(self, kb: KnowledgeBase, torch: str, stack: str | None) -> tuple[str, ...]:
+    def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]:
         if not stack:
             return ()
         archs = self.facts(kb).archs
         extra = archs["since_7_0"] if parse(stack) >= (7, 0) else ()
         return tuple(archs["all"]) + tuple(extra)
 
-    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
+    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         base = super().resolve(kb, combo)
         if combo.flavor != "devel":
             return base
         image = self.facts(kb).devel_images[base.stack or ""][combo.os or ""]
         return Resolution(**{**base.__dict__, "base_image": image})
 
-    def base_upgrades(self, kb: KnowledgeBase, variant: Variant) -> list[str]:
+    def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]:
         if variant.flavor != "devel":
             return []
         images = [by_os[variant.os] for stack, by_os in self.facts(kb).devel_images.items()
@@ -125,7 +125,7 @@ class Rocm(VendorBase):
         notes.append("rocm: no /dev/kfd (amdgpu KFD driver not loaded) and no /dev/dxg (WSL2)")
         return None
 
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """The gfx target must be compiled into the wheel; a far host ROCm is a caveat (§4.2, §4.3)."""
         stack = variant.stack or ""
         caveats = []

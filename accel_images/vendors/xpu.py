@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
-from accel_images.devices import DeviceOptions, host_group_ids, nodes, pci_vendor_is, under
-from accel_images.hostinfo import Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read, summary
-from accel_images.vendors.base import Combo, Fit, Resolution, VendorBase
+from accel_images.model.devices import DeviceOptions, host_group_ids, nodes, pci_vendor_is, under
+from accel_images.model.hostinfo import (Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read,
+                                          summary)
+from accel_images.model.knowledge import Combo, Resolution
+from accel_images.vendors.base import Fit, VendorBase
 
 if TYPE_CHECKING:
-    from accel_images.compat import KnowledgeBase, TorchRelease
-    from accel_images.variant import Variant
+    from accel_images.model.knowledge import Knowledge, TorchRelease
+    from accel_images.model.variant import Variant
 
 XPU_DOCS = ("https://www.intel.com/content/www/us/en/docs/oneapi-base-toolkit/get-started-guide-linux/"
             "2025-2/using-containers-with-the-command-line.html")
@@ -44,11 +46,11 @@ class Xpu(VendorBase):
         return XpuFacts(tuple(str(p) for p in raw["runtime_packages"]), str(raw["runtime_repository"]),
                         {str(k): dict(v) for k, v in raw.get("devel_images", {}).items()})
 
-    def facts(self, kb: KnowledgeBase) -> XpuFacts:
+    def facts(self, kb: Knowledge) -> XpuFacts:
         facts: XpuFacts = self.section(kb).facts
         return facts
 
-    def flavor_reasons(self, kb: KnowledgeBase, combo: Combo) -> list[str]:
+    def flavor_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
         reasons = super().flavor_reasons(kb, combo)
         if reasons or combo.flavor != "devel" or not combo.stack or not combo.os:
             return reasons
@@ -56,14 +58,14 @@ class Xpu(VendorBase):
             return [f"no intel/deep-learning-essentials image for oneAPI {combo.stack} on {combo.os}"]
         return []
 
-    def resolve(self, kb: KnowledgeBase, combo: Combo) -> Resolution:
+    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         base = super().resolve(kb, combo)
         if combo.flavor != "devel":
             return base
         image = self.facts(kb).devel_images[base.stack or ""][combo.os or ""]
         return Resolution(**{**base.__dict__, "base_image": image})
 
-    def details(self, kb: KnowledgeBase, stack: str | None, row: TorchRelease) -> dict[str, Any]:
+    def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         return {"oneapi": list(self.stacks(kb, row.minor)), "wheel_index": self.wheel_index(kb, stack)}
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
@@ -85,7 +87,7 @@ class Xpu(VendorBase):
             return None
         return host_from("xpu", gpus, driver_version=driver)
 
-    def fit(self, host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
+    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """Any Intel GPU the host detection confirmed runs the +xpu wheels."""
         names = ", ".join(dict.fromkeys(host.gpu_names)) or "an Intel GPU"
         return Fit(variant, exact_arch=True, why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")

@@ -1,7 +1,7 @@
 """Three nightly runs over the project's own matrix, as the report sees them: the screenshots under
 docs/report/ are rendered from these, and tests/unit/test_report_morning.py checks the same pages.
 
-Records have the shape accel_images.nightly.nightly_record writes; every value is derived from
+Records have the shape accel_images.publish.nightly.nightly_record writes; every value is derived from
 the variant, so the pages are the same on every machine and every day.
 """
 
@@ -13,10 +13,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from accel_images import compat
-from accel_images.matrix import load_matrix
-from accel_images.report import compare
-from accel_images.variant import Variant, expand
+from accel_images.kb import compat
+from accel_images.plan.matrix import load_matrix
+from accel_images.report.reports import compare
+from accel_images.model.variant import Variant
+from accel_images.plan.variants import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = "registry.example.com/ml"

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scenarios import SCENARIOS
 
-from accel_images.report import render_html
+from accel_images.report.reports import render_html
 
 HERE = Path(__file__).parent
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -22,13 +22,9 @@ from click.testing import CliRunner
 from faultproxy import FaultProxy
 from nightly_fixture.rawregistry import RawRegistry
 
-from accel_images.catalogue import (
-    read_catalogue,
-    write_record,
-)
-from accel_images.cli import fanout as cli_fanout
-from accel_images.cli import session as cli_session
-from accel_images.hostinfo import HostInfo
+from accel_images.publish.catalogue import read_catalogue, write_record
+from accel_images.cli import fanout as cli_fanout, session as cli_session
+from accel_images.model.hostinfo import HostInfo
 from accel_images.registry import RegistryClient
 from accel_images.smoke.judge import SmokeResult
 from test_catalogue import VARIANTS, CPU_NEW, CPU_OLD, CUDA, PASSED

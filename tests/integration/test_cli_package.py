@@ -69,14 +69,14 @@ def test_help_imports_no_stage_at_all() -> None:
 def test_list_imports_neither_docker_nor_requests_nor_rich_into_a_pipe(args: list[str]) -> None:
     modules = imported_by(*args)
     assert not top_level(modules) & HEAVY
-    assert not {"accel_images.engine", "accel_images.build", "accel_images.render", "accel_images.registry",
+    assert not {"accel_images.build.engine", "accel_images.build.builder", "accel_images.render.contexts", "accel_images.registry",
                 "accel_images.smoke.judge", "importlib.metadata"} & modules
 
 
 def test_compat_reads_the_knowledge_base_and_nothing_of_the_matrix() -> None:
     modules = imported_by("compat", "torch==2.14", "cuda==13.0")
     assert not top_level(modules) & HEAVY
-    assert not {"accel_images.variant", "accel_images.matrix", "accel_images.cli.listing"} & modules
+    assert not {"accel_images.plan.variants", "accel_images.plan.matrix", "accel_images.cli.listing"} & modules
 
 
 def test_recommend_needs_no_docker(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The registry failing during promote-on-green publishing (accel_images/publish.py).
+"""The registry failing during promote-on-green publishing (accel_images/publish/promote.py).
 
 Pushes go through tests/faultproxy.py, a proxy in front of the real registry that refuses,
 answers 401, answers 500 to chosen PUTs, or cuts an upload. Whatever happens, the real
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.compat import load_kb
-from accel_images.engine import Engine, Pushed
+from accel_images.kb.compat import load_kb
+from accel_images.build.engine import Engine, Pushed
 from accel_images.errors import RegistryError
-from accel_images.publish import Publication, RetryPolicy, Target, publish
+from accel_images.publish.promote import Publication, RetryPolicy, Target, publish
 from accel_images.registry import RegistryClient
 from accel_images.smoke.judge import SmokeResult
-from accel_images.variant import make_variant
+from accel_images.plan.variants import make_variant
 from conftest import REGISTRY, registry_get
 from faultproxy import FaultProxy, free_port
 

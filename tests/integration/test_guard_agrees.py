@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.compat import load_kb
-from accel_images.hostinfo import HostInfo
-from accel_images.recommend import judge
-from accel_images.render import guard_script
-from accel_images.matrix import load_matrix
-from accel_images.variant import Variant, expand
+from accel_images.kb.compat import load_kb
+from accel_images.model.hostinfo import HostInfo
+from accel_images.host.recommend import judge
+from accel_images.render.contexts import guard_script
+from accel_images.plan.matrix import load_matrix
+from accel_images.model.variant import Variant
+from accel_images.plan.variants import expand
 from accel_images.vendors.cuda import split_archs
 
 ROOT = Path(__file__).resolve().parents[2]

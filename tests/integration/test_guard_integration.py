@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import containers
-from accel_images.render import guard_script
+from accel_images.render.contexts import guard_script
 from test_build_integration import IMAGE as CPU_IMAGE, published_build  # noqa: F401  (the fixture, under CI)
 from test_guard import GUARD_EXIT
 

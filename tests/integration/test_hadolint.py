@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from accel_images.compat import load_kb
-from accel_images.matrix import load_matrix
-from accel_images.render import Mirror, Renderer, RenderOptions, write_tree
-from accel_images.variant import expand
+from accel_images.kb.compat import load_kb
+from accel_images.plan.matrix import load_matrix
+from accel_images.model.reference import Mirror
+from accel_images.render.contexts import Renderer, RenderOptions, write_tree
+from accel_images.plan.variants import expand
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / ".hadolint.yaml"

@@ -26,7 +26,7 @@ def catalogue_registry(registry: str) -> Iterator[str]:
     """A repository of its own holding one published, smoke-tested CPU image (layer-less)."""
     from test_catalogue import CPU_OLD, VARIANTS
 
-    from accel_images.catalogue import write_record
+    from accel_images.publish.catalogue import write_record
     from accel_images.registry import RegistryClient
     from accel_images.smoke.judge import SmokeResult
     namespace = f"test-{uuid.uuid4().hex[:12]}"

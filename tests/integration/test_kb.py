@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from kbserver import DATA, Route, World, serving, source_args
 
-from accel_images import compat, kbcheck, kbsources, kbupdate
+from accel_images.kb import check as kbcheck, compat, sources as kbsources, update as kbupdate
 from accel_images.cli.compat import describe_verdict
+from accel_images import versions
 from accel_images.errors import InputError
-from accel_images.kbsources import SourceUnreachable, SourceUrls
+from accel_images.kb.sources import SourceUnreachable, SourceUrls
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED_KB = DATA / "knowledge-base"
@@ -155,9 +156,9 @@ def test_after_update_compat_answers_unverified_for_what_a_person_must_fill(kb_c
 
 def test_after_update_the_matrix_renders_and_render_check_is_green(package_kb_copy: Path, tmp_path: Path):
     """What the nightly does: `kb update` on the package's knowledge base, then render the repository's matrix."""
-    from accel_images.matrix import load_matrix
-    from accel_images.render import Renderer, RenderOptions, stale_paths, write_tree
-    from accel_images.variant import expand
+    from accel_images.plan.matrix import load_matrix
+    from accel_images.render.contexts import Renderer, RenderOptions, stale_paths, write_tree
+    from accel_images.plan.variants import expand
     with serving(World.recorded()) as base:
         result = run_kb("update", "--date", TODAY, base=base, kb_dir=package_kb_copy, matrix=str(ROOT / "matrix.yaml"))
     assert result.returncode == 0, result.stderr
@@ -405,7 +406,7 @@ def test_the_recorded_package_index_is_read():
     import gzip
     body = gzip.decompress((DATA / "recorded" / "pypi" / "torch.json.gz").read_bytes())
     project = kbsources.parse_pypi_project(body, "https://pypi.org/pypi/torch/json", "torch")
-    assert max(project.releases, key=compat.parse) == "2.15.0"
+    assert max(project.releases, key=versions.parse) == "2.15.0"
     release = project.releases["2.14.1"]
     assert release.uploaded == "2026-09-30" and not release.yanked and release.requires_python == ">=3.10"
     assert release.wheel_pythons() == ("3.10", "3.11", "3.12", "3.13", "3.14")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.devices import device_options
+from accel_images.vendors import device_options
 from accel_images.smoke.launcher import run_smoke
 
 from test_smoke_workload_integration import smoke_engine, smoke_image  # noqa: F401 - shared engine fixtures

@@ -27,18 +27,20 @@ import docker
 import pytest
 from click.testing import CliRunner
 
-from accel_images import compat, tags
+from accel_images.kb import compat
+from accel_images.model import tags
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.options import load_expansion
-from accel_images.settings import BuildSettings
+from accel_images.build.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.engine import Engine
-from accel_images.fingerprint import FINGERPRINT_LABEL
-from accel_images.nightly import (NightlyOptions, NightlyOutcome, run_nightly)
-from accel_images.publish import Target
+from accel_images.build.engine import Engine
+from accel_images.build.fingerprint import FINGERPRINT_LABEL
+from accel_images.publish.nightly import NightlyOptions, NightlyOutcome, run_nightly
+from accel_images.publish.promote import Target
 from accel_images.registry import RegistryClient
-from accel_images.render import Mirror, RenderOptions
-from accel_images.tested import SmokedRecord
+from accel_images.model.reference import Mirror
+from accel_images.render.contexts import RenderOptions
+from accel_images.publish.tested import SmokedRecord
 from nightly_fixture import stubsmoke
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry
@@ -96,7 +98,7 @@ class Site:
                 for tag in self.raw.tags(self.repository) if tag.endswith("-tested")}
 
     def smoke_records(self) -> set[str]:
-        """The catalogue's smoke record tags (accel_images.catalogue)."""
+        """The catalogue's smoke record tags (accel_images.publish.catalogue)."""
         return {tag for tag in self.raw.tags(self.repository) if tag.endswith(tags.RECORD_SUFFIX)}
 
 

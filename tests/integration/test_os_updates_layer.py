@@ -21,10 +21,10 @@ import docker
 import pytest
 
 import containers
-from accel_images import apt
-from accel_images.compat import load_kb
-from accel_images.render import Renderer
-from accel_images.reproducible import SOURCE_DATE_EPOCH
+from accel_images.render import apt
+from accel_images.kb.compat import load_kb
+from accel_images.render.contexts import Renderer
+from accel_images.render.reproducible import SOURCE_DATE_EPOCH
 from benchmarks.republish_benches import SUITE, UPDATED_PACKAGE, SecuritySuite, security_suite, updated_deb
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

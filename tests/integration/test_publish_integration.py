@@ -1,4 +1,4 @@
-"""accel_images.publish: candidate -> smoke -> promotion, with the order, retries and cleanup checked
+"""accel_images.publish.promote: candidate -> smoke -> promotion, with the order, retries and cleanup checked
 against fakes, and the whole flow once against the real engine and local registry.
 
 Here: the tests that need the real engine or registry; the others are in tests/unit/test_publish.py.
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from accel_images import tags
-from accel_images.engine import Engine
-from accel_images.publish import Target, publish
-from accel_images.variant import Variant
+from accel_images.model import tags
+from accel_images.build.engine import Engine
+from accel_images.publish.promote import Target, publish
+from accel_images.model.variant import Variant
 from accel_images.registry import RegistryClient
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import RawRegistry

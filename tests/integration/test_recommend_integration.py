@@ -17,7 +17,7 @@ import docker.errors
 import pytest
 
 from accel_images.cli import fanout as cli_fanout
-from accel_images.host import HostInfo
+from accel_images.host.detect import HostInfo
 from test_recommend import host_file, run
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 import docker
 import pytest
 
-from accel_images.engine import Engine
+from accel_images.build.engine import Engine
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options
 from test_build_integration import IMAGE, published_build  # noqa: F401  (the published CPU image's fixture)
 from test_security_unit import RUN, SECRET, INDEX_URL, cli

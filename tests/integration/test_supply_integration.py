@@ -141,9 +141,9 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
                           "application/vnd.docker.distribution.manifest.v2+json")
         fake_digest = digest_of(raw)
         assert fake_digest != digest
-        # ...and, with the same push access, adds the copy to the tested record (accel_images.tested).
+        # ...and, with the same push access, adds the copy to the tested record (accel_images.publish.tested).
         from accel_images.registry import RegistryClient
-        from accel_images.tested import SmokedDigest, read_record, write_record
+        from accel_images.publish.tested import SmokedDigest, read_record, write_record
         client, record_tag = RegistryClient(registry), f"{tag}-tested"
         forged = read_record(client, repository, record_tag).adding(SmokedDigest(fake_digest, NOW.date(), "forged"))
         write_record(client, repository, record_tag, forged)
@@ -176,7 +176,7 @@ def test_skopeo_reads_the_artifacts_when_it_is_installed(registry: str, cpu_imag
     skopeo = shutil.which("skopeo")
     if skopeo is None:
         pytest.skip("skopeo is not installed")
-    from accel_images.engine import Engine
+    from accel_images.build.engine import Engine
     from accel_images.registry import RegistryClient
     key, _ = write_key(tmp_path)
     ref = f"{registry}/{namespace}/pytorch:{VARIANT.tag}"

@@ -76,7 +76,7 @@ def test_recommend_judges_a_host_of_the_plugin_vendor(tmp_path: Path) -> None:
 
 
 def test_host_detection_asks_the_plugin_in_its_rank(with_plugin: None, tmp_path: Path) -> None:
-    from accel_images.host import detect_host
+    from accel_images.host.detect import detect_host
 
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "exnpu0").write_text("")
@@ -85,7 +85,7 @@ def test_host_detection_asks_the_plugin_in_its_rank(with_plugin: None, tmp_path:
 
 
 def test_reports_name_the_plugin_vendor(with_plugin: None) -> None:
-    from accel_images.report import render_html, render_markdown
+    from accel_images.report.reports import render_html, render_markdown
 
     record = {"key": f"npu/{NPU_TAGS[0]}", "vendor": "npu", "stack": "1.0", "torch": "2.14.0", "python": "3.12",
               "os": "ubuntu24.04", "flavor": "runtime", "tag": NPU_TAGS[0], "image": f"x:{NPU_TAGS[0]}",

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import pytest
 
-from accel_images import build, nightly
-from accel_images.engine import Engine
-from accel_images.settings import BuildSettings
+from accel_images.build import builder as build
+from accel_images.publish import nightly
+from accel_images.build.engine import Engine
+from accel_images.build.settings import BuildSettings
 from accel_images.smoke import launcher
-from accel_images.smoke.judge import SmokeResult, judge
-from accel_images.variant import Variant
+from accel_images.smoke.judge import Expectation, SmokeResult, judge
+from accel_images.model.variant import Variant
 
 STUB_WORKLOAD = "/opt/accel-images/smoke.py"
 
 
 def stub_smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:
     """build.smoke_image for the fixture images: their own smoke.py, the real run and judge."""
-    expectation = variant.expectation()
+    expectation = Expectation.of(variant)
     launch = launcher.Launch.draw()
     command = ["python", STUB_WORKLOAD, *expectation.workload_args(), "--nonce", launch.nonce]
     outcome = engine.run(image, command, options=launcher.container_options(None, mem_limit="512m"),

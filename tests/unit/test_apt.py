@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from accel_images import apt
-from accel_images.compat import load_kb
+from accel_images.render import apt
+from accel_images.kb.compat import load_kb
 from accel_images.errors import InputError
 
 

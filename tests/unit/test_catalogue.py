@@ -16,20 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
-from accel_images import compat, tags
-from accel_images.catalogue import (
-    ARTIFACT_TYPE,
-    Entry,
-    SmokeRecord,
-    read_catalogue,
-    read_record,
-    variant_of,
-    write_record,
-)
-from accel_images.choosing import load_expansion
+from accel_images.kb import compat
+from accel_images.model import tags
+from accel_images.publish.catalogue import (ARTIFACT_TYPE, Entry, SmokeRecord, read_catalogue, read_record, variant_of,
+                                             write_record)
+from accel_images.host.choosing import load_expansion
 from accel_images.registry import Artifact, RemoteImage
 from accel_images.smoke.judge import SmokeResult
-from accel_images.variant import Variant
+from accel_images.model.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = compat.load_kb()

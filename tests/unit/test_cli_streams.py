@@ -130,13 +130,13 @@ def _smoke() -> Any:
 
 
 class FakeBuilder:
-    """Stands in for accel_images.build.Builder: one variant built and tested, the next unchanged."""
+    """Stands in for accel_images.build.builder.Builder: one variant built and tested, the next unchanged."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self.finished: list[Any] = []
 
     def run(self, variants: tuple[Any, ...]) -> list[Any]:
-        from accel_images.outcome import Outcome
+        from accel_images.build.outcome import Outcome
         first, *rest = variants
         return [Outcome(first, "built", f"accel-images/pytorch:{first.tag}", "sha256:1", 10**9, 42.0, smoke=_smoke()),
                 *(Outcome(v, "skipped", f"accel-images/pytorch:{v.tag}", "sha256:2", 10**9,
@@ -181,8 +181,8 @@ def test_a_second_build_report_compares_with_the_first(fake_build: None, tmp_pat
 
 
 def _night(variant: Any, reused: bool) -> Any:
-    from accel_images.nightly import NightlyOutcome
-    from accel_images.outcome import Outcome
+    from accel_images.publish.nightly import NightlyOutcome
+    from accel_images.build.outcome import Outcome
     built = Outcome(variant, "built", f"reg.example:5000/team/pytorch:{variant.tag}", "sha256:1", 10**9,
                     None if reused else 42.0, smoke=_smoke())
     return NightlyOutcome(built, "not in the registry yet", registry_digest="sha256:" + "d" * 64)
@@ -190,7 +190,7 @@ def _night(variant: Any, reused: bool) -> Any:
 
 def test_nightly_progress_and_table_say_passed_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     from accel_images.cli.nightly import nightly_table
-    from accel_images.nightly import describe
+    from accel_images.publish.nightly import describe
     first, second = _variants()[:2]
     assert describe(_night(first, reused=False)).startswith(
         "published (not in the registry yet): built in 42 s, smoke passed on cpu, ")
@@ -221,9 +221,9 @@ def test_every_nightly_outcome_line_is_an_outcome_for_quiet_progress() -> None:
     """`-q` keeps only outcome lines: a rebuild that kept the published digest is one too."""
     from dataclasses import replace
 
-    from accel_images.nightly import NightlyOutcome, describe
-    from accel_images.outcome import Outcome
-    from accel_images.progress import is_final
+    from accel_images.publish.nightly import NightlyOutcome, describe
+    from accel_images.build.outcome import Outcome
+    from accel_images.build.progress import is_final
     variant = _variants()[0]
     built = _night(variant, reused=False)
     nights = [built, _night(variant, reused=True), replace(built, kept=True),

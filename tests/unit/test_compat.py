@@ -19,11 +19,10 @@ import pytest
 import yaml
 
 from accel_images import vendors
-from accel_images.compat import (DATA_FILE, KnowledgeBase, OsInfo, load_kb, parse_query, sort_versions,
-                                 version_matches)
-from accel_images.errors import IncompatibleError
-from accel_images.errors import InputError
-from accel_images.versions import parse as vkey
+from accel_images.kb.compat import DATA_FILE, KnowledgeBase, load_kb, parse_query
+from accel_images.model.knowledge import OsInfo, version_matches
+from accel_images.versions import parse as vkey, sort_versions
+from accel_images.errors import IncompatibleError, InputError
 
 VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
 URL = re.compile(r"^https://[^\s]+$")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from docker.types import DeviceRequest
 
-from accel_images.vendors import BUILTIN as VENDORS
-from accel_images.devices import DeviceOptions, accelerator_present, device_options, host_group_ids
+from accel_images.vendors import BUILTIN as VENDORS, accelerator_present, device_options
+from accel_images.model.devices import DeviceOptions, host_group_ids
 from accel_images.errors import InputError
 
 

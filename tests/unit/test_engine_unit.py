@@ -17,8 +17,8 @@ import pytest
 
 from conftest import unavailable
 
-from accel_images import buildlog
-from accel_images.engine import Engine, registry_error
+from accel_images.build import buildlog
+from accel_images.build.engine import Engine, registry_error
 from accel_images.errors import BuildFailed, EngineError
 
 

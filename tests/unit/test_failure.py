@@ -9,13 +9,14 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from accel_images import compat, failure
-from accel_images.bases import with_newer_bases
-from accel_images.engine import registry_error
+from accel_images.kb import compat
+from accel_images.build import failure
+from accel_images.build.bases import with_newer_bases
+from accel_images.build.engine import registry_error
 from accel_images.errors import NotInRegistry, RegistryError
-from accel_images.progress import LiveProgress, PlainProgress, progress_for
-from accel_images.report import render_html, render_markdown
-from accel_images.variant import make_variant
+from accel_images.build.progress import LiveProgress, PlainProgress, progress_for
+from accel_images.report.reports import render_html, render_markdown
+from accel_images.plan.variants import make_variant
 
 PIP_STEP = ("Step 5/24 : RUN python3.11 -m venv /opt/venv     && /opt/venv/bin/pip install --no-cache-dir"
             " --no-index --find-links /tmp/wheels \"torch==2.14.0\"     && /opt/venv/bin/pip check")

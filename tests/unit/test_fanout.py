@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images import fanout
-from accel_images.cli import fanout as cli_fanout
-from accel_images.cli import options
+from accel_images.build import fanout
+from accel_images.cli import fanout as cli_fanout, options
 from accel_images.errors import InputError
-from accel_images.variant import select
+from accel_images.plan.variants import select
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = str(ROOT / "matrix.yaml")

@@ -44,9 +44,9 @@ def test_missing_socket_is_one_line_with_what_to_do(tmp_path: Path) -> None:
 
 
 def test_newer_bases_come_from_the_knowledge_base() -> None:
-    from accel_images.bases import newer_bases
-    from accel_images.compat import load_kb
-    from accel_images.variant import make_variant
+    from accel_images.build.bases import newer_bases
+    from accel_images.kb.compat import load_kb
+    from accel_images.plan.variants import make_variant
 
     kb = load_kb()
     cuda = make_variant(kb, "cuda", "12.6", "2.14", "3.12", "ubuntu24.04", "devel")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.render import GUARD_SOURCE, guard_script
+from accel_images.render.contexts import GUARD_SOURCE, guard_script
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_DATA = Path(__file__).resolve().parents[1] / "data" / "host"

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel_images.errors import InputError
-from accel_images.host import HostInfo, compare_driver, detect_host, run_command
-from accel_images.hostinfo import answer, exit_code, failed, said
+from accel_images.host.detect import HostInfo, compare_driver, detect_host, run_command
+from accel_images.model.hostinfo import answer, exit_code, failed, said
 from accel_images.vendors.gaudi import generation
 
 DATA = Path(__file__).parents[1] / "data" / "host"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from accel_images import compat
+from accel_images.kb import compat
 from accel_images.cli import main
-from accel_images.known import known_values, unknown_value
-from accel_images.mirror_check import base_registries
+from accel_images.plan.known import known_values, unknown_value
+from accel_images.build.mirror_check import base_registries
 
 KNOWN_BUT_RULED_OUT = """\
 schema: 1
@@ -75,8 +75,8 @@ def test_a_flavor_any_vendor_builds_is_known_to_every_vendor() -> None:
 
 
 def test_base_registries_of_the_repository_matrix() -> None:
-    from accel_images.matrix import load_matrix
-    from accel_images.variant import expand
+    from accel_images.plan.matrix import load_matrix
+    from accel_images.plan.variants import expand
     expansion = expand(load_matrix(Path(__file__).resolve().parents[2] / "matrix.yaml"), compat.load_kb())
     assert base_registries(expansion.variants) == ("docker.io", "vault.habana.ai")
 

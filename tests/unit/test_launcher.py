@@ -10,8 +10,8 @@ import json
 import posixpath
 
 
-from accel_images.devices import device_options
-from accel_images.engine import RunResult
+from accel_images.vendors import device_options
+from accel_images.build.engine import RunResult
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import SMOKE_LABEL, Launch, container_options, run_smoke, smoke_command
 

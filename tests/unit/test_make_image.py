@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from accel_images import compat
-from accel_images.choosing import load_expansion
-from accel_images.variant import newest_per_vendor, select
+from accel_images.kb import compat
+from accel_images.host.choosing import load_expansion
+from accel_images.plan.variants import newest_per_vendor, select
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = load_expansion(str(ROOT / "matrix.yaml"), compat.load_kb()).variants

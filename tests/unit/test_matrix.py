@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accel_images import yamlpos
+from accel_images.plan import yamlpos
 from accel_images.cli import main
 from accel_images.errors import InputError
-from accel_images.matrix import Matrix, User, load_matrix, parse_matrix
+from accel_images.plan.matrix import Matrix, User, load_matrix, parse_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"
@@ -131,8 +131,8 @@ def test_float_version_message_explains_the_quoting() -> None:
 
 
 def test_explicit_impossible_group_is_an_error_at_the_group_line() -> None:
-    from accel_images.compat import load_kb
-    from accel_images.variant import expand
+    from accel_images.kb.compat import load_kb
+    from accel_images.plan.variants import expand
     matrix = load_matrix(BAD / EXPANSION_CASE)
     with pytest.raises(InputError) as caught:
         expand(matrix, load_kb())

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel_images.errors import InputError
-from accel_images.matrix import GROUP_KEYS, TOP_KEYS, Matrix, parse_matrix
+from accel_images.plan.matrix import GROUP_KEYS, TOP_KEYS, Matrix, parse_matrix
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -20,25 +20,25 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images import compat
-from accel_images.build import BASE_DIGEST_LABEL, CREATED_LABEL, Prepared
+from accel_images.kb import compat
+from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Prepared
 from accel_images.cli import nightly as cli_nightly
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.options import load_expansion
-from accel_images.outcome import Outcome
-from accel_images.settings import BuildSettings
+from accel_images.build.outcome import Outcome
+from accel_images.build.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.engine import ImageInfo, Pushed
+from accel_images.build.engine import ImageInfo, Pushed
 from accel_images.errors import RegistryError
-from accel_images.fingerprint import FINGERPRINT_LABEL
+from accel_images.build.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
-from accel_images.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
-                                  rebuild_reason, run_nightly, write_verified)
-from accel_images.publish import RetryPolicy, Target
+from accel_images.publish.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
+                                           rebuild_reason, run_nightly, write_verified)
+from accel_images.publish.promote import RetryPolicy, Target
 from accel_images.registry import RemoteImage
 from accel_images.smoke.judge import SmokeResult
-from accel_images.tested import RECORD_LABEL, SmokedRecord
-from accel_images.variant import Expansion
+from accel_images.publish.tested import RECORD_LABEL, SmokedRecord
+from accel_images.plan.variants import Expansion
 from fakes import FakeEngine, FakeRegistry
 
 FIXTURE = Path(__file__).parents[1] / "nightly_fixture"
@@ -109,7 +109,7 @@ TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images a
 
 
 def record_of(*digests: str, day: str = "20261201") -> RemoteImage:
-    """The record a nightly leaves under `<full tag>-tested` (accel_images.tested)."""
+    """The record a nightly leaves under `<full tag>-tested` (accel_images.publish.tested)."""
     entries = [{"digest": digest, "day": day, "run": "r0"} for digest in digests]
     return RemoteImage("team/pytorch", "x-tested", "sha256:" + "e" * 64, {RECORD_LABEL: json.dumps(entries)})
 

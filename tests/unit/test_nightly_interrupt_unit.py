@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from accel_images.build import Prepared
-from accel_images.fingerprint import FINGERPRINT_LABEL
-from accel_images.nightly import aged_only
+from accel_images.build.builder import Prepared
+from accel_images.build.fingerprint import FINGERPRINT_LABEL
+from accel_images.publish.nightly import aged_only
 from accel_images.registry import RemoteImage
 from test_nightly import DEBIAN
 

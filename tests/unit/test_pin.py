@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from accel_images import pin
-from accel_images.compat import load_kb
+from accel_images.build import pin
+from accel_images.kb.compat import load_kb
 from accel_images.errors import InputError, RegistryError
-from accel_images.render import Mirror
-from accel_images.variant import make_variant
+from accel_images.model.reference import Mirror
+from accel_images.plan.variants import make_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_MATRIX = ROOT / "tests" / "matrices" / "cpu-debian.yaml"

@@ -1,4 +1,4 @@
-"""accel_images.publish: candidate -> smoke -> promotion, with the order, retries and cleanup checked
+"""accel_images.publish.promote: candidate -> smoke -> promotion, with the order, retries and cleanup checked
 against fakes, and the whole flow once against the real engine and local registry.
 
 Here: the tests that need no engine or registry; those that do are in tests/integration/test_publish_integration.py.
@@ -11,11 +11,13 @@ from datetime import date
 
 import pytest
 
-from accel_images import compat, tags
+from accel_images.kb import compat
+from accel_images.model import tags
 from accel_images.errors import EngineError, RegistryError
-from accel_images.publish import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
+from accel_images.publish.promote import Publication, RetryPolicy, Target, publish, stopped_publication, with_retries
 from accel_images.smoke.judge import SmokeResult
-from accel_images.variant import Variant, make_variant
+from accel_images.model.variant import Variant
+from accel_images.plan.variants import make_variant
 from fakes import FakeEngine as SharedEngine, FakeTagStore
 
 DIGEST = "sha256:" + "1" * 64

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images import compat, engine
-from accel_images.cli import fanout as cli_fanout
-from accel_images.cli import options
-from accel_images.host import HostInfo, detect_host
-from accel_images.recommend import (Recommendation, default_vendor, describe_host, docker_run_line, image_ref,
-                                    judge, recommend)
-from accel_images.variant import select
+from accel_images.kb import compat
+from accel_images.build import engine
+from accel_images.cli import fanout as cli_fanout, options
+from accel_images.host.detect import HostInfo, detect_host
+from accel_images.host.recommend import (Recommendation, default_vendor, describe_host, docker_run_line, judge,
+                                          recommend)
+from accel_images.model.reference import image_ref
+from accel_images.plan.variants import select
 from fakes import PullRecorder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from accel_images import companions
-from accel_images.compat import KnowledgeBase, load_kb
+from accel_images.render import companions
+from accel_images.kb.compat import KnowledgeBase, load_kb
 from accel_images.errors import InputError
-from accel_images.matrix import User, load_matrix
-from accel_images.render import (GUARD_SOURCE, SMOKE_SOURCE, guard_script, Mirror, RenderedContext, Renderer,
-                            RenderOptions, existing_tree, mirrored, pip_source_args, split_reference, stale_paths,
-                            tree_of, write_build_context, write_tree)
+from accel_images.plan.matrix import User, load_matrix
+from accel_images.render.contexts import (GUARD_SOURCE, SMOKE_SOURCE, guard_script, RenderedContext, Renderer,
+                                           RenderOptions, existing_tree, pip_source_args, stale_paths, tree_of,
+                                           write_build_context, write_tree)
+from accel_images.model.reference import Mirror, mirrored, split_reference
 from accel_images.smoke import workload
-from accel_images.variant import Expansion, Variant, expand, make_variant
+from accel_images.plan.variants import Expansion, expand, make_variant
+from accel_images.model.variant import Variant
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "accel-images/pytorch"

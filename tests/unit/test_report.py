@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from accel_images import report
-from accel_images.outcome import Outcome, outcome_record
-from accel_images.report import (duration_text, render_html, render_json, render_junit, render_markdown, size_gb,
-                            summarize, write_reports)
+from accel_images.report import reports as report
+from accel_images.build.outcome import Outcome, outcome_record
+from accel_images.report.reports import (duration_text, render_html, render_json, render_junit, render_markdown,
+                                          size_gb, summarize, write_reports)
 from accel_images.smoke.judge import Check, SmokeResult
-from accel_images.variant import Variant
+from accel_images.model.variant import Variant
 
 DATA = Path(__file__).parents[1] / "data" / "report"
 META = {"started": "2026-05-12T02:00:03+00:00", "finished": "2026-05-12T03:12:45+00:00", "host": "ci-runner-7",
@@ -75,7 +75,7 @@ def test_atomic_write_removes_its_temporary_file_when_the_rename_fails(tmp_path:
     def refuse(source: str, destination: object) -> None:
         raise OSError("read-only file system")
 
-    monkeypatch.setattr("accel_images.report.os.replace", refuse)
+    monkeypatch.setattr("accel_images.report.reports.os.replace", refuse)
     with pytest.raises(OSError):
         report.atomic_write(target, "new")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

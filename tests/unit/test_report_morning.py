@@ -13,7 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from accel_images.report import compare, read_previous, render_html, render_json, render_markdown, write_reports
+from accel_images.report.reports import (compare, read_previous, render_html, render_json, render_markdown,
+                                          write_reports)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.retention import Pinned, RetentionPolicy, dated_day, plan, prune, pruned_lines
+from accel_images.publish.retention import Pinned, RetentionPolicy, dated_day, plan, prune, pruned_lines
 
 from fakes import FakeTagRegistry
 

@@ -13,15 +13,15 @@ import uuid
 from pathlib import Path
 
 
-from accel_images.compat import load_kb
+from accel_images.kb.compat import load_kb
 from accel_images.credentials import hide_credentials
-from accel_images.devices import DeviceOptions
-from accel_images.engine import RunResult
-from accel_images.render import CREDENTIALS_ARG, RenderOptions, Renderer
+from accel_images.model.devices import DeviceOptions
+from accel_images.build.engine import RunResult
+from accel_images.render.contexts import CREDENTIALS_ARG, RenderOptions, Renderer
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
-from accel_images.variant import Expansion, make_variant
-from accel_images.matrix import User
+from accel_images.plan.variants import Expansion, make_variant
+from accel_images.plan.matrix import User
 from fakeimage import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images.cli import session as cli_session
-from accel_images.session import Session, devcontainer, docker_run_argv
+from accel_images.host.session import Session, devcontainer, docker_run_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 TAIL = ["--user", "1234:5678", "-v", "/src:/workspace", "-w", "/workspace", "img:tag", "python", "-V"]

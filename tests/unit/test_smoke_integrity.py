@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from accel_images.engine import RunResult
+from accel_images.build.engine import RunResult
 from accel_images.smoke.integrity import Entry, ImageConfig, differences, parse_record, take_inventory
 from accel_images.smoke.judge import Expectation, judge
 from accel_images.smoke.launcher import WORKLOAD_FILE, NotMounted, check_mounted, run_smoke

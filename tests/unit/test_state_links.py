@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images import compat
+from accel_images.kb import compat
 from accel_images.cli import main
 from accel_images.cli.options import load_expansion
 from accel_images.errors import InputError
 from accel_images.lock import held
-from accel_images.render import Renderer, RenderOptions, write_build_context
+from accel_images.render.contexts import Renderer, RenderOptions, write_build_context
 from accel_images.smoke.records import smoke_passed_before
 from accel_images.state import StateDir, StateLinkError
 
@@ -214,7 +214,7 @@ def test_a_build_context_that_cannot_be_written_is_one_error(tmp_path: Path) -> 
 
 
 def test_reports_that_cannot_be_written_are_one_error(tmp_path: Path) -> None:
-    from accel_images.report import write_reports
+    from accel_images.report.reports import write_reports
     a_file(tmp_path / "reports")
     with pytest.raises(InputError) as caught:
         write_reports([], tmp_path / "reports" / "build", {"kind": "build"})

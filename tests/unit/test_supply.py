@@ -38,7 +38,7 @@ from accel_images.smoke.judge import SmokeResult
 from accel_images.supply import attach, probe, provenance, sbom
 from accel_images.supply.attest import AttestationError, Attester, BuildInputs, Source, builder_identity
 from accel_images.supply.verify import ImageName, verify_digest
-from accel_images.variant import Variant
+from accel_images.model.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 3, 2, 17, tzinfo=timezone.utc)
@@ -479,10 +479,10 @@ def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
     from fakes import FakeEngine
     from test_nightly import GREEN, NO_WAIT, TEMPLATES
 
-    from accel_images import compat
-    from accel_images.nightly import NightlyOptions, run_nightly
-    from accel_images.publish import Target
-    from accel_images.settings import BuildSettings
+    from accel_images.kb import compat
+    from accel_images.publish.nightly import NightlyOptions, run_nightly
+    from accel_images.publish.promote import Target
+    from accel_images.build.settings import BuildSettings
     from accel_images.state import StateDir
 
     class Engine(FakeEngine):
@@ -504,8 +504,8 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
     from fakes import FakeRegistry
     from test_nightly import DEBIAN, record_of
 
-    from accel_images.build import CREATED_LABEL
-    from accel_images.fingerprint import FINGERPRINT_LABEL
+    from accel_images.build.builder import CREATED_LABEL
+    from accel_images.build.fingerprint import FINGERPRINT_LABEL
     from accel_images.registry import RemoteImage
     key, _ = write_key(tmp_path)
     [_, debian] = gated_run(GatedRegistry(FakeRegistry()), key, tmp_path)
@@ -514,7 +514,7 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
 
     labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"}
     tampered = "sha256:" + "7" * 64
-    # The tested record (accel_images.tested) is a tag like any other: whoever pushed the copy forged it too.
+    # The tested record (accel_images.publish.tested) is a tag like any other: whoever pushed the copy forged it too.
     fake = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, tampered, labels),
                                 f"{DEBIAN}-tested": record_of(tampered)},
                         serving={"2.13-cpu": "sha256:elsewhere"})
@@ -596,7 +596,7 @@ def test_a_signed_attestation_the_registry_does_not_serve_back_stops_the_promoti
 
 
 def test_the_markdown_report_and_the_html_grid_name_both_artifacts() -> None:
-    from accel_images import report
+    from accel_images.report import reports as report
     records = json.loads((ROOT / "tests" / "data" / "report" / "nightly-records.json").read_text())
     [record] = [r for r in records if r["status"] == "built"][:1]
     sbom_manifest, provenance_manifest = "sha256:" + "5b" * 32, "sha256:" + "9e" * 32

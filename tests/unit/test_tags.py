@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from accel_images import tags
-from accel_images.compat import KnowledgeBase, load_kb
-from accel_images.matrix import load_matrix
-from accel_images.variant import Expansion, Variant, expand, make_variant
+from accel_images.model import tags
+from accel_images.kb.compat import KnowledgeBase, load_kb
+from accel_images.plan.matrix import load_matrix
+from accel_images.plan.variants import Expansion, expand, make_variant
+from accel_images.model.variant import Variant
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"

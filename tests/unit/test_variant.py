@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from accel_images import vendors
-from accel_images.compat import KnowledgeBase, load_kb
+from accel_images.kb.compat import KnowledgeBase, load_kb
 from accel_images.errors import IncompatibleError, InputError
-from accel_images.matrix import load_matrix, parse_matrix
-from accel_images.variant import Expansion, Variant, expand, make_variant, select, select_or_explain
+from accel_images.plan.matrix import load_matrix, parse_matrix
+from accel_images.plan.variants import Expansion, expand, make_variant, select, select_or_explain
+from accel_images.model.variant import Variant
+from accel_images.smoke.judge import Expectation
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"
@@ -204,7 +206,7 @@ def test_variant_is_frozen(kb: KnowledgeBase) -> None:
 
 def test_expectation_matches_the_variant(kb: KnowledgeBase) -> None:
     v = make_variant(kb, "rocm", "7.2", "2.13", "3.12", "ubuntu24.04", "runtime")
-    e = v.expectation()
+    e = Expectation.of(v)
     assert (e.vendor, e.torch, e.stack, e.python) == ("rocm", "2.13.0", "7.2", "3.12")
 
 

@@ -66,7 +66,7 @@ COMPILE_BACKENDS = {"hpu": "hpu_backend"}
 `backend="hpu_backend"`; Inductor is not supported there)."""
 COMPANIONS = ("torchvision", "torchaudio")
 PROBE_PACKAGE = "accel_images_probe"
-OFFLINE_WHEELS = "/opt/accel-images/wheels"   # accel_images.companions.BUILD_BACKENDS
+OFFLINE_WHEELS = "/opt/accel-images/wheels"   # accel_images.render.companions.BUILD_BACKENDS
 GENERIC_PIP_ERROR = "subprocess-exited-with-error"
 PIP_WARNINGS = ("is not owned or is not writable", "Defaulting to user installation", "home directory")
 """pip output that means the user's environment is broken even though the install went through."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel_images.devices import DeviceOptions, under
-from accel_images.hostinfo import Gpu, HostInfo, host_from
+from accel_images.model.devices import DeviceOptions, under
+from accel_images.model.hostinfo import Gpu, HostInfo, host_from
 from accel_images.vendors.base import VendorBase
 
 HERE = Path(__file__).parent

@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from accel_images.compat import KnowledgeBase, load_kb
-from accel_images.matrix import load_matrix
-from accel_images.render import Renderer, RenderOptions
-from accel_images.variant import Expansion, Variant, expand, make_variant
+from accel_images.kb.compat import KnowledgeBase, load_kb
+from accel_images.plan.matrix import load_matrix
+from accel_images.render.contexts import Renderer, RenderOptions
+from accel_images.plan.variants import Expansion, expand, make_variant
+from accel_images.model.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[3]
 

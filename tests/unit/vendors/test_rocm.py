@@ -32,7 +32,7 @@ def test_render_group_like_rocm_docker(dockerfile: Callable[..., str]) -> None:
 def test_run_options_follow_the_rocm_docs(tmp_path) -> None:
     # https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html:
     # docker run --device /dev/kfd --device /dev/dri --security-opt seccomp=unconfined <image>
-    from accel_images.devices import device_options
+    from accel_images.vendors import device_options
 
     flags = device_options("rocm", tmp_path).cli_flags()
     assert flags[:4] == ["--device", "/dev/kfd", "--device", "/dev/dri"]

@@ -36,6 +36,6 @@ def test_devel_sits_on_deep_learning_essentials(dockerfile: Callable[..., str]) 
 
 def test_run_options_follow_intels_container_guide(tmp_path) -> None:
     # Intel oneAPI container guide: docker run --device=/dev/dri
-    from accel_images.devices import device_options
+    from accel_images.vendors import device_options
 
     assert device_options("xpu", tmp_path).cli_flags()[:2] == ["--device", "/dev/dri"]

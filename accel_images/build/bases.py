@@ -1,0 +1,64 @@
+"""Base images as the builder sees them: the digest a build pins, and what to move to when one is gone."""
+
+from __future__ import annotations
+
+from docker.utils import parse_repository_tag
+
+from accel_images import vendors
+from accel_images.kb.compat import KnowledgeBase
+from accel_images.build.engine import ImageInfo
+from accel_images.errors import NotInRegistry, RegistryError
+from accel_images.model.variant import Variant
+
+
+def pinned_base(base: ImageInfo, ref: str) -> str:
+    """`repo@sha256:...` of the base as pulled by `ref`, else its image ID.
+
+    An image known under several names carries one repo digest per name, listed in name
+    order, so the first one changes whenever another name comes or goes; the digest of the
+    repository the build pulls from does not.
+    """
+    repository = parse_repository_tag(ref)[0]
+    own = [digest for digest in base.repo_digests if digest.startswith(repository + "@")]
+    return (own or list(base.repo_digests) or [base.id])[0]
+
+
+def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:
+    """Base tags of the same image family the knowledge base knows, newest first (the vendor decides).
+
+    Vendors delete end-of-life tags (nvidia/cuda drops old patch releases), so a missing base
+    usually means "move to one of these".
+    """
+    return vendors.get(variant.vendor).base_upgrades(kb, variant)
+
+
+def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
+                     pulled_from: str | None = None) -> RegistryError:
+    """A missing base's error: the base as the matrix names it, where it was looked for, what to do.
+
+    `pulled_from` is the reference the pull used; when a `--registry-mirror` rewrote it, the tag
+    is missing from the mirror, which says nothing about upstream (a mirror holds what was copied
+    into it), so the advice is to copy it there, not that upstream withdrew it. The message never
+    names the variant: every variant on this base fails for the same cause, shown once.
+    """
+    if error.transient or "not found" not in error.message:
+        return error
+    newer = newer_bases(kb, variant)
+    known = f"newer bases the knowledge base knows: {', '.join(newer)}" if newer else ""
+    base = variant.base_image
+    mirror_registry = _registry_of(pulled_from) if pulled_from and pulled_from != base else None
+    if mirror_registry:
+        message = f"base image {base} not found in mirror {mirror_registry}"
+        hint = "; ".join(filter(None, (f"push it there as {pulled_from}, or drop that --registry-mirror", known)))
+    else:
+        message = f"base image {base} not found in registry {_registry_of(base)}"
+        hint = "; ".join(filter(None, ("the tag may have been withdrawn upstream",
+                                       known or "the knowledge base knows no newer base for it")))
+    better = NotInRegistry(message, hint=hint)
+    better.detail = error.detail
+    return better
+
+
+def _registry_of(ref: str) -> str:
+    from accel_images.model.reference import split_reference
+    return split_reference(ref)[0]

@@ -1,0 +1,227 @@
+"""Building variants: render a context, resolve the base, skip what is unchanged, build, smoke.
+
+One variant's failure is recorded in its outcome and never stops the others; the caller
+decides the exit code from the outcomes. Everything that talks to Docker goes through
+`accel_images.build.engine.Engine`. What the builder uses but does not decide lives beside it:
+settings (accel_images.build.settings), outcomes and their records (accel_images.build.outcome), the
+worker pool (accel_images.build.workers), base digests and upgrade hints (accel_images.build.bases),
+remembered smoke passes (accel_images.smoke.records) and every path (accel_images.state).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+
+from accel_images import stopping, vendors
+from accel_images.build import failure
+from accel_images.build.bases import pinned_base, with_newer_bases
+from accel_images.kb.compat import KnowledgeBase
+from accel_images.build.engine import Engine, ImageInfo
+from accel_images.errors import AccelError, BuildFailed, EngineError, RegistryError
+from accel_images.build.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
+from accel_images.build.outcome import Outcome, describe
+from accel_images.render.contexts import Renderer, write_build_context
+from accel_images.model.reference import mirrored
+from accel_images.build.settings import BuildSettings, build_args, image_ref
+from accel_images.smoke.judge import Expectation, SmokeResult
+from accel_images.smoke.launcher import inventory_of, run_smoke
+from accel_images.smoke.records import last_smoke_pass, recorded_build, remember_build, remember_smoke_pass
+from accel_images.model.variant import LABEL_PREFIX, Variant
+from accel_images.plan.variants import Expansion
+from accel_images.build.workers import run_each
+
+BASE_DIGEST_LABEL = "io.accel-images.base.digest"
+CREATED_LABEL = "org.opencontainers.image.created"
+
+Status = Callable[[Variant, str], None]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A variant ready to build: its context on disk, build args, resolved base and fingerprint."""
+
+    variant: Variant
+    ref: str
+    context_dir: Path
+    args: dict[str, str]
+    fingerprint: str
+    base_digest: str
+    secret_args: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Build args that must reach the build but not the fingerprint, a log or a report (the renderer's)."""
+    notes: tuple[str, ...] = ()
+    """What the render left out on purpose (a companion the wheelhouse lacks): shown, and kept in the record."""
+
+
+class Builder:
+    """Builds and smoke-tests variants against one engine."""
+
+    def __init__(self, engine: Engine, kb: KnowledgeBase, expansion: Expansion, settings: BuildSettings,
+                 status: Status | None = None, templates_dir: Path | None = None) -> None:
+        self.engine = engine
+        self.expansion = expansion
+        self.settings = settings
+        self.renderer = Renderer(kb, templates_dir) if templates_dir else Renderer(kb)
+        self.status = status or (lambda variant, text: None)
+        self.finished: list[Outcome] = []
+        """Outcomes so far, in completion order: what a partial report after Ctrl-C shows."""
+        self._bases: dict[str, ImageInfo] = {}
+        self._bases_lock = threading.Lock()
+
+    def run(self, variants: Sequence[Variant]) -> list[Outcome]:
+        """Build every variant, `jobs` at a time; outcomes in the order given.
+
+        File digests are kept in the state dir between runs, so a no-op rebuild does not
+        re-hash the wheelhouse of every context.
+        """
+        cache = self.settings.state_dir.digest_cache
+        load_digest_cache(cache)
+        try:
+            return run_each(self.one, variants, self.settings.jobs)
+        finally:
+            try:
+                save_digest_cache(cache)
+            except OSError:
+                pass  # only a speed-up: a read-only state dir must not fail the build
+
+    def one(self, variant: Variant) -> Outcome:
+        """Build and smoke one variant; expected failures become a failed Outcome."""
+        ref = image_ref(self.expansion, variant)
+        outcome = Outcome(variant, "failed", ref)
+        try:
+            stopping.checkpoint()
+            outcome = self._build(variant, ref)
+            if self.settings.smoke and outcome.image_id:
+                stopping.checkpoint()
+                outcome = self._smoke(outcome)
+        except AccelError as error:
+            outcome = replace(outcome, status="failed", error=error.one_line(), exit_code=error.exit_code)
+        self.finished.append(outcome)
+        self.status(variant, describe(outcome))
+        return outcome
+
+    def _build(self, variant: Variant, ref: str) -> Outcome:
+        prepared = self.prepare(variant)
+        existing = self.engine.inspect_image(ref)
+        if existing and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint and not self.settings.force:
+            return Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
+                           prepared.base_digest, notes=prepared.notes)
+        return replace(self.build_prepared(prepared), notes=prepared.notes)
+
+    def prepare(self, variant: Variant) -> Prepared:
+        """Render the context, resolve the base per the pull policy and fingerprint the result.
+
+        Separate from the build so a caller can decide from the fingerprint (a nightly
+        compares it with the registry's copy) whether to build at all.
+        """
+        self.status(variant, "rendering")
+        context_dir = self.settings.state_dir.context(variant.vendor, variant.tag)
+        rendered = self.renderer.context(variant, self.expansion, self.settings.options)
+        for note in rendered.notes:
+            self.status(variant, f"note: {note}")
+        write_build_context(context_dir, rendered, self.settings.options.pip_find_links)
+        base = self._resolve_base(variant)
+        base_digest = pinned_base(base, mirrored(variant.base_image, self.settings.options.mirrors))
+        args = build_args(variant, self.expansion, self.settings)
+        return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
+                        fingerprint(context_dir, args, base_digest), base_digest, dict(rendered.secret_args),
+                        rendered.notes)
+
+    def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
+        """Build a prepared context unconditionally; a failing build is a failed Outcome.
+
+        `nocache` (or the settings' `no_cache`) ignores the layer cache for this build.
+        """
+        variant, ref, print_, base_digest = prepared.variant, prepared.ref, prepared.fingerprint, prepared.base_digest
+        self.status(variant, "building")
+        log_path = self.settings.state_dir.log(variant.vendor, variant.tag)
+        labels = {FINGERPRINT_LABEL: print_, BASE_DIGEST_LABEL: base_digest,
+                  CREATED_LABEL: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        started = time.monotonic()
+        try:
+            built = self.engine.build(prepared.context_dir, ref, buildargs={**prepared.args, **prepared.secret_args},
+                                      labels=labels,
+                                      log_path=log_path, network_mode=self.settings.network_mode, pull=False,
+                                      nocache=nocache or self.settings.no_cache,
+                                      on_line=lambda line: self.status(variant, "building: " + line[:300]))
+            self.record_build(prepared, built.id)
+        except BuildFailed as failed:
+            cause = str(failure.explain(failed.detail, failed.step, failed.log_tail,
+                                        wheelhouse=self.settings.options.pip_find_links)) if failed.detail else None
+            return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
+                           error=cause or failed.one_line(), log_path=log_path, exit_code=failed.exit_code)
+        except AccelError as error:
+            return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
+                           error=error.one_line(), log_path=log_path, exit_code=error.exit_code)
+        return Outcome(variant, "built", ref, built.id, built.size, time.monotonic() - started, print_,
+                       base_digest, log_path=log_path)
+
+    def record_build(self, prepared: Prepared, image_id: str) -> None:
+        """Keep the hashes of the interpreter and torch of the image just built (builds/<fingerprint>.json).
+
+        Read from outside, before the image ever runs; a later smoke run of an image carrying this
+        fingerprint must find the same files (accel_images.smoke.integrity).
+        """
+        info = self.engine.inspect_image(image_id)
+        if info is None:
+            raise EngineError(f"image {image_id} of {prepared.ref} vanished right after its build")
+        inventory = inventory_of(self.engine, info, prepared.variant.python)
+        try:
+            remember_build(self.settings.state_dir, prepared.fingerprint, info.id, inventory)
+        except OSError as error:
+            raise EngineError(f"cannot keep the build record of {prepared.ref}: {error.strerror or error}") from error
+
+    def _resolve_base(self, variant: Variant) -> ImageInfo:
+        """The base image as the build will see it, pulled per the pull policy.
+
+        Resolved once per run for each distinct base: sixteen variants on one base cost one
+        pull (and one registry round trip), not sixteen.
+        """
+        base_ref = mirrored(variant.base_image, self.settings.options.mirrors)
+        with self._bases_lock:
+            if base_ref not in self._bases:
+                self._bases[base_ref] = self._fetch_base(variant, base_ref)
+            return self._bases[base_ref]
+
+    def _fetch_base(self, variant: Variant, base_ref: str) -> ImageInfo:
+        local = None if self.settings.pull == "always" else self.engine.inspect_image(base_ref)
+        if local is not None:
+            return local
+        if self.settings.pull == "never":
+            raise EngineError(f"base image {base_ref} is not present locally and --pull never forbids pulling it")
+        self.status(variant, f"pulling {base_ref}")
+        try:
+            return self.engine.pull(base_ref)
+        except RegistryError as error:
+            raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref) from error
+
+    def _smoke(self, outcome: Outcome) -> Outcome:
+        earlier = last_smoke_pass(self.settings.state_dir, outcome.image_id) if outcome.status == "skipped" else None
+        if earlier is not None:
+            where = f"on {earlier.get('ran_on') or 'an unknown device'}" + (
+                " (CPU mode)" if earlier.get("cpu_fallback") else "")
+            return replace(outcome, earlier_smoke=where)
+        variant = outcome.variant
+        self.status(variant, "smoke test")
+        result = smoke_image(self.engine, outcome.image, variant, self.settings)
+        if result.ok:
+            remember_smoke_pass(self.settings.state_dir, outcome.image_id, result)
+            return replace(outcome, smoke=result)
+        return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures),
+                       exit_code=1)
+
+
+def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:
+    """Run the smoke workload in `image` with this host's devices for the variant's vendor."""
+    present = vendors.accelerator_present(variant.vendor)
+    options = vendors.device_options(variant.vendor) if present else None
+    info = engine.inspect_image(image)
+    promised = (info.labels.get(f"{LABEL_PREFIX}.companions", "") if info else "").split(",")
+    expectation = replace(Expectation.of(variant), companions=tuple(filter(None, promised)))
+    recorded = recorded_build(settings.state_dir, info.labels.get(FINGERPRINT_LABEL) if info else None)
+    return run_smoke(engine, image, expectation, vendor_options=options, recorded=recorded,
+                     require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s)

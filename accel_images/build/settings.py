@@ -1,0 +1,46 @@
+"""What a build is asked to do, apart from the variant: settings, the image reference, build args.
+
+Plain values with no engine behind them, so the commands that only describe builds (ci-matrix,
+bake) use them without importing the Docker SDK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from accel_images.render.contexts import RenderOptions
+from accel_images.state import StateDir
+from accel_images.plan.variants import Expansion
+from accel_images.model.variant import Variant
+
+PULL_POLICIES = ("missing", "always", "never")
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """How to build: everything that is not the variant itself."""
+
+    options: RenderOptions = RenderOptions()
+    state_dir: StateDir = field(default_factory=StateDir.at)
+    force: bool = False
+    smoke: bool = True
+    require_accelerator: bool = False
+    pull: str = "missing"
+    network_mode: str | None = None
+    jobs: int = 1
+    smoke_timeout_s: float = 600
+    user_uid: int | None = None
+    user_gid: int | None = None
+    no_cache: bool = False
+    """Build every step afresh, ignoring the engine's layer cache."""
+
+
+def image_ref(expansion: Expansion, variant: Variant) -> str:
+    return f"{expansion.image}:{variant.tag}"
+
+
+def build_args(variant: Variant, expansion: Expansion, settings: BuildSettings) -> dict[str, str]:
+    """Build args: the user IDs (overridable so a team can match its host's IDs)."""
+    return {"USER_NAME": expansion.user.name,
+            "USER_UID": str(settings.user_uid or expansion.user.uid),
+            "USER_GID": str(settings.user_gid or expansion.user.gid)}

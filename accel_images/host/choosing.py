@@ -1,0 +1,180 @@
+"""Which image this host should use, and from what: a registry's catalogue or the matrix.
+
+Shared by `recommend`, `pull`, `run` and `devcontainer`. With a registry, the images to choose from
+are those the registry publishes now and whose smoke test passed (accel_images.publish.catalogue), with the
+facts their labels carry; the matrix says only what could be built, so it is used when no registry
+is named, or with `--from-matrix`, and the answer says which it was. The judging itself is
+accel_images.host.recommend's, the same for both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from accel_images import vendors
+from accel_images.kb import compat
+from accel_images.errors import AcceleratorUnusable, IncompatibleError, InputError
+from accel_images.model.hostinfo import HostInfo
+from accel_images.host.recommend import Recommendation, default_vendor, recommend, unusable_warning
+
+if TYPE_CHECKING:
+    from accel_images.plan.variants import Expansion
+
+CHOICE_FILTERS = ("vendor", "stack", "torch", "python", "os")
+"""Filters that narrow what is chosen from; the flavor is a preference instead."""
+REGISTRY_ENV = "ACCEL_IMAGES_REGISTRY"
+"""Where `--registry` comes from when it is not given: a team sets it once for everyone."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the images chosen from were listed: `registry` (published and smoke-tested) or `matrix`."""
+
+    kind: str
+    where: str
+    note: str
+
+    def record(self) -> dict[str, str]:
+        return {"kind": self.kind, "where": self.where, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Choice:
+    host: HostInfo
+    recommendation: Recommendation
+    source: Source
+    user: str
+    """The image's non-root user (the matrix's `user.name`): a devcontainer's remoteUser."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for: the options recommend, pull, run and devcontainer share."""
+
+    matrix_path: str | None = None
+    registry: str | None = None
+    image: str | None = None
+    from_matrix: bool = False
+    flavor: str = "runtime"
+    filters: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+
+
+def choose(request: Request, host: HostInfo) -> Choice:
+    """The recommendation for `host`; IncompatibleError (after nothing fitted) is the caller's to raise."""
+    filters = {key: request.filters.get(key) for key in CHOICE_FILTERS}
+    filters["vendor"] = filters["vendor"] or default_vendor(host)
+    kb = compat.load_kb()
+    expansion = load_expansion(request.matrix_path, kb)
+    if request.registry and not request.from_matrix:
+        return _from_registry(request, host, filters, kb, request.image or expansion.image, expansion.user.name)
+    from accel_images.plan.variants import select_or_explain
+    variants = select_or_explain(expansion, filters)
+    image = request.image or expansion.image
+    rec = recommend(host, variants, kb, image=image, registry=request.registry, prefer_flavor=request.flavor)
+    where = request.matrix_path or ("./matrix.yaml" if Path("matrix.yaml").is_file()
+                                    else "the matrix packaged with accel-images")
+    note = (f"chosen from {where}: what can be built, not checked against a registry"
+            + ("" if request.registry else f" (--registry REG or {REGISTRY_ENV} chooses among published,"
+                                             " smoke-tested images)"))
+    return Choice(host, rec, Source("matrix", where, note), expansion.user.name)
+
+
+def load_expansion(matrix_path: str | None, kb: compat.KnowledgeBase) -> Expansion:
+    """The matrix given, else `./matrix.yaml`, else the one the package carries, expanded."""
+    from accel_images.plan.matrix import load_matrix
+    from accel_images.resources import default_matrix
+    from accel_images.plan.variants import expand
+    return expand(load_matrix(default_matrix() if matrix_path is None else matrix_path), kb)
+
+
+def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | None], kb: compat.KnowledgeBase,
+                   image: str, user: str) -> Choice:
+    from accel_images.publish.catalogue import read_catalogue, variant_of
+    from accel_images.registry import Destination, RegistryClient
+    from accel_images.plan.variants import select
+    destination = Destination.parse(request.registry or "")
+    catalogue = read_catalogue(RegistryClient.for_destination(destination), destination.repository(image))
+    if not catalogue.entries:
+        raise IncompatibleError(f"registry {catalogue.where} publishes no accel-images image",
+                                hint="check --registry and --image, or pass --from-matrix")
+    by_variant = {variant: entry for entry in catalogue.offered() if (variant := variant_of(entry, kb)) is not None}
+    variants = select(by_variant, filters)
+    rec = recommend(host, variants, kb, image=catalogue.repository, registry=destination.host,
+                    prefer_flavor=request.flavor)
+    unoffered = [f"{entry.tag}: {entry.why_not}" for entry in catalogue.entries if not entry.offered]
+    warnings = list(rec.warnings)
+    chosen = by_variant.get(rec.variant) if rec.variant else None
+    if chosen is not None and chosen.smoke is not None and chosen.smoke.cpu_mode and rec.variant is not None:
+        warnings.append(f"{chosen.tag} was smoke-tested in CPU mode only: no {rec.variant.vendor} runner ran it")
+    rec = replace(rec, reasons=(*rec.reasons, *unoffered), warnings=tuple(warnings))
+    passed = f"{len(catalogue.offered())} passed their smoke test"
+    note = f"chosen from registry {catalogue.where}: {len(catalogue.entries)} image(s) published, {passed}"
+    if chosen is not None and chosen.smoke is not None:
+        note += f"; {chosen.tag} {chosen.smoke.summary()}"
+    return Choice(host, rec, Source("registry", catalogue.where, note), user)
+
+
+# ---- the host ---------------------------------------------------------------------------------
+
+def load_host(host_json: Path | None) -> HostInfo:
+    """The detected host, or the recorded one a test or a support request hands in."""
+    if host_json is None:
+        from accel_images.host.detect import detect_host
+        return detect_host()
+    try:
+        data = json.loads(host_json.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read a host from {host_json}: {err}", field="--host-json") from None
+    known = {field.name for field in dataclasses.fields(HostInfo)}
+    if not isinstance(data, dict) or set(data) - known:
+        unknown = ", ".join(sorted(set(data) - known)) if isinstance(data, dict) else "not an object"
+        raise InputError(f"{host_json}: not a host description ({unknown})", field="--host-json",
+                         hint=f"fields: {', '.join(sorted(known))}")
+    if data.get("vendor", "cpu") not in vendors.names():
+        raise InputError(f"{host_json}: unknown vendor {data['vendor']!r}", field="--host-json",
+                         hint=f"one of {', '.join(vendors.names())}")
+    values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    for key, value in values.items():
+        if not _host_value_ok(key, value):
+            raise InputError(f"{host_json}: {key} is {value!r}, not {_HOST_FIELD_KINDS[key][1]}", field="--host-json")
+    return HostInfo(**values)
+
+
+_HOST_FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "vendor": (lambda v: isinstance(v, str), "a vendor name"),
+    "device_count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count"),
+    **{key: (lambda v: v is None or isinstance(v, str), "a string or null")
+       for key in ("driver_version", "stack_version", "unusable")},
+    **{key: (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings")
+       for key in ("gpu_names", "gpu_archs", "evidence")},
+}
+"""How each HostInfo field is spelled in JSON (a field missing here is taken as it comes)."""
+
+
+def _host_value_ok(key: str, value: Any) -> bool:
+    check = _HOST_FIELD_KINDS.get(key)
+    return check is None or check[0](value)
+
+
+# ---- what follows a choice ----------------------------------------------------------------------
+
+def nothing_fits(choice: Choice) -> IncompatibleError:
+    rec, host = choice.recommendation, choice.host
+    where = "in the matrix" if choice.source.kind == "matrix" else f"published in {choice.source.where}"
+    return IncompatibleError(f"no image {where} fits this {host.vendor} host"
+                             f" ({len(rec.reasons)} rejected; first: {rec.reasons[0]})")
+
+
+def refuse_fallback(choice: Choice, asked_vendor: str | None) -> None:
+    """After the CPU image was printed (and pulled) in place of a broken accelerator's: exit 6, so a
+    script notices; unless the user asked for that vendor's images (`--vendor cpu`)."""
+    host, rec = choice.host, choice.recommendation
+    chosen = rec.variant.vendor if rec.variant else None
+    if host.unusable and chosen not in (None, host.vendor, asked_vendor):
+        raise AcceleratorUnusable(f"{unusable_warning(host)}; the {chosen} image was chosen instead",
+                                  hint=f"fix the {vendors.title(host.vendor)} driver, or pass --vendor {chosen}")

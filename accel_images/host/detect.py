@@ -1,0 +1,44 @@
+"""Detect which accelerator this host has, so a build or a pull can pick the matching vendor.
+
+Every vendor's probe (accel_images/vendors/<name>.py) runs, in the vendors' detection order
+(NVIDIA, then AMD ROCm, then Intel XPU, then Intel Gaudi, else CPU, as design.md says), so the
+evidence also names what lost. A probe that finds nothing says why in a line of evidence; none
+raises. The shared tools (running a command under a timeout, reading driver files) are in
+accel_images/model/hostinfo.py.
+
+A probe may find its vendor's driver present but broken (HostInfo.unusable: nvidia-smi's "Driver/library
+version mismatch"); a working accelerator of any vendor wins over a broken one, and a broken one
+over none, so the report says "accelerator present but unusable" rather than "no accelerator".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from accel_images import vendors
+from accel_images.model.hostinfo import HostInfo, Runner, run_command
+from accel_images.versions import compare_driver
+
+__all__ = ["HostInfo", "compare_driver", "detect_host", "run_command"]
+
+
+def detect_host(run: Runner = run_command, root: Path = Path("/")) -> HostInfo:
+    """Which accelerator this host has, with the evidence for the choice; CPU when there is none."""
+    notes: list[str] = []
+    order = vendors.by_detection_order()
+    found = [host for vendor in order if (host := vendor.probe(run, root, notes)) is not None]
+    if not found:
+        fallback = vendors.fallback()
+        return HostInfo(vendor=fallback, evidence=(*notes, f"chose {fallback}: no accelerator found"))
+    chosen = sorted(found, key=lambda host: host.unusable is not None)[0]  # stable: detection order within each
+    return replace(chosen, evidence=(*notes, _verdict(chosen, found, order)))
+
+
+def _verdict(chosen: HostInfo, found: list[HostInfo], order: list[vendors.Vendor]) -> str:
+    """'chose cuda over rocm (order: ...)'; a broken accelerator says so."""
+    if chosen.unusable:
+        return f"chose {chosen.vendor}: accelerator present but unusable: {chosen.unusable}"
+    others = [host.vendor + (" (unusable)" if host.unusable else "") for host in found if host is not chosen]
+    ranked = ", ".join(vendor.name for vendor in order if vendor.accelerator)
+    return f"chose {chosen.vendor}" + (f" over {', '.join(others)} (order: {ranked})" if others else "")

@@ -1,0 +1,10 @@
+"""The compatibility knowledge base: what exists, what works together, and how to keep it true.
+
+    compat.py   load the data files (accel_images/data/) and answer: which stacks a torch has,
+                whether a combination works and why not, `accel-images compat`
+    sources.py  the upstream sources (package index, wheel index, registries), fetched and parsed
+    check.py    `accel-images kb check`: what the knowledge base lacks or has wrong
+    update.py   `accel-images kb update`: write what `kb check` found into the data files
+
+May import: vendors (each vendor reads its own section), model, and the shared leaves.
+"""

@@ -1,0 +1,73 @@
+"""A variant: one frozen value per image, with every fact later stages need.
+
+A Variant carries the base image, wheel index, driver floor and GPU architectures, resolved once
+from the knowledge base (accel_images.plan.variants makes them), so rendering, building,
+smoke-testing and publishing never re-derive a fact. Its tag comes from the one tag scheme
+(accel_images.model.tags).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accel_images.model import tags
+from accel_images.model.knowledge import minor_of
+from accel_images.versions import newest_first
+
+OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
+LABEL_PREFIX = "io.accel-images"
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    vendor: str
+    stack: str | None
+    torch: str
+    python: str
+    os: str
+    flavor: str
+    base_image: str
+    wheel_index: str | None = None
+    toolkit: str | None = None
+    min_driver: str | None = None
+    mvc_driver: str | None = None
+    gpu_archs: tuple[str, ...] = ()
+    system_python: bool = True
+    line: int = 0
+
+    @property
+    def tag(self) -> str:
+        return tags.full_tag(self)
+
+    @property
+    def torch_minor(self) -> str:
+        return minor_of(self.torch)
+
+    @property
+    def key(self) -> str:
+        """`<vendor>/<tag>`: the variant's directory under images/ and its id in reports."""
+        return f"{self.vendor}/{self.tag}"
+
+    def labels(self) -> dict[str, str]:
+        """Project labels: what the image promises, read back by smoke, nightly and recommend."""
+        labels = {
+            "vendor": self.vendor,
+            "stack": self.stack or "",
+            "torch": self.torch,
+            "python": self.python,
+            "os": self.os,
+            "flavor": self.flavor,
+            "tag": self.tag,
+            "min-driver": self.min_driver or "",
+            "mvc-driver": self.mvc_driver or "",
+            "gpu-archs": ",".join(self.gpu_archs),
+        }
+        return {f"{LABEL_PREFIX}.{k}": v for k, v in labels.items()}
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """Newest first within a vendor: torch, stack, python, os, runtime before devel (the order
+        across vendors is the registry's: accel_images.plan.variants.listing_order)."""
+        return (newest_first(self.torch), newest_first(self.stack),
+                newest_first(self.python),
+                -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime")

@@ -1,0 +1,251 @@
+"""A registry's catalogue: which images it publishes now, what each promises, and which passed.
+
+`recommend`, `pull`, `run` and `catalogue` with `--registry` choose from this, not from what the
+matrix could build: an image is offered only when it is in the registry under its full tag and a
+smoke record vouches for that very digest. Everything is read over the registry HTTP API (tag list,
+manifests, config blobs); nothing is pulled.
+
+Two sources, both in the images' own repository:
+- each image's labels (`io.accel-images.*`: vendor, stack, torch, Python, OS, flavor, driver floor,
+  GPU architectures), read from its config blob, as accel_images.model.variant.Variant.labels wrote them;
+- one smoke record per image digest: an OCI artifact that `nightly` pushes under the tag
+  `sha256-<hex>.smoke` (accel_images.model.tags.record_tag) after the candidate's smoke test passed and
+  before any real tag moves. Its annotations say the result, the backend and device it ran on, the
+  run and the time, and copy the image's labels (immutable under its digest); its layer is the
+  workload's full JSON report. A tag derived from the digest (the
+  convention cosign uses for `.sig` and `.att`) means each record is written by the one job that
+  tested that digest, so CI's one-job-per-variant fan-out never races on a shared index, and a tag
+  moved by hand onto an untested image has no record and is not offered. The manifest also names
+  the image as its `subject`, so a registry with the OCI referrers API lists it there too.
+
+Reading costs one tag list, then per image the digest its full tag serves (a HEAD) and the record's
+manifest; only an image without a record costs its manifest and config blob instead. Images are
+independent, so they are read in a thread pool (the client is thread-safe): with 50 ms added to
+every request, 40 images take well under a second instead of 4 (benchmarks/pure_benches.py,
+`catalogue`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Protocol
+
+from accel_images import vendors
+from accel_images.model import tags
+from accel_images.errors import AccelError, RegistryError
+from accel_images.registry import Artifact, RemoteImage, parse_time
+from accel_images.model.variant import LABEL_PREFIX, Variant
+from accel_images.plan.variants import make_variant
+
+if TYPE_CHECKING:
+    from accel_images.kb.compat import KnowledgeBase
+    from accel_images.smoke.judge import SmokeResult
+
+ARTIFACT_TYPE = "application/vnd.accel-images.smoke.v1+json"
+RECORD_PREFIX = f"{LABEL_PREFIX}.smoke"
+CREATED = "org.opencontainers.image.created"
+LABELS_ANNOTATION = f"{RECORD_PREFIX}.labels"
+"""The image's own labels, as JSON, copied into its record."""
+READ_WORKERS = 16
+"""Concurrent registry reads; registries serve far more, and 16 keeps a 40-image read to 3 rounds."""
+
+
+class CatalogueRegistry(Protocol):
+    """The part of accel_images.registry.RegistryClient the catalogue reads and writes with."""
+
+    host: str
+
+    def tags(self, repository: str, page_size: int = 1000) -> list[str]: ...
+    def image(self, repository: str, tag: str) -> RemoteImage | None: ...
+    def manifest_digest(self, repository: str, tag: str) -> str | None: ...
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None: ...
+    def descriptor(self, repository: str, reference: str) -> dict[str, Any] | None: ...
+    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str: ...
+
+
+@dataclass(frozen=True)
+class SmokeRecord:
+    """What a smoke record says about one image digest."""
+
+    ok: bool
+    ran_on: str
+    cpu_mode: bool = False
+    device: str = ""
+    run_id: str = ""
+    checked: datetime | None = None
+
+    def summary(self) -> str:
+        where = self.ran_on + (" (CPU mode)" if self.cpu_mode else "") + (f", {self.device}" if self.device else "")
+        return f"{'passed' if self.ok else 'failed'} on {where}"
+
+    def annotations(self) -> dict[str, str]:
+        stamp = (self.checked or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        return {f"{RECORD_PREFIX}.ok": "true" if self.ok else "false", f"{RECORD_PREFIX}.ran-on": self.ran_on,
+                f"{RECORD_PREFIX}.cpu-mode": "true" if self.cpu_mode else "false",
+                f"{RECORD_PREFIX}.device": self.device, f"{RECORD_PREFIX}.run": self.run_id,
+                CREATED: stamp.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, str]) -> SmokeRecord | None:
+        """None unless the annotations are a smoke record's."""
+        if f"{RECORD_PREFIX}.ok" not in annotations:
+            return None
+        return cls(ok=annotations[f"{RECORD_PREFIX}.ok"] == "true",
+                   ran_on=annotations.get(f"{RECORD_PREFIX}.ran-on", "") or "unknown",
+                   cpu_mode=annotations.get(f"{RECORD_PREFIX}.cpu-mode") == "true",
+                   device=annotations.get(f"{RECORD_PREFIX}.device", ""),
+                   run_id=annotations.get(f"{RECORD_PREFIX}.run", ""), checked=parse_time(annotations.get(CREATED)))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image the registry publishes under its full tag."""
+
+    tag: str
+    digest: str
+    labels: Mapping[str, str]
+    created: datetime | None = None
+    smoke: SmokeRecord | None = None
+
+    def label(self, name: str) -> str:
+        return self.labels.get(f"{LABEL_PREFIX}.{name}", "")
+
+    @property
+    def offered(self) -> bool:
+        return self.smoke is not None and self.smoke.ok
+
+    @property
+    def why_not(self) -> str | None:
+        """Why the image is not offered; None when it is."""
+        if self.smoke is None:
+            return "published, but no smoke record vouches for its digest"
+        return None if self.smoke.ok else f"its smoke test {self.smoke.summary()}"
+
+    def record(self) -> dict[str, object]:
+        """As `catalogue --json` prints it."""
+        smoke = self.smoke
+        return {"tag": self.tag, "digest": self.digest, "vendor": self.label("vendor"),
+                "stack": self.label("stack") or None, "torch": self.label("torch"), "python": self.label("python"),
+                "os": self.label("os"), "flavor": self.label("flavor"), "min_driver": self.label("mvc-driver")
+                or self.label("min-driver") or None, "gpu_archs": [a for a in self.label("gpu-archs").split(",") if a],
+                "created": self.created.isoformat() if self.created else None, "offered": self.offered,
+                "why_not": self.why_not,
+                "smoke": None if smoke is None else {
+                    "ok": smoke.ok, "ran_on": smoke.ran_on, "cpu_mode": smoke.cpu_mode, "device": smoke.device,
+                    "run_id": smoke.run_id, "checked": smoke.checked.isoformat() if smoke.checked else None}}
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """What one repository of one registry publishes, newest first."""
+
+    host: str
+    repository: str
+    entries: tuple[Entry, ...]
+
+    @property
+    def where(self) -> str:
+        return f"{self.host}/{self.repository}"
+
+    def offered(self) -> tuple[Entry, ...]:
+        return tuple(entry for entry in self.entries if entry.offered)
+
+
+def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = READ_WORKERS) -> Catalogue:
+    """Every image published under a full tag in `repository`, with its labels and smoke record.
+
+    Tags that are not full tags (aliases, dated, candidates, records) are not read: each image has
+    exactly one full tag, and its labels name it. An image without accel-images labels is left out.
+    """
+    found = registry.tags(repository)
+    records = {tag for tag in found if tag.endswith(tags.RECORD_SUFFIX)}
+    full = [tag for tag in found if tags.is_full_tag(tag)]
+
+    def one(tag: str) -> Entry | None:
+        digest = registry.manifest_digest(repository, tag)
+        record = read_record(registry, repository, tags.record_tag(digest)) \
+            if digest and tags.record_tag(digest) in records else None
+        if record is not None and record[1].get(f"{LABEL_PREFIX}.tag") == tag:
+            labels = record[1]
+        else:  # no record (or not one for this tag): the image's own config says what it is
+            image = registry.image(repository, tag)
+            if image is None:
+                return None
+            digest, labels, record = image.digest, dict(image.labels), None
+        if labels.get(f"{LABEL_PREFIX}.tag") != tag or not digest:
+            return None
+        return Entry(tag, digest, labels, parse_time(labels.get(CREATED)), record[0] if record else None)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(full) or 1))) as pool:
+        entries = [entry for entry in pool.map(one, full) if entry is not None]
+    return Catalogue(registry.host, repository, tuple(sorted(entries, key=_newest_first)))
+
+
+def read_record(registry: CatalogueRegistry, repository: str,
+                record_tag: str) -> tuple[SmokeRecord, dict[str, str]] | None:
+    """The smoke record under `record_tag`, and the labels of the image it vouches for."""
+    found = registry.manifest(repository, record_tag)
+    if found is None or found[1].get("artifactType") != ARTIFACT_TYPE:
+        return None
+    annotations = found[1].get("annotations") or {}
+    record = SmokeRecord.from_annotations(annotations)
+    try:
+        labels = json.loads(annotations.get(LABELS_ANNOTATION, "{}"))
+    except ValueError:
+        labels = {}
+    if record is None or not isinstance(labels, dict):
+        return None
+    return record, {str(key): str(value) for key, value in labels.items()}
+
+
+def write_record(registry: CatalogueRegistry, repository: str, digest: str, smoke: SmokeResult,
+                 run_id: str, now: datetime | None = None) -> str:
+    """Push the smoke record of image `digest` (the smoke-tested candidate's); the record's digest.
+
+    The record carries a copy of the image's labels, read from its config now: they can never change
+    under the digest, and a reader then needs the record alone, not the config blob too.
+    """
+    image = registry.image(repository, digest)
+    if image is None:
+        raise RegistryError(f"registry {registry.host} lacks {repository}@{digest}, whose smoke record this is")
+    raw = smoke.raw or {}
+    record = SmokeRecord(ok=smoke.ok, ran_on=smoke.ran_on or "unknown", cpu_mode=smoke.cpu_fallback,
+                         device=str(raw.get("device_name") or raw.get("device") or ""), run_id=run_id,
+                         checked=now or datetime.now(timezone.utc))
+    labels = {key: value for key, value in image.labels.items() if key.startswith(f"{LABEL_PREFIX}.")
+              or key == CREATED}
+    annotations = {**record.annotations(), LABELS_ANNOTATION: json.dumps(labels, sort_keys=True)}
+    payload = json.dumps({"image": digest, "smoke": raw, "failures": list(smoke.failures)}, sort_keys=True).encode()
+    artifact = Artifact(ARTIFACT_TYPE, payload, "application/json", annotations,
+                        registry.descriptor(repository, digest))
+    return registry.put_artifact(repository, tags.record_tag(digest), artifact)
+
+
+def variant_of(entry: Entry, kb: KnowledgeBase) -> Variant | None:
+    """The Variant an image's labels describe: the knowledge base's facts for it, with the driver floor
+    and GPU architectures the image itself carries. An image the installed knowledge base does not
+    know (built by a newer accel-images) is described from its labels alone; an unknown vendor: None."""
+    vendor, stack = entry.label("vendor"), entry.label("stack") or None
+    if vendor not in vendors.names():
+        return None
+    axes = (entry.label("torch"), entry.label("python"), entry.label("os"), entry.label("flavor") or "runtime")
+    try:
+        variant = make_variant(kb, vendor, stack, *axes)
+    except (AccelError, KeyError, ValueError, LookupError):
+        variant = None
+    if variant is None or variant.tag != entry.tag:
+        variant = Variant(vendor=vendor, stack=stack, torch=axes[0], python=axes[1], os=axes[2], flavor=axes[3],
+                          base_image=entry.labels.get("org.opencontainers.image.base.name", ""), toolkit=stack)
+    return replace(variant, min_driver=entry.label("min-driver") or None, mvc_driver=entry.label("mvc-driver") or None,
+                   gpu_archs=tuple(arch for arch in entry.label("gpu-archs").split(",") if arch))
+
+
+def _newest_first(entry: Entry) -> tuple[Any, ...]:
+    from accel_images.versions import newest_first
+    return (vendors.rank(entry.label("vendor")) if entry.label("vendor") in vendors.names() else 99,
+            newest_first(entry.label("torch")), newest_first(entry.label("stack")),
+            newest_first(entry.label("python")), entry.tag)

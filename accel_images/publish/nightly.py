@@ -1,0 +1,517 @@
+"""The nightly rebuild: rebuild only what changed, publish only what passed.
+
+For every variant: render its context and resolve its base with pull policy `always` (so a
+base image that moved under its tag is seen), fingerprint the result, and compare it with
+the fingerprint label of the image the registry serves under the variant's full tag. An
+unchanged image younger than the maximum age is skipped only when its digest is one this tool
+smoke-tested (accel_images.publish.tested: a label can be copied onto anything), and then every other
+real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
+dated tag a killed run left behind); an unchanged image past that age is rebuilt
+without the layer cache; anything else is built, or taken from a fresh local build with the
+same fingerprint, then pushed as a candidate, smoke-tested, given its SBOM and provenance
+(accel_images.supply), recorded (accel_images.publish.tested, and the catalogue's smoke record,
+accel_images.publish.catalogue) and promoted (accel_images.publish.promote).
+A rebuild for age alone whose layers equal the published ones (the layers are reproducible:
+templates/partials/reproducible.j2) pushes nothing and keeps the published digest, so users
+download nothing and the registry stores nothing new. One variant's failure never stops the
+others; the caller turns the outcomes into reports and an exit code.
+
+With a signing key, "unchanged" also means "verifies": an image under the full tag whose
+digest has no provenance signed by that key (say, one pushed by hand with a copied
+fingerprint label and a forged tested record) is rebuilt, never skipped, and floating aliases
+only move onto digests that verify.
+"""
+
+from __future__ import annotations
+
+import logging
+import json
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+
+from securesystemslib.signer import CryptoSigner
+
+from accel_images.publish import catalogue
+from accel_images.model import tags
+from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
+from accel_images.kb.compat import KnowledgeBase
+from accel_images.build.engine import Engine
+from accel_images.errors import AccelError
+from accel_images.build.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
+from accel_images.formatting import human_size
+from accel_images.build.outcome import Outcome, outcome_record, smoke_text
+from accel_images.publish.promote import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
+                                           with_retries)
+from accel_images.registry import RegistryClient, RemoteImage, parse_time
+from accel_images.build.settings import BuildSettings, image_ref
+from accel_images.smoke.judge import SmokeResult
+from accel_images.publish.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
+from accel_images.state import StateDir
+from accel_images.supply.attest import Attester, BuildInputs, Source
+from accel_images.supply.verify import Verdict, verify_digest
+from accel_images.plan.variants import Expansion
+from accel_images.model.variant import Variant
+from accel_images.build.workers import run_each
+
+DEFAULT_MAX_AGE_DAYS = 7.0
+log = logging.getLogger(__name__)
+Status = Callable[[Variant, str], None]
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """`YYYYMMDDTHHMMSS-xxxxxx`: sortable, unique per run, valid inside a tag."""
+    moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return f"{moment:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class NightlyOptions:
+    """What a nightly run needs beyond the build settings."""
+
+    target: Target
+    max_age_days: float = DEFAULT_MAX_AGE_DAYS
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    run_id: str = field(default_factory=new_run_id)
+    retry: RetryPolicy = RetryPolicy()
+    signer: CryptoSigner | None = field(default=None, compare=False, repr=False)
+    """Signs each provenance; its public key is also what the registry's images must verify with."""
+    source: Source = field(default_factory=Source)
+    attestation_dir: Path | None = None
+    """Where each image's SBOM and statement are also written, for keyless signing in CI."""
+    attest: bool = True
+    """Attach an SBOM and a provenance statement to every published digest (off only in tests of other steps)."""
+
+    @property
+    def day(self) -> date:
+        """The date in dated tags: the run's start, in UTC, for every variant alike."""
+        return self.now.astimezone(timezone.utc).date()
+
+
+@dataclass(frozen=True)
+class NightlyOutcome:
+    """One variant's night: the build outcome, why it was (not) built, and what was published."""
+
+    outcome: Outcome
+    reason: str
+    publication: Publication | None = None
+    registry_digest: str | None = None     # what the full tag serves after this run
+    realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
+    swept: tuple[str, ...] = ()            # candidate tags of earlier runs this run deleted
+    kept: bool = False                     # rebuilt with layers equal to the published ones: nothing pushed
+
+    @property
+    def uploaded_bytes(self) -> int:
+        """Compressed layer bytes this run sent to the registry for the variant."""
+        return self.publication.uploaded_bytes if self.publication else 0
+    verdict: Verdict | None = None         # the registry image's check, when a key was given
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+
+def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days: float,
+                   now: datetime, verified: datetime | None = None) -> str | None:
+    """Why the variant must be rebuilt; None when the registry's image is current.
+
+    `verified` is when a rebuild last found the registry's image identical
+    (accel_images.state.StateDir.verified): its age counts from then, so an image kept
+    unchanged is rebuilt again after `max_age_days`, not every night.
+    """
+    if remote is None:
+        return "not in the registry yet"
+    labels = remote.labels
+    published = labels.get(FINGERPRINT_LABEL)
+    if not published:
+        return "the registry's image has no fingerprint label"
+    if published != prepared.fingerprint:
+        old_base = labels.get(BASE_DIGEST_LABEL)
+        if old_base and old_base != prepared.base_digest:
+            return f"base image changed ({_short(old_base)} -> {_short(prepared.base_digest)})"
+        return "template, build context or build args changed"
+    created = parse_time(labels.get(CREATED_LABEL)) or remote.created
+    if created is None:
+        return "the registry's image has no build date"
+    if verified is not None and verified > created:
+        created = verified
+    if now - created > timedelta(days=max_age_days):
+        return f"older than {max_age_days:g} days (built {created:%Y-%m-%d})"
+    return None
+
+
+def aged_only(remote: RemoteImage | None, prepared: Prepared) -> bool:
+    """True when the registry's image has this very fingerprint: a rebuild is due to its age alone.
+
+    Such a rebuild must not come from the layer cache, which would hand back the same old
+    layers: the point of rebuilding an unchanged image is to fetch today's package updates.
+    """
+    return remote is not None and remote.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint
+
+
+def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variants: Sequence[Variant],
+                registry: RegistryClient, settings: BuildSettings, options: NightlyOptions, *,
+                status: Status | None = None, smoke: SmokeRunner | None = None,
+                templates_dir: Path | None = None,
+                on_done: Callable[[NightlyOutcome], None] | None = None) -> list[NightlyOutcome]:
+    """Rebuild, smoke-test and promote what changed; one outcome per variant, in order.
+
+    An unreachable or refusing registry fails the whole run at once (RegistryError), before
+    anything is built. Base images are always pulled; the local smoke of Builder is off,
+    because the smoke test runs on the pushed candidate instead. `on_done` hears of each
+    variant as it finishes, so a run stopped by Ctrl-C can still report what it did.
+    """
+    settings = replace(settings, pull="always", smoke=False)
+    with_retries(registry.ping, options.retry, f"checking registry {registry.host}")
+    attester = Attester(engine, registry, options.target.host, options.target.repository, options.run_id,
+                        options.now, options.signer, options.source, settings.require_accelerator,
+                        options.attestation_dir)
+    night = _Night(engine, registry, expansion, settings, options, status or (lambda v, text: None),
+                   smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
+                   Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir),
+                   on_done or (lambda outcome: None), attester)
+    cache = settings.state_dir.digest_cache
+    load_digest_cache(cache)
+    try:
+        return run_each(night.one, variants, settings.jobs)
+    finally:
+        try:
+            save_digest_cache(cache)
+        except OSError:
+            pass  # only a speed-up, as in Builder.run
+
+
+@dataclass(frozen=True)
+class _Night:
+    engine: Engine
+    registry: RegistryClient
+    expansion: Expansion
+    settings: BuildSettings
+    options: NightlyOptions
+    status: Status
+    smoke: SmokeRunner
+    builder: Builder
+    on_done: Callable[[NightlyOutcome], None]
+    attester: Attester
+
+    def one(self, variant: Variant) -> NightlyOutcome:
+        """Decide, build and publish one variant; expected failures end up in the outcome."""
+        night = NightlyOutcome(Outcome(variant, "failed", image_ref(self.expansion, variant)), "")
+        try:
+            night = self._one(variant, night)
+        except AccelError as error:
+            night = replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line(),
+                                                   exit_code=error.exit_code))
+        self.status(variant, describe(night))
+        self.on_done(night)
+        return night
+
+    def _one(self, variant: Variant, night: NightlyOutcome) -> NightlyOutcome:
+        target = self.options.target
+        prepared = self.builder.prepare(variant)
+        self.status(variant, "reading the registry")
+        remote = with_retries(lambda: self.registry.image(target.repository, variant.tag), self.options.retry,
+                              f"reading {target.ref(variant.tag)}")
+        swept = self._sweep(variant)
+        return replace(self._decide(prepared, remote, night), swept=swept)
+
+    def _decide(self, prepared: Prepared, remote: RemoteImage | None, night: NightlyOutcome) -> NightlyOutcome:
+        variant = prepared.variant
+        verified = read_verified(self.settings.state_dir, remote.digest) if remote else None
+        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
+        fresh = aged_only(remote, prepared)
+        verdict = None
+        if reason is None and remote is not None:
+            record = self._record(variant)
+            entry = record.find(remote.digest)
+            verdict = self._verify(variant, remote.digest) if entry is not None else None
+            if entry is not None and (verdict is None or verdict.ok):
+                return replace(self._skipped(prepared, remote, entry), verdict=verdict)
+            reason = untested_reason(variant.tag, remote.digest, record) if entry is None else \
+                f"the registry's image does not verify: {verdict.reason if verdict else '?'}"
+            fresh = False
+        night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None,
+                        verdict=verdict)
+        return self._rebuilt(prepared, night, remote if fresh else None)
+
+    def _verify(self, variant: Variant, digest: str) -> Verdict | None:
+        """The registry image's verdict under the signing key's public half; None without a key.
+
+        The tested record (accel_images.publish.tested) says this tool smoke-tested the digest, but
+        anyone who can push can write it; a signature only the key's holder can make.
+        """
+        if self.options.signer is None:
+            return None
+        self.status(variant, "verifying the registry's image")
+        key = self.options.signer.public_key
+        return with_retries(lambda: verify_digest(self.registry, self.options.target.repository, digest, key),
+                            self.options.retry, f"verifying {self.options.target.ref(variant.tag)}")
+
+    def _sweep(self, variant: Variant) -> tuple[str, ...]:
+        """Delete the variant's candidate tags that runs started before this one left behind.
+
+        A run killed outright (SIGKILL, a lost CI runner) or one that could not reach the
+        registry to clean up leaves its candidate; nobody else removes it. Candidates of runs
+        started later are left alone: they may be mid-smoke-test. Best effort: a failure here
+        is logged and fails nothing.
+        """
+        mine = _run_started(self.options.run_id)
+        if not mine:
+            return ()
+        target, retry, swept = self.options.target, self.options.retry, []
+        try:
+            names = with_retries(lambda: self.registry.tags(target.repository), retry,
+                                 f"listing the tags of {target.host}/{target.repository}")
+        except AccelError as error:
+            log.warning("old candidates of %s not swept: %s", variant.tag, error.one_line())
+            return ()
+        for name in names:
+            found = tags.CANDIDATE_RE.match(name) if isinstance(name, str) else None
+            if found is None or found["full"] != variant.tag or _run_started(found["run"]) >= mine:
+                continue
+            try:
+                with_retries(lambda: self.registry.delete_tag(target.repository, name), retry,
+                             f"deleting {target.ref(name)}")
+            except AccelError as error:
+                log.warning("old candidate %s not swept: %s", target.ref(name), error.one_line())
+                continue
+            swept.append(name)
+        return tuple(swept)
+
+    def _record(self, variant: Variant) -> SmokedRecord:
+        """The digests this tool smoke-tested for the variant (accel_images.publish.tested)."""
+        target = self.options.target
+        return with_retries(lambda: read_record(self.registry, target.repository, tags.tested_tag(variant)),
+                            self.options.retry, f"reading {target.ref(tags.tested_tag(variant))}")
+
+    def _record_tested(self, variant: Variant, digest: str) -> None:
+        """Add a smoke-tested digest to the variant's record, before any real tag moves onto it."""
+        target, tag = self.options.target, tags.tested_tag(variant)
+        record = self._record(variant).adding(SmokedDigest(digest, self.options.day, self.options.run_id))
+        with_retries(lambda: write_record(self.registry, target.repository, tag, record), self.options.retry,
+                     f"writing {target.ref(tag)}")
+
+    def _skipped(self, prepared: Prepared, remote: RemoteImage, entry: SmokedDigest) -> NightlyOutcome:
+        variant = prepared.variant
+        created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
+        skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag),
+                          fingerprint=prepared.fingerprint, base_digest=prepared.base_digest,
+                          earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}")
+        return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
+                              registry_digest=remote.digest, realigned=self._heal(variant, entry))
+
+    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, same_inputs: RemoteImage | None) -> NightlyOutcome:
+        """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
+
+        `same_inputs` is the registry's image when only its age calls for the rebuild: then
+        the build runs without the layer cache and never takes a local build, which may
+        itself have come from that cache; and when its layers come out equal to the
+        published ones, nothing is pushed and the published digest stays (`kept`).
+        """
+        variant, target = prepared.variant, self.options.target
+        fresh = same_inputs is not None
+        local = None if fresh else self._local_build(prepared)
+        built = local or self.builder.build_prepared(prepared, nocache=fresh)
+        if not built.ok or built.image_id is None:
+            return replace(night, outcome=built)
+        if same_inputs is not None and self._identical(built.image_id, same_inputs):
+            write_verified(self.settings.state_dir, same_inputs.digest, self.options.now)
+            return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
+                           registry_digest=same_inputs.digest, kept=True)
+        real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
+        inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args)
+        try:
+            publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
+                                  self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
+                                  on_green=lambda digest, smoke: self._green(variant, digest, smoke),
+                                  attest=(lambda image, digest, smoke: self.attester(image, digest, inputs, smoke))
+                                  if self.options.attest else None)
+        except KeyboardInterrupt as interrupt:
+            self._stopped(night, built, stopped_publication(interrupt))
+            raise
+        serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
+        night = replace(night, publication=publication, registry_digest=serving)
+        if not publication.ok:
+            return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
+                                                  error=publication.error, exit_code=publication.exit_code))
+        return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
+
+    def _stopped(self, night: NightlyOutcome, built: Outcome, publication: Publication | None) -> None:
+        """Report a publication the stop cut short as it ended: interrupted, with the tags read back."""
+        serving = night.registry_digest
+        if publication is not None and publication.tags_after is not None:
+            serving = publication.tags_after.get(night.outcome.variant.tag, serving)
+        stopped = replace(night, publication=publication, registry_digest=serving,
+                          outcome=replace(built, status="interrupted", error="interrupted during publication"))
+        self.status(stopped.outcome.variant, "interrupted")
+        self.on_done(stopped)
+
+    def _green(self, variant: Variant, digest: str, smoke: SmokeResult) -> None:
+        """Before any real tag moves: this tool's own record of the tested digest, then the smoke record
+        that `recommend --registry` reads (accel_images.publish.catalogue)."""
+        self._record_tested(variant, digest)
+        with_retries(lambda: catalogue.write_record(self.registry, self.options.target.repository, digest, smoke,
+                                                    self.options.run_id),
+                     self.options.retry, f"writing the smoke record of {self.options.target.ref(variant.tag)}")
+
+    def _identical(self, image_id: str, remote: RemoteImage) -> bool:
+        """Whether the local image's layers are the registry image's, diff ID for diff ID."""
+        local = self.engine.inspect_image(image_id)
+        return bool(local and local.layers and remote.diff_ids and local.layers == remote.diff_ids)
+
+    def _local_build(self, prepared: Prepared) -> Outcome | None:
+        """A local image with this fingerprint, young enough to publish, as a build outcome.
+
+        `accel-images build` (or an earlier nightly whose push failed) may have built exactly
+        this image already: publishing it saves the build.
+        """
+        local = self.engine.inspect_image(prepared.ref)
+        if local is None or local.labels.get(FINGERPRINT_LABEL) != prepared.fingerprint:
+            return None
+        created = parse_time(local.labels.get(CREATED_LABEL)) or parse_time(local.created)
+        if created is None or self.options.now - created > timedelta(days=self.options.max_age_days):
+            return None
+        self.status(prepared.variant, f"publishing the local build of {created:%Y-%m-%d %H:%M}")
+        return Outcome(prepared.variant, "built", prepared.ref, local.id, local.size, None, prepared.fingerprint,
+                       prepared.base_digest)
+
+    def _heal(self, variant: Variant, entry: SmokedDigest) -> tuple[str, ...]:
+        """Point every other real tag of an unchanged, smoke-tested image at it; the tags moved.
+
+        The dated tag of the run that tested it and the floating aliases the matrix now gives
+        it: aliases follow the matrix (when a newer variant leaves it, an older one that is not
+        rebuilt inherits `latest-<vendor>`), and a run killed part-way through its promotion
+        (SIGKILL: no rollback) left some of them behind. Each copy is of the tested digest
+        itself, never of whatever the full tag serves by then, so a tag can only move onto a
+        digest this tool smoke-tested.
+        """
+        target, retry, moved = self.options.target, self.options.retry, []
+        full = tags.full_tag(variant)
+        for tag in tags.all_tags(variant, self.expansion.variants, entry.day):
+            if tag == full:
+                continue
+            current = with_retries(lambda: self.registry.manifest_digest(target.repository, tag), retry,
+                                   f"reading {target.ref(tag)}")
+            if current != entry.digest:
+                self.status(variant, f"moving {tag} onto the smoke-tested image")
+                with_retries(lambda: self.registry.copy_tag(target.repository, entry.digest, tag), retry,
+                             f"tagging {target.ref(tag)}")
+                moved.append(tag)
+        return tuple(moved)
+
+
+def _run_started(run_id: str) -> str:
+    """`YYYYMMDDTHHMMSS` of a run id from new_run_id (sortable as text); '' for any other id."""
+    stamp = run_id[:15]
+    return stamp if len(stamp) == 15 and stamp[8] == "T" and (stamp[:8] + stamp[9:]).isdigit() else ""
+
+
+def describe(night: NightlyOutcome) -> str:
+    """A short status line for progress displays."""
+    if night.status == "failed":
+        return f"FAILED: {night.outcome.error}"
+    if night.status == "skipped":
+        moved = f"; moved {', '.join(night.realigned)} onto it" if night.realigned else ""
+        return f"skipped: {night.reason}{moved}"
+    if night.kept:
+        return f"rebuilt, identical content, kept {night.registry_digest} ({night.reason})"
+    return f"published ({night.reason}): {how_built(night)}, smoke {smoke_text(night.outcome)}, {uploaded(night)}"
+
+
+def how_built(night: NightlyOutcome) -> str:
+    """'built in 42 s', or 'the local build reused' for an image `build` had made already (not built here)."""
+    seconds = night.outcome.build_s
+    return "the local build reused" if seconds is None else f"built in {seconds:.0f} s"
+
+
+def shown_status(night: NightlyOutcome) -> str:
+    """The status column: a published image is 'built' or 'reused', never 'built' when it was not."""
+    if not night.ok:
+        return f"failed: {night.outcome.error}"
+    if night.kept:
+        return "rebuilt, identical content, kept"
+    if night.status == "built" and night.outcome.build_s is None:
+        return "reused local build"
+    return night.status
+
+
+def uploaded(night: NightlyOutcome) -> str:
+    """`uploaded 2 layers, 31.4 MB` / `uploaded nothing`."""
+    publication = night.publication
+    if publication is None or not publication.uploaded_layers:
+        return "uploaded no layers"
+    return f"uploaded {publication.uploaded_layers} layer(s), {human_size(publication.uploaded_bytes)}"
+
+
+def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
+    """JSON-ready view of a nightly outcome: the build record plus what reached the registry."""
+    record = dict(outcome_record(night.outcome))
+    publication = night.publication
+    record.update({
+        "reason": night.reason,
+        "registry": target.host,
+        "repository": target.repository,
+        "full_ref": target.ref(night.outcome.variant.tag),
+        "digest": night.registry_digest,
+        "pushed_tags": list(publication.promoted) if publication else list(night.realigned),
+        "candidate": publication.candidate if publication else None,
+        "candidate_digest": publication.digest if publication else None,
+        "candidate_left": publication.candidate_left if publication else False,
+        "swept_candidates": list(night.swept),
+        "tags_after_stop": dict(publication.tags_after) if publication and publication.tags_after is not None
+        else None,
+        "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
+        "kept": night.kept,
+        "uploaded_layers": publication.uploaded_layers if publication else 0,
+        "uploaded_bytes": night.uploaded_bytes,
+    })
+    attestation = publication.attestation if publication else None
+    record.update(attestation.record() if attestation else {"sbom": None, "provenance": None})
+    if attestation is not None and attestation.signed and night.ok:
+        record["verified"] = {"ok": True, "reason": "signed by this run, read back from the registry", "provenance":
+                              attestation.provenance.manifest_digest, "sbom": attestation.sbom.manifest_digest}
+    elif night.verdict is not None:  # the registry's image, as this run found it
+        record["verified"] = {"ok": night.verdict.ok, "reason": night.verdict.reason,
+                              "provenance": night.verdict.provenance, "sbom": night.verdict.sbom}
+    else:
+        record["verified"] = None
+    return record
+
+
+def summary(nights: Sequence[NightlyOutcome]) -> Mapping[str, int]:
+    """Counts per status; `kept` (rebuilt, identical, nothing pushed) apart from `built`."""
+    counts = {"built": 0, "kept": 0, "skipped": 0, "failed": 0}
+    for night in nights:
+        status = "kept" if night.kept else night.status
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def read_verified(state: StateDir, digest: str) -> datetime | None:
+    """When a rebuild last found the registry's `digest` identical; None when never (or unreadable)."""
+    try:
+        return parse_time(json.loads(state.verified(digest).read_text()).get("verified"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def write_verified(state: StateDir, digest: str, when: datetime) -> None:
+    """Remember an identical rebuild; losing the record costs one more rebuild, so failures pass."""
+    path = state.verified(digest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"digest": digest, "verified": when.astimezone(timezone.utc).isoformat()}))
+    except OSError:
+        pass
+
+
+def _short(digest: str) -> str:
+    """`sha256:0123456789ab`, or the tail of `repo@sha256:...`."""
+    return digest.rsplit("@", 1)[-1][:19]
