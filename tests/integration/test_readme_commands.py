@@ -26,7 +26,7 @@ ELSEWHERE = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'":
         "the suite runs in the environment it makes (tests/integration/test_installed_wheel.py installs the package afresh)",
     ".venv/bin/python -m pytest -q": "the suite itself (tests/unit/test_readme.py checks CI runs the same line)",
-    ".venv/bin/python -m pytest -q tests/unit": "the unit half of the suite this test runs in (`make test-fast`); "
+    ".venv/bin/python -m pytest -q -n 2 tests/unit": "the unit half of the suite this test runs in (`make test-fast`); "
         "tests/conftest.py refuses a test there that asks for the engine",
     "make image": "builds with the Docker engine (tests/unit/test_make_image.py)",
     "make image VENDOR=cpu TORCH=2.13 PYTHON=3.11": "builds with the Docker engine (tests/unit/test_make_image.py)",
