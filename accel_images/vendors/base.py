@@ -270,3 +270,33 @@ class VendorBase:
 
 
 ProbeFunction = Callable[["Runner", Path, list[str]], "HostInfo | None"]
+
+
+ALTERNATIVES_ENV = "ACCEL_IMAGES_ALTERNATIVES"
+"""The images a refusal may name, with the facts the guard decides them by (see `alternatives`)."""
+
+
+def alternatives(variant: Variant, variants: Sequence[Variant],
+                 facts: Callable[[Variant], tuple[str, ...]]) -> str:
+    """`TAG|FACT|...` entries, space-separated, for the guard to try in order on the host it refuses.
+
+    A refusal names only an image that the same decision admits on the same host, so the guard
+    runs its own check on each entry's facts and names the first that passes (no hint that sends
+    the user to an image which refuses them too). The candidates are this image's siblings (same
+    vendor, Python and OS), the same flavor and torch first, then the newest; of the siblings
+    with the same facts only the first is kept (the decision depends on nothing else), and none
+    with this image's own facts (it would refuse as this one does).
+    """
+    own = facts(variant)
+    siblings = [v for v in variants if v.vendor == variant.vendor and v != variant
+                and (v.python, v.os) == (variant.python, variant.os)]
+    siblings.sort(key=lambda v: (v.flavor != variant.flavor, v.torch_minor != variant.torch_minor, v.sort_key()))
+    seen = {own}
+    entries = []
+    for sibling in siblings:
+        key = facts(sibling)
+        if key in seen:
+            continue
+        seen.add(key)
+        entries.append("|".join((sibling.tag, *key)))
+    return " ".join(entries)

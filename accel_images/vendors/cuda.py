@@ -20,7 +20,7 @@ from accel_images.model.devices import DeviceOptions, GpuRequest, SessionSetting
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
                                           pci_vendor_absent, quote, read, said, summary, unusable_host)
 from accel_images.model.knowledge import Combo, Resolution, minor_of
-from accel_images.vendors.base import Fit, VendorBase
+from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import compare_driver, parse
 
 if TYPE_CHECKING:
@@ -38,7 +38,9 @@ class CudaFacts:
     toolkits: Mapping[str, Mapping[str, str]]        # torch minor -> cuXY -> exact toolkit
     archs: Mapping[str, Mapping[str, tuple[str, ...]]]  # torch minor -> cuXY -> SASS targets
     drivers: Mapping[str, str]                      # toolkit X.Y.Z -> its driver
-    families: Mapping[str, Mapping[str, Any]]       # X.Y -> mvc_floor, min_compute, base_version, base_os
+    families: Mapping[str, Mapping[str, Any]]       # X.Y -> mvc_floor, min_compute, base_version, base_os,
+                                                    # compat_branches
+    compat_brands: tuple[str, ...] = ()             # forward_compat.brands: NVIDIA_REQUIRE_CUDA's brand keys
 
     def toolkit(self, torch_minor: str, cuda: str) -> str:
         """The exact toolkit inside torch's cuXY wheel (RELEASE.md), else the family's GA."""
@@ -49,6 +51,22 @@ class CudaFacts:
 
     def mvc_floor(self, cuda: str) -> str:
         return str(self.families[cuda]["mvc_floor"])
+
+    def compat_branches(self, cuda: str) -> tuple[str, ...]:
+        """Driver branches nvidia/cuda's base for this CUDA serves through its cuda-compat package."""
+        return tuple(str(b) for b in self.families.get(cuda, {}).get("compat_branches", ()))
+
+    def require_cuda(self, cuda: str, devel: bool) -> str:
+        """NVIDIA_REQUIRE_CUDA: `cuda>=X.0`, the major this CUDA's wheels run on under minor-version
+        compatibility (R525 reports 12.0, R580 13.0), OR'ed, where the image sits on nvidia/cuda
+        (devel), with NVIDIA's own clauses for the older branches its cuda-compat serves, brand by
+        brand, in NVIDIA's order: `brand=tesla,driver>=535,driver<536 ...` (space is OR, comma AND:
+        NVIDIA/libnvidia-container src/cli/dsl.c)."""
+        clauses = [f"cuda>={cuda.split('.')[0]}.0"]
+        if devel:
+            clauses += [f"brand={brand},driver>={branch},driver<{int(branch) + 1}"
+                        for branch in self.compat_branches(cuda) for brand in self.compat_brands]
+        return " ".join(clauses)
 
 
 def _strs(values: Any) -> tuple[str, ...]:
@@ -64,6 +82,7 @@ class Cuda(VendorBase):
             archs={str(m): {str(k): _strs(v) for k, v in row.items()} for m, row in raw.get("archs", {}).items()},
             drivers={str(k): str(v) for k, v in raw["drivers"].items()},
             families={str(k): dict(v) for k, v in raw["families"].items()},
+            compat_brands=_strs(raw.get("forward_compat", {}).get("brands", ())),
         )
 
     def facts(self, kb: Knowledge) -> CudaFacts:
@@ -141,27 +160,37 @@ class Cuda(VendorBase):
 
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """The same decisions as the image's guard (`decide`), plus what only the host report tells:
-        the newest CUDA the driver reports."""
-        decision = decide(host.driver_version, host.gpu_archs, variant)
+        the newest CUDA the driver reports (moot when forward compatibility serves the host)."""
+        decision = decide(host.driver_version, host.gpu_archs, variant, host.gpu_names,
+                          self.compat_branches(kb, variant))
         rejections, caveats = list(decision.refusals), list(decision.warnings)
-        if not rejections and host.stack_version:
+        if not rejections and host.stack_version and not decision.forward_compat:
             rejections += _reported_cuda_rules(host.stack_version, variant.stack or "")
         return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why)
 
+    def compat_branches(self, kb: Knowledge, variant: Variant) -> tuple[str, ...]:
+        """The older driver branches the image serves through CUDA forward compatibility: those
+        nvidia/cuda declares for its base (cuda.yaml families.compat_branches); none for the runtime
+        flavor, whose plain Ubuntu base has no cuda-compat package."""
+        if variant.flavor == "runtime":
+            return ()
+        return self.facts(kb).compat_branches(variant.stack or "")
+
     def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]:
-        """What the guard decides with (the same facts `fit` uses), and the sibling images a
-        refusal names: the one with the oldest driver floor, the newest and the oldest GPUs."""
-        siblings = _siblings(variant, variants)
+        """What the guard decides with (the same facts `fit` uses; the compiled architectures are
+        a fallback for an image without its facts file), and the sibling images a refusal may name
+        with the facts the guard tries them by (vendors.base.alternatives)."""
+        def facts(v: Variant) -> tuple[str, ...]:
+            return v.mvc_driver or "", ",".join(v.gpu_archs), ",".join(self.compat_branches(kb, v))
+
         env = {
             "ACCEL_IMAGES_CUDA": variant.toolkit or "",
             "ACCEL_IMAGES_MIN_DRIVER": variant.min_driver or "",
             "ACCEL_IMAGES_DRIVER_FLOOR": variant.mvc_driver or "",
             "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
-            "ACCEL_IMAGES_FOR_OLDER_DRIVER": _pick(siblings, variant, lambda v: parse(v.mvc_driver or "0"),
-                                                   lowest=True),
-            "ACCEL_IMAGES_FOR_NEWER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[1], lowest=False),
-            "ACCEL_IMAGES_FOR_OLDER_GPU": _pick(siblings, variant, lambda v: _arch_span(v)[0], lowest=True),
+            "ACCEL_IMAGES_COMPAT_BRANCHES": ",".join(self.compat_branches(kb, variant)),
+            ALTERNATIVES_ENV: alternatives(variant, variants, facts),
         }
         return {key: value for key, value in env.items() if value}
 
@@ -185,14 +214,32 @@ class Cuda(VendorBase):
 PTX_MARK = "+PTX"
 
 
+CONSUMER_BRANDS = ("GeForce", "TITAN", "NVS")
+"""GPU brands CUDA forward compatibility does not serve: the NVML brands (nvmlBrandType_t: GEFORCE,
+GEFORCE_RTX, TITAN, TITAN_RTX, NVS) that nvidia/cuda's NVIDIA_REQUIRE_CUDA never lists among the
+brands whose older drivers its cuda-compat package serves (cuda.yaml forward_compat.brands). NVIDIA:
+"Forward Compatibility is applicable only for systems with NVIDIA Data Center GPUs, select NGC Server
+Ready SKUs of RTX cards, Jetson boards"; elsewhere CUDA fails with error 804
+(cudaErrorCompatNotSupportedOnDevice). The guard reads the brand from `nvidia-smi -q` ("Product
+Brand"), else the name; `recommend`'s host report has the names, which carry the brand."""
+_CONSUMER = re.compile(r"\b(?:" + "|".join(CONSUMER_BRANDS) + r")\b", re.IGNORECASE)
+
+
+def consumer(names: Sequence[str]) -> bool:
+    """A GPU of these names is a GeForce, TITAN or NVS: no CUDA forward compatibility for it."""
+    return any(_CONSUMER.search(name) for name in names)
+
+
 @dataclass(frozen=True)
 class Decision:
-    """Whether a CUDA image runs on a host: refusals (it cannot), warnings (it runs, but)."""
+    """Whether a CUDA image runs on a host: refusals (it cannot), warnings (it runs, but), and
+    whether it runs only through CUDA forward compatibility."""
 
     refusals: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     exact_arch: bool = False
     why: str = ""
+    forward_compat: bool = False
 
 
 def split_archs(archs: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
@@ -202,36 +249,53 @@ def split_archs(archs: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
     return sass, ptx
 
 
-def decide(driver: str | None, gpu_archs: Sequence[str], variant: Variant) -> Decision:
+def decide(driver: str | None, gpu_archs: Sequence[str], variant: Variant,
+           gpu_names: Sequence[str] = (), compat_branches: Sequence[str] = ()) -> Decision:
     """The rules, applied to what is known (a missing driver or architecture checks nothing):
 
     - driver below the minor-version-compatibility floor of the wheel's CUDA major (525.60.13 for
-      12.x, 580 for 13.x): refused; between the floor and the toolkit's own driver: runs, warned
-      that PTX JIT of newer code (torch.compile, Triton) may fail (NVIDIA's MVC document);
+      12.x, 580 for 13.x): refused, unless the image carries NVIDIA's cuda-compat package and
+      declares the driver's branch among those it serves (`compat_branches`, from nvidia/cuda's
+      NVIDIA_REQUIRE_CUDA) and no GPU is a GeForce, TITAN or NVS: then it runs through forward
+      compatibility, warned; between the floor and the toolkit's own driver: runs, warned that PTX
+      JIT of newer code (torch.compile, Triton) may fail (NVIDIA's MVC document);
     - GPU architecture: SASS for the GPU's compute capability or a lower minor of the same major
       runs (8.6 code on 8.9); above that, only PTX of an architecture not above it can be JIT
       compiled; older than every target, or newer with no PTX for it: refused. With several GPUs,
       the image is refused only when it serves none of them.
+
+    The guard's shell `decide` (GUARD below) is the same rule, read from the same facts.
     """
-    refusals, warnings, why = _driver_decision(driver, variant)
+    refusals, warnings, why, compat = _driver_decision(driver, variant, gpu_names, compat_branches)
     arch = _arch_decision(gpu_archs, variant)
     return Decision(tuple(refusals + list(arch.refusals)), tuple(warnings + list(arch.warnings)),
-                    arch.exact_arch, "; ".join(p for p in (why, arch.why) if p))
+                    arch.exact_arch, "; ".join(p for p in (why, arch.why) if p), compat)
 
 
-def _driver_decision(driver: str | None, variant: Variant) -> tuple[list[str], list[str], str]:
+def _driver_decision(driver: str | None, variant: Variant, gpu_names: Sequence[str],
+                     compat_branches: Sequence[str]) -> tuple[list[str], list[str], str, bool]:
     if driver is None or variant.mvc_driver is None:
-        return [], [], ""
+        return [], [], "", False
     floor, major = variant.mvc_driver, (variant.stack or "").split(".")[0]
     if compare_driver(driver, floor) < 0:
-        return [f"host driver {driver} is below the CUDA {major}.x floor {floor} (minor-version compatibility)"], [], ""
+        below = f"host driver {driver} is below the CUDA {major}.x floor {floor} (minor-version compatibility)"
+        if driver.split(".")[0] not in compat_branches:
+            scope = (f"; forward compatibility serves the driver branches R{'/'.join(compat_branches)} only"
+                     if compat_branches else "")
+            return [below + scope], [], "", False
+        if consumer(gpu_names):
+            return [below + ", and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs "
+                    "(CUDA error 804)"], [], "", False
+        warning = (f"{below}: it runs through CUDA forward compatibility (the image's cuda-compat libraries), "
+                   "which NVIDIA supports on data-center GPUs only")
+        return [], [warning], f"driver {driver} runs CUDA {variant.toolkit} through forward compatibility", True
     toolkit_driver = variant.min_driver
     if toolkit_driver and compare_driver(driver, toolkit_driver) < 0:
         warning = (f"host driver {driver} is below the CUDA {variant.toolkit} toolkit driver {toolkit_driver}: "
                    f"it runs under minor-version compatibility (floor {floor}), which covers the compiled kernels "
                    "but not PTX JIT of newer code (torch.compile, Triton)")
-        return [], [warning], f"driver {driver} is above the CUDA {major}.x floor {floor}"
-    return [], [], f"driver {driver} meets the CUDA {variant.toolkit} toolkit driver {toolkit_driver}"
+        return [], [warning], f"driver {driver} is above the CUDA {major}.x floor {floor}", False
+    return [], [], f"driver {driver} meets the CUDA {variant.toolkit} toolkit driver {toolkit_driver}", False
 
 
 def _arch_decision(gpu_archs: Sequence[str], variant: Variant) -> Decision:
@@ -299,32 +363,6 @@ def _reported_cuda_rules(cuda_max: str, stack: str) -> list[str]:
         return [f"the host driver supports CUDA up to {cuda_max}, older than CUDA {wanted[0]}.x "
                 "(a newer CUDA major needs a newer driver)"]
     return []
-
-
-def _siblings(variant: Variant, variants: Sequence[Variant]) -> list[Variant]:
-    """Other CUDA images a user of this one would switch to: same flavor, Python and OS,
-    this torch first (then the newest torch), so the hint changes as little as possible."""
-    same = [v for v in variants if v.vendor == variant.vendor and v != variant
-            and (v.flavor, v.python, v.os) == (variant.flavor, variant.python, variant.os)]
-    return sorted(same, key=lambda v: (v.torch_minor != variant.torch_minor, v.sort_key()))
-
-
-def _pick(siblings: list[Variant], variant: Variant, key: Any, lowest: bool) -> str:
-    """The first sibling strictly better than `variant` by `key`, or ''."""
-    better = [v for v in siblings if (key(v) < key(variant) if lowest else key(v) > key(variant))]
-    if not better:
-        return ""
-    best = min(key(v) for v in better) if lowest else max(key(v) for v in better)
-    return next(v.tag for v in better if key(v) == best)
-
-
-def _arch_span(variant: Variant) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(oldest, newest) compute capability the image serves; PTX reaches every newer major too."""
-    sass, ptx = split_archs(variant.gpu_archs)
-    if not sass:
-        return (0,), (0,)
-    newest = (999,) if ptx else max(parse(a) for a in sass)
-    return min(parse(a) for a in sass), newest
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,10 +630,43 @@ def _nvidia_from_proc(root: Path, notes: list[str]) -> HostInfo | None:
 # The in-image guard (accel_images/smoke/guard.sh calls check_vendor)
 # ---------------------------------------------------------------------------------------------
 
-GUARD = r'''# arch_runs CC: the image has kernels a GPU of compute capability CC can run: SASS for CC or a
-# lower minor of the same major, or PTX of an architecture not above CC (JIT compiled).
+GUARD = r"""# find_smi: nvidia-smi on PATH, else where the GKE device plugin mounts the host driver's tools
+# (-container-path /usr/local/nvidia: GoogleCloudPlatform/container-engine-accelerators
+# cmd/nvidia_gpu/nvidia_gpu.go; pytorch/pytorch's and nvidia/cuda's Dockerfiles put its bin on PATH).
+find_smi() {
+    smi=$(command -v nvidia-smi 2> /dev/null) && return 0
+    smi="${ACCEL_IMAGES_DEV_ROOT:-}/usr/local/nvidia/bin/nvidia-smi"
+    [ -x "$smi" ]
+}
+
+# cc_of NAME: facts.json's 'sm_90' / 'compute_120' as a compute capability (9.0 / 12.0); '9.0' as is.
+cc_of() {
+    case "$1" in
+        sm_*|compute_*)
+            digits=${1#*_}
+            digits=${digits%%[!0-9]*}
+            printf '%s.%s' "${digits%?}" "${digits#"${digits%?}"}" ;;
+        *) printf '%s' "$1" ;;
+    esac
+}
+
+# own_archs: the compute capabilities this image has kernels for, PTX ones marked +PTX: from the
+# facts file (archs, ptx) when it was read, else the list rendered from the knowledge base.
+own_archs() {
+    if [ -z "$facts_read" ]; then
+        printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}"
+        return
+    fi
+    list=""
+    for name in $(printf '%s' "$facts_archs" | tr ',' ' '); do list="$list,$(cc_of "$name")"; done
+    for name in $(printf '%s' "$facts_ptx" | tr ',' ' '); do list="$list,$(cc_of "$name")+PTX"; done
+    printf '%s' "${list#,}"
+}
+
+# arch_runs CC ARCHS: an image compiled for ARCHS has kernels a GPU of compute capability CC can
+# run: SASS for CC or a lower minor of the same major, or PTX not above CC (JIT compiled).
 arch_runs() {
-    for arch in $(printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}" | tr ',' ' '); do
+    for arch in $(printf '%s' "$2" | tr ',' ' '); do
         target=${arch%+PTX}
         if [ "$target" = "$1" ]; then return 0; fi
         if [ "${target%%.*}" = "${1%%.*}" ] && version_lt "$target" "$1"; then return 0; fi
@@ -604,55 +675,129 @@ arch_runs() {
     return 1
 }
 
-# or_use TAG: ", or use TAG" when a sibling image is named.
-or_use() {
-    if [ -n "$1" ]; then printf ', or use %s' "$1"; fi
+# consumer_gpu: a visible GPU is of a brand CUDA forward compatibility does not serve (CUDA error
+# 804 "forward compatibility was attempted on non supported HW"): GeForce, TITAN, NVS, the NVML
+# brands that nvidia/cuda's NVIDIA_REQUIRE_CUDA never lists. `nvidia-smi -q` names each GPU's
+# "Product Brand"; without it, the GPU names say GeForce or TITAN. Asked once, only when needed.
+consumer_gpu() {
+    if [ -z "${brands:-}" ]; then
+        brands=$("$smi" -q 2> /dev/null | while IFS= read -r line; do
+            case "$line" in *"Product Brand"*:*) printf '%s\n' "${line#*: }" ;; esac
+        done)
+        [ -n "$brands" ] || brands=$("$smi" --query-gpu=name --format=csv,noheader 2> /dev/null)
+        brands=$(printf '%s\n' "${brands:-unknown}" | tr 'A-Z' 'a-z')
+    fi
+    for word in $brands; do
+        case "$word" in @CONSUMER@) return 0 ;; esac
+    done
+    return 1
+}
+
+# decide FLOOR ARCHS BRANCHES: whether an image whose wheel needs the driver FLOOR (minor-version
+# compatibility), has kernels for ARCHS and serves the driver BRANCHES through forward
+# compatibility runs on this host. Sets `problem` (arch, consumer, driver; empty when it runs) and
+# `compat` (1 when it runs only through forward compatibility). `vendor.decide` is the same rule.
+decide() {
+    problem="" compat=""
+    if [ -n "$2" ] && [ -n "$capabilities" ]; then
+        runs=""
+        for capability in $capabilities; do
+            if arch_runs "$capability" "$2"; then runs=1; fi
+        done
+        if [ -z "$runs" ]; then problem=arch; return 1; fi
+    fi
+    if [ -z "$driver" ] || [ -z "$1" ] || ! version_lt "$driver" "$1"; then return 0; fi
+    if ! in_list "${driver%%.*}" "$3"; then problem=driver; return 1; fi
+    if consumer_gpu; then problem=consumer; return 1; fi
+    compat=1
+}
+
+# admits "FLOOR|ARCHS|BRANCHES": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
+admits() {
+    a_rest=${1#*|}
+    decide "${1%%|*}" "${a_rest%%|*}" "${a_rest#*|}"
 }
 
 check_vendor() {
-    if ! command -v nvidia-smi > /dev/null 2>&1; then
+    if ! find_smi; then
         missing "no NVIDIA GPU visible in the container: run with --gpus all (NVIDIA Container Toolkit)"
         return
     fi
     # nvidia-smi prints its own failures on stdout: only a zero exit makes the answer a version.
-    if ! answer=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1); then
+    if ! answer=$("$smi" --query-gpu=driver_version --format=csv,noheader 2>&1); then
         missing "nvidia-smi cannot reach the NVIDIA driver ($(printf '%s\n' "$answer" | head -n1))"
         return
     fi
     driver=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
     is_version "$driver" || driver=""
-    floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
-    cuda="${ACCEL_IMAGES_CUDA:-}"
-    if [ -n "$driver" ] && [ -n "$floor" ] && version_lt "$driver" "$floor"; then
-        refuse "host NVIDIA driver $driver is below $floor, the CUDA ${cuda%%.*}.x floor (minor-version compatibility) of ${ACCEL_IMAGES_TAG:-this image}: update the driver$(or_use "${ACCEL_IMAGES_FOR_OLDER_DRIVER:-}")"
-    fi
-    if [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
-        warn "host NVIDIA driver $driver is below the CUDA $cuda toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
-    fi
     # compute_cap is unknown to old drivers: no answer means no architecture check.
-    capabilities=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' ')
-    [ -n "${ACCEL_IMAGES_GPU_ARCHS:-}" ] || return 0
-    known="" served="" unserved=""
-    for capability in $capabilities; do
-        is_version "$capability" || continue
-        known=1
-        if arch_runs "$capability"; then served="$served $capability"; else unserved="$unserved $capability"; fi
+    capabilities=""
+    for capability in $("$smi" --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | tr -d ' '); do
+        if is_version "$capability"; then capabilities="$capabilities $capability"; fi
     done
-    [ -n "$known" ] || return 0
-    if [ -n "$served" ]; then
-        if [ -n "$unserved" ]; then
-            warn "no kernels in ${ACCEL_IMAGES_TAG:-this image} for the GPUs of compute capability${unserved}: only those of${served} can use it"
-        fi
+    archs=$(own_archs)
+    floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
+    branches="${ACCEL_IMAGES_COMPAT_BRANCHES:-}"
+    tag="${ACCEL_IMAGES_TAG:-this image}"
+    major="${ACCEL_IMAGES_CUDA:-}"
+    major="CUDA ${major%%.*}.x"
+    if decide "$floor" "$archs" "$branches"; then
+        warn_runs
         return 0
     fi
-    capability=$(printf '%s' "$unserved" | tr -s ' ' | cut -d' ' -f2)
-    oldest=$(printf '%s' "$ACCEL_IMAGES_GPU_ARCHS" | cut -d, -f1)
-    if version_lt "$capability" "$oldest"; then
-        refuse "GPU compute capability $capability is older than every architecture compiled into ${ACCEL_IMAGES_TAG:-this image} ($ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_OLDER_GPU:-}")"
-    fi
-    refuse "no kernels for GPU compute capability $capability in ${ACCEL_IMAGES_TAG:-this image} (compiled for $ACCEL_IMAGES_GPU_ARCHS)$(or_use "${ACCEL_IMAGES_FOR_NEWER_GPU:-}")"
+    reason=$problem
+    pick_alternative
+    install="install an NVIDIA driver >= $floor$(or_use)"
+    case "$reason" in
+        arch) refuse_arch ;;
+        consumer) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
+        *) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag$(compat_scope): $install" ;;
+    esac
 }
-'''  # noqa: E501 - each of the guard's messages is one line of shell
+
+# compat_scope: which older drivers this image serves through forward compatibility, if any.
+compat_scope() {
+    if [ -n "$branches" ]; then
+        printf '; its forward compatibility serves the driver branches R%s on data-center GPUs only' \
+            "$(printf '%s' "$branches" | tr ',' '/')"
+    fi
+}
+
+# refuse_arch: no visible GPU has kernels in this image; the first one says which way it misses.
+refuse_arch() {
+    capability=$(first_of $capabilities)
+    oldest=""
+    for arch in $(printf '%s' "$archs" | tr ',' ' '); do
+        if [ -z "$oldest" ] || version_lt "${arch%+PTX}" "$oldest"; then oldest=${arch%+PTX}; fi
+    done
+    if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image has kernels for it"; fi
+    if version_lt "$capability" "$oldest"; then
+        refuse "GPU compute capability $capability is older than every architecture compiled into $tag ($archs)$use"
+    fi
+    refuse "no kernels for GPU compute capability $capability in $tag (compiled for $archs)$use"
+}
+
+first_of() {
+    printf '%s' "${1:-}"
+}
+
+# warn_runs: what holds for a host this image runs on: GPUs it has no kernels for, forward
+# compatibility, minor-version compatibility below the toolkit's own driver.
+warn_runs() {
+    served="" unserved=""
+    for capability in $capabilities; do
+        if arch_runs "$capability" "$archs"; then served="$served $capability"; else unserved="$unserved $capability"; fi
+    done
+    if [ -n "$archs" ] && [ -n "$unserved" ]; then
+        warn "no kernels in $tag for the GPUs of compute capability${unserved}: only those of${served} can use it"
+    fi
+    if [ -n "$compat" ]; then
+        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libraries), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
+    elif [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
+        warn "host NVIDIA driver $driver is below the CUDA ${ACCEL_IMAGES_CUDA:-} toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
+    fi
+}
+""".replace("@CONSUMER@", "|".join(brand.lower() for brand in CONSUMER_BRANDS))  # noqa: E501 - each message is one line of shell
 
 VENDOR = Cuda(
     name="cuda",

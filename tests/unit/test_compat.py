@@ -267,7 +267,8 @@ def test_cuda_rows_are_well_formed(cuda_raw: dict[str, Any]) -> None:
     drivers = [vkey(cuda_raw["drivers"][t]) for t in sort_versions(cuda_raw["drivers"])]
     assert drivers == sorted(drivers), "a newer toolkit never needs an older driver"
     for family, row in cuda_raw["families"].items():
-        assert set(row) == {"mvc_floor", "min_compute", "base_version", "base_os"}, family
+        assert set(row) - {"compat_branches"} == {"mvc_floor", "min_compute", "base_version", "base_os"}, family
+        assert all(re.fullmatch(r"\d{3}", branch) for branch in row.get("compat_branches", ())), family
         assert row["base_version"].startswith(family + ".")
         assert all(re.match(r"^ubuntu\d\d\.04$", name) for name in row["base_os"]), family  # nvidia/cuda tags
         assert set(row["base_os"]) & set(cuda_raw["rules"]["os"]), family

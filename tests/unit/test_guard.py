@@ -194,7 +194,7 @@ def test_driver_between_floor_and_toolkit_driver_starts_with_one_warning(host: H
 def test_gpu_older_than_the_oldest_compiled_architecture_is_refused(host: Host) -> None:
     host.nvidia_smi("driver_version, compute_cap, name\n590.44.01, 7.0, Tesla V100-SXM2-32GB\n")
     line = assert_refused(host.run("cuda", **cuda13()), "7.0", "7.5", "older than every architecture")
-    assert "compute capability" in line and re.search(r"or use \S+-cuda12\.6-", line)
+    assert "compute capability" in line and re.search(r"; use \S+-cuda12\.6-\S+ instead", line)
 
 
 def test_a_host_with_one_unserved_gpu_starts_with_a_warning_naming_it(host: Host) -> None:
@@ -207,7 +207,7 @@ def test_blackwell_on_a_wheel_without_its_kernels_or_ptx_is_refused_naming_a_new
     """cu126 stops at sm_90 with no PTX (RELEASE.md CUDA support matrix): a B200 (10.0) gets nothing."""
     host.nvidia_smi("driver_version, compute_cap, name\n610.43.02, 10.0, NVIDIA B200\n")
     assert_refused(host.run("cuda", **guard_env(image_facts("12.6"))), "compute capability 10.0",
-                   "5.0,6.0,7.0,7.5,8.0,8.6,9.0", "or use ", "-cuda13.2-")
+                   "5.0,6.0,7.0,7.5,8.0,8.6,9.0", "; use ", "-cuda13.2-", " instead")
 
 
 @pytest.mark.parametrize("capability", ["12.0", "12.1", "10.3", "8.9"])

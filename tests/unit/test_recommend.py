@@ -174,12 +174,24 @@ def test_mixed_gpus_run_binary_compatible_kernels(tmp_path, expansion, kb):
 
 
 def test_driver_below_every_floor_recommends_nothing(expansion, kb):
-    host = HostInfo(vendor="cuda", driver_version="470.182.03", stack_version="11.4", gpu_names=("NVIDIA A10",),
-                    device_count=1)
+    host = HostInfo(vendor="cuda", driver_version="470.182.03", stack_version="11.4",
+                    gpu_names=("NVIDIA GeForce RTX 3090",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image)
     assert rec.variant is None and not rec.ok
     assert len(rec.reasons) == len(select(expansion.variants, {"vendor": "cuda"}))
     assert any("below the CUDA 12.x floor 525.60.13" in r for r in rec.reasons)
+    assert any("CUDA error 804" in r for r in rec.reasons)
+
+
+def test_a_data_center_gpu_below_every_floor_gets_a_devel_image_through_forward_compatibility(expansion, kb):
+    # nvidia/cuda 12.6.3's base ships cuda-compat-12-6 and declares the R470 branch for the data-center
+    # brands (NVIDIA_REQUIRE_CUDA, dist/12.6.3/ubuntu2404/base/Dockerfile); forward compatibility serves
+    # NVIDIA Data Center GPUs (docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html)
+    host = HostInfo(vendor="cuda", driver_version="470.182.03", stack_version="11.4", gpu_names=("NVIDIA A10",),
+                    device_count=1)
+    rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image)
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04-devel"
+    assert any("forward compatibility" in w for w in rec.warnings)
 
 
 def test_an_older_reported_cuda_major_is_rejected_without_a_driver_version(expansion, kb):
@@ -382,7 +394,7 @@ def test_recommend_command_json(tmp_path):
 
 
 def test_recommend_command_with_nothing_fitting_is_one_error_line(tmp_path):
-    old = replace(A100, driver_version="470.182.03", stack_version="11.4")
+    old = replace(A100, driver_version="470.182.03", stack_version="11.4", gpu_names=("NVIDIA GeForce RTX 3090",))
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, old)))
     assert result.exit_code == 1
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("accel-images: error:")]

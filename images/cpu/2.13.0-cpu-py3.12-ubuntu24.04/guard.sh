@@ -7,10 +7,14 @@
 # is a warning (the image still works on the CPU) unless ACCEL_IMAGES_REQUIRE_ACCELERATOR=1;
 # an unusable device is an error. ACCEL_IMAGES_GUARD=off turns the guard off.
 #
-# Facts come from the image's environment, set at build time from the knowledge base:
-# ACCEL_IMAGES_TAG and what the vendor's check reads (its module's image_env).
-# ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev path, so the checks can be
-# exercised against a fake device tree.
+# Facts: what the image holds comes from its facts file, written at build time by asking the
+# installed torch itself (${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}, schema 1: compiled
+# architectures, PTX targets, toolkit versions). Only when that file is absent (a rendered context
+# run without a build) do the checks fall back to the values the template rendered into the
+# environment from the knowledge base. What no binary can say (driver floors, the images a refusal
+# names, ACCEL_IMAGES_TAG) always comes from the environment (the vendor module's image_env).
+# ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev, /sys and driver-tool path, so
+# the checks can be exercised against a fake host tree.
 
 set -u
 
@@ -81,6 +85,78 @@ open_or_group_add() {
     refuse "user $(id -u) cannot open$closed: run with$flags (the groups owning them on this host)"
 }
 
+# The facts file, read once with the image's own Python (json from the standard library; -I -S:
+# nothing from the environment or site-packages) into facts_* variables: facts_archs (compiled
+# targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX), facts_torch, facts_backend,
+# facts_cuda, facts_hip, facts_xpu. Every value is checked against a plain character set before the
+# shell sees it, so the file cannot inject shell code. facts_read is 1 when they came from the file.
+facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
+facts_read="" facts_archs="" facts_ptx="" facts_torch="" facts_backend="" facts_cuda="" facts_hip="" facts_xpu=""
+FACTS_READER='
+import json, re, sys
+safe = re.compile(r"[A-Za-z0-9_.+-]*")
+def field(name, value):
+    values = [str(v) for v in value] if isinstance(value, list) else [str(value or "")]
+    bad = [v for v in values if not safe.fullmatch(v)]
+    if bad:
+        sys.exit("%s holds %r" % (name, bad[0][:40]))
+    print("facts_%s=%s" % (name, ",".join(values)))
+def main():
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        facts = json.load(handle)
+    if not isinstance(facts, dict) or type(facts.get("schema")) is not int or facts["schema"] != 1:
+        sys.exit("not a schema 1 facts file")
+    torch, toolkit = facts.get("torch") or {}, facts.get("toolkit") or {}
+    field("torch", torch.get("public") or torch.get("version"))
+    field("backend", facts.get("backend"))
+    field("archs", facts.get("archs") or [])
+    field("ptx", facts.get("ptx") or [])
+    for name in ("cuda", "hip", "xpu"):
+        field(name, toolkit.get(name))
+try:
+    main()
+except (OSError, ValueError, AttributeError, TypeError) as error:
+    sys.exit("%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else ""))
+'
+read_facts() {
+    [ -f "$facts_file" ] || return 0
+    python=$(command -v python3 2> /dev/null || command -v python 2> /dev/null) || {
+        warn "no python to read $facts_file: deciding from the image's environment"
+        return 0
+    }
+    if ! assignments=$("$python" -I -S -c "$FACTS_READER" "$facts_file" 2>&1); then
+        warn "cannot read $facts_file ($(printf '%s\n' "$assignments" | head -n1)): deciding from the image's environment"
+        return 0
+    fi
+    eval "$assignments"
+    facts_read=1
+}
+
+# pick_alternative: set `alt` to the first image of ACCEL_IMAGES_ALTERNATIVES (space-separated
+# "TAG|FACT|..." entries, rendered by the vendor module) whose facts the vendor's own decision
+# (`admits FACTS`) accepts on this host, or to nothing: a refusal names only an image that would
+# start here, never one that refuses the same host in turn.
+pick_alternative() {
+    alt=""
+    for candidate in ${ACCEL_IMAGES_ALTERNATIVES:-}; do
+        if admits "${candidate#*|}"; then
+            alt="${candidate%%|*}"
+            return 0
+        fi
+    done
+}
+
+# or_use: ", or use TAG" when pick_alternative found an image.
+or_use() {
+    if [ -n "${alt:-}" ]; then printf ', or use %s' "$alt"; fi
+}
+
+# in_list ITEM LIST: ITEM is one of the comma-separated LIST.
+in_list() {
+    case ",$2," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
 check_vendor() {
@@ -121,6 +197,7 @@ if [ -n "${ACCEL_IMAGES_HOME:-}" ]; then
 fi
 
 if ! guard_off; then
+    read_facts
     check_vendor
 fi
 

@@ -22,14 +22,53 @@ def test_devel_sits_on_nvidia_cuda_devel(dockerfile: Callable[..., str]) -> None
     assert "\nFROM nvidia/cuda:13.2.1-devel-ubuntu24.04\n" in text
 
 
+NVIDIA_13_2_1 = (
+    # gitlab.com/nvidia/container-images/cuda dist/13.2.1/ubuntu2404/base/Dockerfile, line 7 (read in the
+    # mirror github.com/pranavmishra90/nvidia-container-images-cuda at f070c948), verbatim
+    "cuda>=13.2 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536 brand=tesla,driver>=535,driver<536 "
+    "brand=nvidia,driver>=535,driver<536 brand=quadro,driver>=535,driver<536 brand=quadrortx,driver>=535,driver<536 "
+    "brand=nvidiartx,driver>=535,driver<536 brand=vapps,driver>=535,driver<536 brand=vpc,driver>=535,driver<536 "
+    "brand=vcs,driver>=535,driver<536 brand=vws,driver>=535,driver<536 brand=cloudgaming,driver>=535,driver<536 "
+    "brand=unknown,driver>=570,driver<571 brand=grid,driver>=570,driver<571 brand=tesla,driver>=570,driver<571 "
+    "brand=nvidia,driver>=570,driver<571 brand=quadro,driver>=570,driver<571 brand=quadrortx,driver>=570,driver<571 "
+    "brand=nvidiartx,driver>=570,driver<571 brand=vapps,driver>=570,driver<571 brand=vpc,driver>=570,driver<571 "
+    "brand=vcs,driver>=570,driver<571 brand=vws,driver>=570,driver<571 brand=cloudgaming,driver>=570,driver<571 "
+    "brand=unknown,driver>=580,driver<581 brand=grid,driver>=580,driver<581 brand=tesla,driver>=580,driver<581 "
+    "brand=nvidia,driver>=580,driver<581 brand=quadro,driver>=580,driver<581 brand=quadrortx,driver>=580,driver<581 "
+    "brand=nvidiartx,driver>=580,driver<581 brand=vapps,driver>=580,driver<581 brand=vpc,driver>=580,driver<581 "
+    "brand=vcs,driver>=580,driver<581 brand=vws,driver>=580,driver<581 brand=cloudgaming,driver>=580,driver<581 "
+    "brand=unknown,driver>=590,driver<591 brand=grid,driver>=590,driver<591 brand=tesla,driver>=590,driver<591 "
+    "brand=nvidia,driver>=590,driver<591 brand=quadro,driver>=590,driver<591 brand=quadrortx,driver>=590,driver<591 "
+    "brand=nvidiartx,driver>=590,driver<591 brand=vapps,driver>=590,driver<591 brand=vpc,driver>=590,driver<591 "
+    "brand=vcs,driver>=590,driver<591 brand=vws,driver>=590,driver<591 brand=cloudgaming,driver>=590,driver<591")
+
+
 def test_container_toolkit_variables(dockerfile: Callable[..., str]) -> None:
     # pytorch/pytorch Dockerfile (official stage): NVIDIA_VISIBLE_DEVICES all,
     # NVIDIA_DRIVER_CAPABILITIES compute,utility. NVIDIA_REQUIRE_CUDA: container toolkit requirement
-    # syntax as nvidia/cuda images use it, asking only for the major (the MVC floor's CUDA).
+    # syntax as nvidia/cuda images use it, asking first for the major (the MVC floor's CUDA).
     assert ("ENV NVIDIA_VISIBLE_DEVICES=all \\\n"
             "    NVIDIA_DRIVER_CAPABILITIES=compute,utility \\\n"
             '    NVIDIA_REQUIRE_CUDA="cuda>=12.0"\n') in dockerfile(*RUNTIME_126)
-    assert 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"\n' in dockerfile(*DEVEL_132)
+
+
+def test_devel_keeps_nvidias_forward_compatibility_clauses(dockerfile: Callable[..., str]) -> None:
+    # The devel base nvidia/cuda:13.2.1-devel ships cuda-compat-13-2 (its base Dockerfile installs it):
+    # NVIDIA's own OR'ed brand/driver clauses stay, after the MVC term `cuda>=13.0` that replaces its
+    # `cuda>=13.2` (space = OR: NVIDIA/libnvidia-container src/cli/dsl.c). CUDA forward compatibility:
+    # https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html
+    nvidia_clauses = NVIDIA_13_2_1.removeprefix("cuda>=13.2 ")
+    assert f'    NVIDIA_REQUIRE_CUDA="cuda>=13.0 {nvidia_clauses}"\n' in dockerfile(*DEVEL_132)
+
+
+def test_runtime_finds_a_driver_injected_under_usr_local_nvidia(dockerfile: Callable[..., str]) -> None:
+    # pytorch/pytorch Dockerfile (official stage): ENV LD_LIBRARY_PATH /usr/local/nvidia/lib:/usr/local/nvidia/lib64,
+    # ENV PATH /usr/local/nvidia/bin:...; nvidia/cuda dist/13.2.1/ubuntu2404/base/Dockerfile sets the same.
+    # GKE's device plugin mounts the host driver at /usr/local/nvidia (container-engine-accelerators
+    # cmd/nvidia_gpu/nvidia_gpu.go). The devel flavor inherits the lines from its nvidia/cuda base.
+    assert ("ENV PATH=/usr/local/nvidia/bin:${PATH} \\\n"
+            "    LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64\n") in dockerfile(*RUNTIME_126)
+    assert "/usr/local/nvidia" not in dockerfile(*DEVEL_132)
 
 
 def test_torch_comes_from_the_cuda_wheel_index(dockerfile: Callable[..., str]) -> None:
@@ -42,9 +81,15 @@ def test_guard_facts_are_the_knowledge_bases(dockerfile: Callable[..., str]) -> 
     # 560.35.05 (CUDA release notes); SASS 5.0-9.0, no PTX (RELEASE.md CUDA support matrix)
     text = dockerfile(*RUNTIME_126)
     for line in ('ACCEL_IMAGES_CUDA="12.6.3"', 'ACCEL_IMAGES_DRIVER_FLOOR="525.60.13"',
-                 'ACCEL_IMAGES_MIN_DRIVER="560.35.05"', 'ACCEL_IMAGES_GPU_ARCHS="5.0,6.0,7.0,7.5,8.0,8.6,9.0"',
-                 'ACCEL_IMAGES_FOR_NEWER_GPU="2.14.1-cuda13.2-py3.12-ubuntu24.04"'):
+                 'ACCEL_IMAGES_MIN_DRIVER="560.35.05"', 'ACCEL_IMAGES_GPU_ARCHS="5.0,6.0,7.0,7.5,8.0,8.6,9.0"'):
         assert f"    {line}" in text, line
+    # The images a refusal may name, each with the facts the guard tries it by (floor|archs|branches):
+    # same flavor and torch first, one per distinct set of facts (vendors/base.py alternatives)
+    assert ('    ACCEL_IMAGES_ALTERNATIVES="2.14.1-cuda13.2-py3.12-ubuntu24.04|580|7.5,8.0,8.6,9.0,10.0,12.0| '
+            '2.11.0-cuda12.8-py3.12-ubuntu24.04|525.60.13|7.5,8.0,8.6,9.0,10.0,12.0| '
+            '2.14.1-cuda13.2-py3.12-ubuntu24.04-devel|580|7.5,8.0,8.6,9.0,10.0,12.0|535,570,580,590 '
+            '2.14.1-cuda13.0-py3.12-ubuntu24.04-devel|580|7.5,8.0,8.6,9.0,10.0,12.0|535,550,565,570,575 '
+            '2.14.1-cuda12.6-py3.12-ubuntu24.04-devel|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0|470,535,550"') in text
     # CUDA 13.2 wheels: SASS 7.5-12.0 and no PTX (pytorch/pytorch#175567: the released wheels carry none)
     assert 'ACCEL_IMAGES_GPU_ARCHS="7.5,8.0,8.6,9.0,10.0,12.0"' in dockerfile(*DEVEL_132)
 

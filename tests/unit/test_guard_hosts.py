@@ -1,0 +1,250 @@
+"""The guard against the hosts each vendor documents: CUDA forward compatibility and GKE's driver
+path, hints that never loop, ROCm gfx targets, Gaudi driver versions, Intel Data Center GPU Max,
+and the facts file an image's build writes.
+
+Each rendered guard runs as the entry point of its image would (tests/unit/test_guard.py's Host: a
+PATH of fake tools, ACCEL_IMAGES_DEV_ROOT over a fake /dev and /sys), with the environment its
+rendered Dockerfile sets. Each test names the vendor reference the behaviour follows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_guard import ROOT, Host, assert_ran, assert_refused, assert_warned
+from accel_images.kb import compat
+from accel_images.cli import options
+from accel_images.render.contexts import guard_script
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Host:
+    """One POSIX shell (dash where installed, Debian's /bin/sh): tests/unit/test_guard.py runs the
+    shared checks under sh, dash and bash; these vendor decisions cost a guard run each."""
+    return Host(tmp_path, "dash" if shutil.which("dash") else "sh")
+
+
+@pytest.fixture(scope="module")
+def expansion():
+    return options.load_expansion(str(ROOT / "matrix.yaml"))
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return compat.load_kb()
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# One GPU per line of $0.gpus: driver|compute capability|name|Product Brand.
+gpus="$0.gpus"
+if [ "$1" = "-q" ]; then
+    while IFS='|' read -r driver cc name brand; do
+        printf 'GPU 00000000:%s:00.0\\n    Product Name                          : %s\\n' "$cc" "$name"
+        printf '    Product Brand                         : %s\\n' "$brand"
+    done < "$gpus"
+    exit 0
+fi
+case "$1" in
+    --query-gpu=driver_version) field=1 ;;
+    --query-gpu=compute_cap) field=2 ;;
+    --query-gpu=name) field=3 ;;
+    *) exit 2 ;;
+esac
+cut -d'|' -f"$field" "$gpus"
+"""
+
+
+def image_env(tag: str, vendor: str = "cuda") -> dict[str, str]:
+    """The ACCEL_IMAGES_* environment the rendered image `tag` sets (no facts file: the rendered values)."""
+    text = (ROOT / "images" / vendor / tag / "Dockerfile").read_text()
+    env = dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', text))
+    env.pop("ACCEL_IMAGES_VENDOR", None)
+    return {**env, "ACCEL_IMAGES_FACTS": "/nonexistent/facts.json"}
+
+
+def nvidia(host: Host, *gpus: str) -> None:
+    """A fake nvidia-smi on PATH answering for GPUs given as 'driver|cc|name|brand'."""
+    script = host.bin / "nvidia-smi"
+    script.write_text(FAKE_NVIDIA_SMI)
+    script.chmod(0o755)
+    Path(f"{script}.gpus").write_text("".join(f"{gpu}\n" for gpu in gpus))
+
+
+H100 = "NVIDIA H100 80GB HBM3|NVIDIA"      # Product Brand as nvidia-smi -q prints it (tests/data/host/nvidia-smi-q-h100-565.txt)
+RTX_4090 = "NVIDIA GeForce RTX 4090|GeForce"
+RTX_5090 = "NVIDIA GeForce RTX 5090|GeForce"
+B200 = "NVIDIA B200|NVIDIA"
+DEVEL_132 = "2.15.0-cuda13.2-py3.12-ubuntu24.04-devel"
+RUNTIME_132 = "2.15.0-cuda13.2-py3.12-ubuntu24.04"
+RUNTIME_128 = "2.11.0-cuda12.8-py3.12-ubuntu24.04"
+
+
+# ---- CUDA forward compatibility ----------------------------------------------------------------
+# NVIDIA: "Forward Compatibility is applicable only for systems with NVIDIA Data Center GPUs, select
+# NGC Server Ready SKUs of RTX cards, Jetson boards"
+# (https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html); nvidia/cuda
+# 13.2.1's base installs cuda-compat-13-2 and declares the branches 535, 570, 580, 590 for the
+# data-center brands in NVIDIA_REQUIRE_CUDA (dist/13.2.1/ubuntu2404/base/Dockerfile).
+
+def test_a_data_center_gpu_on_an_older_branch_runs_the_devel_image_through_forward_compatibility(
+        host: Host) -> None:
+    nvidia(host, f"535.104.05|9.0|{H100}")
+    result = host.run("cuda", **image_env(DEVEL_132))
+    assert_warned(result, "535.104.05", "CUDA forward compatibility", "data-center GPUs only",
+                  "nvidia-container-runtime.modes.legacy.cuda-compat-mode")
+
+
+def test_a_geforce_below_the_floor_is_refused_naming_the_driver_and_error_804(host: Host) -> None:
+    nvidia(host, f"570.86.15|8.9|{RTX_4090}")
+    line = assert_refused(host.run("cuda", **image_env(DEVEL_132)), "570.86.15", "below 580",
+                          "GeForce", "CUDA error 804", "install an NVIDIA driver >= 580")
+    assert "forward compatibility" in line
+
+
+def test_the_brand_comes_from_the_name_when_nvidia_smi_q_names_none(host: Host) -> None:
+    nvidia(host, "570.86.15|8.9|NVIDIA GeForce RTX 4090|")
+    assert_refused(host.run("cuda", **image_env(DEVEL_132)), "CUDA error 804")
+
+
+def test_a_data_center_branch_that_forward_compatibility_does_not_serve_is_refused(host: Host) -> None:
+    # 560 is not among 13.2.1's branches (535, 570, 580, 590)
+    nvidia(host, f"560.35.03|9.0|{H100}")
+    assert_refused(host.run("cuda", **image_env(DEVEL_132)), "560.35.03", "R535/570/580/590",
+                   "install an NVIDIA driver >= 580")
+
+
+def test_runtime_images_have_no_cuda_compat_and_keep_refusing_below_the_floor(host: Host) -> None:
+    # the runtime flavor sits on plain ubuntu:24.04 (pytorch/pytorch docker.Makefile BASE_RUNTIME): no cuda-compat
+    nvidia(host, f"535.104.05|9.0|{H100}")
+    assert_refused(host.run("cuda", **image_env(RUNTIME_132)), "535.104.05", "below 580", "minor-version")
+
+
+def test_forward_compatibility_is_the_same_decision_in_recommend(kb, expansion) -> None:
+    from accel_images.host.recommend import judge
+    from accel_images.model.hostinfo import HostInfo
+
+    variants = {v.tag: v for v in expansion.variants}
+    h100 = HostInfo(vendor="cuda", driver_version="535.104.05", stack_version="12.2", device_count=1,
+                    gpu_names=("NVIDIA H100 80GB HBM3",), gpu_archs=("9.0",))
+    geforce = HostInfo(vendor="cuda", driver_version="570.86.15", stack_version="12.8", device_count=1,
+                       gpu_names=("NVIDIA GeForce RTX 4090",), gpu_archs=("8.9",))
+    devel = judge(h100, variants[DEVEL_132], kb)
+    assert devel.fits and "forward compatibility" in devel.caveats[0]
+    assert not judge(h100, variants[RUNTIME_132], kb).fits
+    assert "CUDA error 804" in judge(geforce, variants[DEVEL_132], kb).rejections[0]
+
+
+# ---- GKE: the driver under /usr/local/nvidia ---------------------------------------------------
+
+def test_nvidia_smi_under_usr_local_nvidia_is_found_off_path(host: Host) -> None:
+    # GoogleCloudPlatform/container-engine-accelerators cmd/nvidia_gpu/nvidia_gpu.go: the host's
+    # /home/kubernetes/bin/nvidia is mounted at /usr/local/nvidia in the container
+    tools = host.dev_root / "usr" / "local" / "nvidia" / "bin"
+    tools.mkdir(parents=True)
+    nvidia(host, f"610.43.02|9.0|{H100}")
+    (host.bin / "nvidia-smi").rename(tools / "nvidia-smi")
+    Path(f"{host.bin / 'nvidia-smi'}.gpus").rename(tools / "nvidia-smi.gpus")
+    result = host.run("cuda", **image_env(RUNTIME_132), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+# ---- hints that never loop --------------------------------------------------------------------
+
+def test_blackwell_on_r570_is_sent_to_the_cu128_build_and_told_the_driver(host: Host) -> None:
+    """An RTX 5090 (12.0) on R570: the 13.x wheels need R580 and cu126 has no Blackwell kernels; the
+    cu128 build of torch 2.11 runs under minor-version compatibility (floor 525.60.13)."""
+    nvidia(host, f"570.124.06|12.0|{RTX_5090}")
+    line = assert_refused(host.run("cuda", **image_env(RUNTIME_132)), "install an NVIDIA driver >= 580",
+                          f"or use {RUNTIME_128}")
+    assert "cuda12.6" not in line
+    assert_ran(host.run("cuda", **image_env(RUNTIME_128)))
+
+
+def test_no_admitting_image_means_the_refusal_names_none(host: Host) -> None:
+    """A TITAN V (7.0, Volta) on R470: no CUDA 13 kernels, cu126 needs R525+, forward compatibility
+    does not serve TITAN: nothing to name."""
+    nvidia(host, "470.256.02|7.0|NVIDIA TITAN V|TITAN")
+    line = assert_refused(host.run("cuda", **image_env(RUNTIME_132)), "older than every architecture")
+    assert "use " not in line.replace("GUARD=off", "")
+
+
+# ---- the facts file ---------------------------------------------------------------------------
+
+def facts_file(tmp: Path, **fields: object) -> Path:
+    """A facts file in the schema the image's build writes (schema 1)."""
+    facts = {"schema": 1, "platform": {"os": "linux", "machine": "x86_64"}, "python": "3.12.3",
+             "torch": {"version": "2.15.0+cu132", "public": "2.15.0", "local": "cu132"}, "backend": "cuda",
+             "toolkit": {"cuda": "13.2", "hip": None, "xpu": None, "cudnn": "9.26.0", "nccl": "2.30.7"},
+             "archs": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], "ptx": [],
+             "companions": {"torchvision": "0.29.2"}, "distributions": {"triton": "3.9.0"}, **fields}
+    path = tmp / "facts.json"
+    path.write_text(json.dumps(facts))
+    return path
+
+
+@pytest.fixture
+def python_host(host: Host) -> Host:
+    """A host whose PATH has the image's python (the guard reads the facts file with it)."""
+    (host.bin / "python3").symlink_to(sys.executable)
+    return host
+
+
+def test_the_guard_decides_from_the_facts_file_over_the_rendered_list(python_host: Host) -> None:
+    # the rendered list says 7.5-12.0; the facts file (what the installed torch holds) stops at sm_90
+    nvidia(python_host, f"610.43.02|12.0|{RTX_5090}")
+    env = image_env(RUNTIME_132)
+    assert_ran(python_host.run("cuda", **env))
+    facts = facts_file(python_host.bin.parent, archs=["sm_80", "sm_90"])
+    assert_refused(python_host.run("cuda", **env | {"ACCEL_IMAGES_FACTS": str(facts)}),
+                   "compute capability 12.0", "compiled for 8.0,9.0")
+
+
+def test_ptx_in_the_facts_file_reaches_newer_gpus(python_host: Host) -> None:
+    nvidia(python_host, f"610.43.02|12.0|{RTX_5090}")
+    facts = facts_file(python_host.bin.parent, archs=["sm_80", "sm_90"], ptx=["compute_90"])
+    assert_ran(python_host.run("cuda", **image_env(RUNTIME_132) | {"ACCEL_IMAGES_FACTS": str(facts)}))
+
+
+@pytest.mark.parametrize("content", ['{"schema": 2}', "not json", '{"schema": 1, "archs": ["sm_90; id"]}',
+                                     '{"schema": 1, "archs": ["$(id)"]}', '{"schema": true}'])
+def test_an_unreadable_facts_file_is_one_warning_and_the_rendered_facts(python_host: Host, content: str) -> None:
+    nvidia(python_host, f"610.43.02|12.0|{RTX_5090}")
+    bad = python_host.bin.parent / "facts.json"
+    bad.write_text(content)
+    result = python_host.run("cuda", **image_env(RUNTIME_132) | {"ACCEL_IMAGES_FACTS": str(bad)})
+    assert_warned(result, f"cannot read {bad}", "deciding from the image's environment")
+
+
+def test_reading_the_facts_file_costs_little(python_host: Host) -> None:
+    """The guard starts every container: reading the facts file adds one python start (measured
+    here against the same guard without the file; generous bound for a loaded machine)."""
+    import time
+
+    nvidia(python_host, f"610.43.02|9.0|{H100}")
+    env = image_env(RUNTIME_132)
+    with_file = env | {"ACCEL_IMAGES_FACTS": str(facts_file(python_host.bin.parent))}
+
+    def best(environment: dict[str, str]) -> float:
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            assert_ran(python_host.run("cuda", **environment))
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    assert best(with_file) - best(env) < 0.5
+
+
+def test_the_guard_scripts_stay_posix() -> None:
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("dash is not installed")
+    for vendor in ("cuda", "rocm", "xpu", "gaudi"):
+        assert subprocess.run([dash, "-n"], input=guard_script(vendor), capture_output=True).returncode == 0
