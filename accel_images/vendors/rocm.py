@@ -11,16 +11,16 @@ References:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from accel_images.model.devices import DeviceOptions, SessionSettings, host_group_ids, under
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
                                           leading_version, listing, quote, read, said, summary, unusable_host, wsl)
-from accel_images.model.knowledge import Combo, Resolution
-from accel_images.vendors.base import Fit, VendorBase
+from accel_images.model.knowledge import Combo, Resolution, minor_of
+from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import parse
 
 if TYPE_CHECKING:
@@ -47,16 +47,21 @@ ROCm 6.3 kernel driver was tested with user space 6.3, 6.2 and 6.1)."""
 
 @dataclass(frozen=True)
 class RocmFacts:
-    archs: Mapping[str, tuple[str, ...]]            # 'all' and 'since_7_0'
+    archs: Mapping[str, tuple[str, ...]]            # 'all' and 'since_7_0': streams before 7.2
     devel_images: Mapping[str, Mapping[str, str]]   # ROCm -> os -> image, plus rocm_path
+    streams: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # ROCm -> PYTORCH_ROCM_ARCH
+    since: Mapping[str, str] = field(default_factory=dict)               # gfx target -> first torch minor
 
 
 class Rocm(VendorBase):
     """The AMD vendor: see the module docstring for its references."""
 
     def load_facts(self, raw: Mapping[str, Any]) -> RocmFacts:
-        return RocmFacts(archs={k: tuple(str(a) for a in v) for k, v in raw["archs"].items()},
-                         devel_images={str(k): dict(v) for k, v in raw["devel_images"].items()})
+        archs = raw["archs"]
+        return RocmFacts(archs={str(k): tuple(str(a) for a in archs[k]) for k in ("all", "since_7_0")},
+                         devel_images={str(k): dict(v) for k, v in raw["devel_images"].items()},
+                         streams={str(k): tuple(str(a) for a in v) for k, v in archs.get("streams", {}).items()},
+                         since={str(k): str(v) for k, v in archs.get("since", {}).items()})
 
     def facts(self, kb: Knowledge) -> RocmFacts:
         facts: RocmFacts = self.section(kb).facts
@@ -78,11 +83,17 @@ class Rocm(VendorBase):
         return f"rocm{stack}"
 
     def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]:
+        """PyTorch's PYTORCH_ROCM_ARCH for the stream (rocm.yaml archs), less the targets its
+        release branch did not have yet."""
         if not stack:
             return ()
-        archs = self.facts(kb).archs
-        extra = archs["since_7_0"] if parse(stack) >= (7, 0) else ()
-        return tuple(archs["all"]) + tuple(extra)
+        facts = self.facts(kb)
+        if stack in facts.streams:
+            listed = facts.streams[stack]
+        else:
+            listed = facts.archs["all"] + (facts.archs["since_7_0"] if parse(stack) >= (7, 0) else ())
+        release = parse(minor_of(torch))
+        return tuple(a for a in listed if parse(facts.since.get(a, "0")) <= release)
 
     def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         base = super().resolve(kb, combo)
@@ -90,6 +101,14 @@ class Rocm(VendorBase):
             return base
         image = self.facts(kb).devel_images[base.stack or ""][combo.os or ""]
         return Resolution(**{**base.__dict__, "base_image": image})
+
+    def image_env(self, kb: Knowledge, variant: Variant,
+                  variants: Sequence[Variant]) -> Mapping[str, str]:
+        """The compiled gfx targets (the guard's fallback when the image has no facts file) and the
+        sibling images a refusal may name, each with its targets (vendors.base.alternatives)."""
+        env = {"ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
+               ALTERNATIVES_ENV: alternatives(variant, variants, lambda v: (",".join(v.gpu_archs),))}
+        return {key: value for key, value in env.items() if value}
 
     def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]:
         if variant.flavor != "devel":
@@ -513,14 +532,74 @@ def _amd_driver(smi: dict[str, str], rocminfo: str | None, run: Runner, root: Pa
 # The in-image guard (accel_images/smoke/guard.sh calls check_vendor)
 # ---------------------------------------------------------------------------------------------
 
-GUARD = r'''check_vendor() {
+GUARD = r"""# gfx_targets: each GPU's target as rocminfo names it: KFD topology's gfx_target_version
+# (kernel kfd_topology.c node_show; CPU nodes show 0) is major*10000 + minor*100 + stepping
+# (ROCR-Runtime libhsakmt.h HSA_GET_GFX_VERSION_*), named with minor and stepping in hex
+# (AMD's run_kfdtest.sh: printf "%d%x%x"; 90010 -> gfx90a, 110003 -> gfx1103). ROCr takes
+# HSA_OVERRIDE_GFX_VERSION ("11.0.0") over it for every GPU (libhsakmt topology.c), and so does this.
+gfx_targets() {
+    for properties in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/kfd/kfd/topology/nodes/*/properties; do
+        [ -r "$properties" ] || continue
+        while read -r key value; do
+            [ "$key" = gfx_target_version ] || continue
+            case "$value" in ''|*[!0-9]*|0) continue ;; esac
+            if [ -n "${HSA_OVERRIDE_GFX_VERSION:-}" ]; then
+                major=${HSA_OVERRIDE_GFX_VERSION%%.*} rest=${HSA_OVERRIDE_GFX_VERSION#*.}
+                value=$((major * 10000 + ${rest%%.*} * 100 + ${rest#*.}))
+            fi
+            printf 'gfx%d%x%x\n' $((value / 10000)) $((value / 100 % 100)) $((value % 100))
+        done < "$properties"
+    done
+}
+
+# own_archs: the gfx targets this image's wheel was compiled for: the facts file's archs when it
+# was read (torch's own list), else the list rendered from the knowledge base.
+own_archs() {
+    if [ -n "$facts_read" ]; then printf '%s' "$facts_archs"; else printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}"; fi
+}
+
+# serves ARCHS: a visible GPU's target is among ARCHS (comma-separated; feature suffixes such as
+# ':xnack-' ignored). Sets `served` and `unserved`.
+serves() {
+    served="" unserved="" plain=""
+    for arch in $(printf '%s' "$1" | tr ',' ' '); do plain="$plain,${arch%%:*}"; done
+    for target in $targets; do
+        if in_list "$target" "${plain#,}"; then
+            served="$served $target"
+        else
+            unserved="$unserved $target"
+        fi
+    done
+    [ -n "$served" ]
+}
+
+# admits ARCHS: decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
+admits() {
+    serves "$1"
+}
+
+check_vendor() {
     if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
         missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
         return
     fi
     open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
+    targets=$(gfx_targets | sort -u)
+    archs=$(own_archs)
+    [ -n "$targets" ] && [ -n "$archs" ] || return 0
+    tag="${ACCEL_IMAGES_TAG:-this image}"
+    if serves "$archs"; then
+        if [ -n "$unserved" ]; then
+            warn "no kernels in $tag for the GPUs of target${unserved}: only those of${served} can use it"
+        fi
+        return 0
+    fi
+    missed=$unserved
+    pick_alternative
+    if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image has kernels for it"; fi
+    refuse "GPU target${missed} has no kernels in $tag (compiled for $archs)$use"
 }
-'''
+"""
 
 VENDOR = Rocm(
     name="rocm",

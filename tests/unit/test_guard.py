@@ -27,7 +27,7 @@ from accel_images.render.contexts import GUARD_SOURCE, guard_script
 ROOT = Path(__file__).resolve().parents[2]
 HOST_DATA = Path(__file__).resolve().parents[1] / "data" / "host"
 GUARD_EXIT = 78  # EX_CONFIG: the host, not the image, is wrong
-TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh", "dirname")
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh", "dirname", "true")
 SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
 ECHO_ARGS = ["sh", "-c", 'printf "%s|" "$@"; exit 7', "argv0", "a b", "$(id)", "`id`", ""]
 

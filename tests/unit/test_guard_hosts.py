@@ -248,3 +248,73 @@ def test_the_guard_scripts_stay_posix() -> None:
         pytest.skip("dash is not installed")
     for vendor in ("cuda", "rocm", "xpu", "gaudi"):
         assert subprocess.run([dash, "-n"], input=guard_script(vendor), capture_output=True).returncode == 0
+
+
+# ---- ROCm: the GPU's gfx target ---------------------------------------------------------------
+# KFD topology (kernel kfd_topology.c node_show: "gfx_target_version"; kfd_device.c: 90006 Vega20,
+# 90010 Aldebaran, 110003 GC 11.0.1/11.0.4) read as rocminfo reads it; the wheels' targets are
+# PYTORCH_ROCM_ARCH of pytorch/pytorch .ci/docker/manywheel/build.sh (7.14: no gfx900/gfx906).
+ROCM_714 = "2.14.1-rocm7.14-py3.12-ubuntu24.04"
+ROCM_72 = "2.13.0-rocm7.2-py3.12-ubuntu24.04"
+
+
+def amd(host: Host, *versions: int) -> None:
+    """/dev/kfd, a render node, a CPU node and one KFD topology node per GPU gfx_target_version."""
+    host.device("kfd")
+    host.device("dri/renderD128")
+    nodes = host.dev_root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for index, version in enumerate((0, *versions)):
+        (nodes / str(index)).mkdir(parents=True)
+        (nodes / str(index) / "properties").write_text(
+            f"cpu_cores_count {0 if version else 16}\nsimd_count 24\nmax_slots_scratch_cu 32\n"
+            f"gfx_target_version {version}\nvendor_id 4098\ndevice_id 5567\n")
+
+
+def test_an_mi50_is_refused_by_the_7_14_image_and_sent_to_7_2(host: Host) -> None:
+    amd(host, 90006)  # gfx906: MI50 / Radeon VII
+    line = assert_refused(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx906", f"use {ROCM_72} instead")
+    assert "gfx908" in line
+    assert_ran(host.run("rocm", **image_env(ROCM_72, "rocm")))
+
+
+@pytest.mark.parametrize("tag", [ROCM_714, ROCM_72])
+def test_a_radeon_780m_runs_the_images_whose_wheels_have_gfx1103(host: Host, tag: str) -> None:
+    amd(host, 110003)  # gfx1103, built since pytorch/pytorch#179653
+    result = host.run("rocm", **image_env(tag, "rocm"))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_target_no_wheel_has_is_refused_naming_none(host: Host) -> None:
+    amd(host, 100100)  # gfx1010 (RDNA1): in no PyTorch ROCm wheel
+    assert_refused(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx1010", "no sibling image has kernels")
+
+
+def test_hsa_override_gfx_version_is_the_target_rocr_uses(host: Host) -> None:
+    amd(host, 100301)  # gfx1031, which users run as gfx1030 (unofficial; ROCm/legacy-rocm-build#1756)
+    assert_refused(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx1031")
+    assert_ran(host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION="10.3.0"))
+
+
+def test_one_served_gpu_starts_with_a_warning_naming_the_other(host: Host) -> None:
+    amd(host, 90402, 90006)  # gfx942 and gfx906
+    assert_warned(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx906", "only those of gfx942")
+
+
+def test_rocm_targets_come_from_the_facts_file(python_host: Host) -> None:
+    amd(python_host, 90010)  # gfx90a
+    facts = facts_file(python_host.bin.parent, backend="rocm", archs=["gfx942", "gfx950"],
+                       toolkit={"cuda": None, "hip": "7.14", "xpu": None})
+    assert_refused(python_host.run("rocm", **image_env(ROCM_714, "rocm") | {"ACCEL_IMAGES_FACTS": str(facts)}),
+                   "gfx90a", "compiled for gfx942,gfx950")
+
+
+def test_recommend_stops_offering_7_14_to_an_mi50(kb, expansion) -> None:
+    from accel_images.host.recommend import recommend
+    from accel_images.model.hostinfo import HostInfo
+    from accel_images.plan.variants import select
+
+    mi50 = HostInfo(vendor="rocm", gpu_archs=("gfx906",), device_count=1, stack_version="7.2.1")
+    rec = recommend(mi50, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
+    assert rec.variant is not None and rec.variant.tag == ROCM_72
+    assert any(r.startswith(f"{ROCM_714}: GPU architecture gfx906 is not compiled") for r in rec.reasons)

@@ -234,13 +234,21 @@ def test_rocm_close_to_the_host_has_no_distance_warning(expansion, kb):
     assert rec.warnings == ()
 
 
-@pytest.mark.parametrize("arch, override", [("gfx1031", "10.3.0"), ("gfx1032", "10.3.0"), ("gfx1103", "11.0.0")])
+@pytest.mark.parametrize("arch, override", [("gfx1031", "10.3.0"), ("gfx1032", "10.3.0")])
 def test_consumer_gpu_outside_the_wheels_is_rejected_with_the_override_hint(expansion, kb, arch, override):
     host = HostInfo(vendor="rocm", gpu_archs=(arch,), device_count=1, stack_version="7.2.0")
     rec = recommend(host, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
     assert rec.variant is None
     assert all(f"GPU architecture {arch} is not compiled into the rocm" in r for r in rec.reasons)
     assert any(f"HSA_OVERRIDE_GFX_VERSION={override}" in w and "not supported by AMD" in w for w in rec.warnings)
+
+
+def test_a_radeon_780m_gets_the_newest_wheel_that_builds_gfx1103(expansion, kb):
+    # pytorch/pytorch#179653 put gfx1103 into PYTORCH_ROCM_ARCH (.ci/docker/manywheel/build.sh), for 7.2 and 7.14
+    host = HostInfo(vendor="rocm", gpu_archs=("gfx1103",), device_count=1, stack_version="7.14.0")
+    rec = recommend(host, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-rocm7.14-py3.12-ubuntu24.04"
+    assert not any("HSA_OVERRIDE_GFX_VERSION" in w for w in rec.warnings)
 
 
 def test_gfx1010_is_rejected_without_an_override_hint(expansion, kb):

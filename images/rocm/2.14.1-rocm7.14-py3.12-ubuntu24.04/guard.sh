@@ -159,12 +159,72 @@ in_list() {
 
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
+# gfx_targets: each GPU's target as rocminfo names it: KFD topology's gfx_target_version
+# (kernel kfd_topology.c node_show; CPU nodes show 0) is major*10000 + minor*100 + stepping
+# (ROCR-Runtime libhsakmt.h HSA_GET_GFX_VERSION_*), named with minor and stepping in hex
+# (AMD's run_kfdtest.sh: printf "%d%x%x"; 90010 -> gfx90a, 110003 -> gfx1103). ROCr takes
+# HSA_OVERRIDE_GFX_VERSION ("11.0.0") over it for every GPU (libhsakmt topology.c), and so does this.
+gfx_targets() {
+    for properties in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/kfd/kfd/topology/nodes/*/properties; do
+        [ -r "$properties" ] || continue
+        while read -r key value; do
+            [ "$key" = gfx_target_version ] || continue
+            case "$value" in ''|*[!0-9]*|0) continue ;; esac
+            if [ -n "${HSA_OVERRIDE_GFX_VERSION:-}" ]; then
+                major=${HSA_OVERRIDE_GFX_VERSION%%.*} rest=${HSA_OVERRIDE_GFX_VERSION#*.}
+                value=$((major * 10000 + ${rest%%.*} * 100 + ${rest#*.}))
+            fi
+            printf 'gfx%d%x%x\n' $((value / 10000)) $((value / 100 % 100)) $((value % 100))
+        done < "$properties"
+    done
+}
+
+# own_archs: the gfx targets this image's wheel was compiled for: the facts file's archs when it
+# was read (torch's own list), else the list rendered from the knowledge base.
+own_archs() {
+    if [ -n "$facts_read" ]; then printf '%s' "$facts_archs"; else printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}"; fi
+}
+
+# serves ARCHS: a visible GPU's target is among ARCHS (comma-separated; feature suffixes such as
+# ':xnack-' ignored). Sets `served` and `unserved`.
+serves() {
+    served="" unserved="" plain=""
+    for arch in $(printf '%s' "$1" | tr ',' ' '); do plain="$plain,${arch%%:*}"; done
+    for target in $targets; do
+        if in_list "$target" "${plain#,}"; then
+            served="$served $target"
+        else
+            unserved="$unserved $target"
+        fi
+    done
+    [ -n "$served" ]
+}
+
+# admits ARCHS: decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
+admits() {
+    serves "$1"
+}
+
 check_vendor() {
     if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
         missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
         return
     fi
     open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
+    targets=$(gfx_targets | sort -u)
+    archs=$(own_archs)
+    [ -n "$targets" ] && [ -n "$archs" ] || return 0
+    tag="${ACCEL_IMAGES_TAG:-this image}"
+    if serves "$archs"; then
+        if [ -n "$unserved" ]; then
+            warn "no kernels in $tag for the GPUs of target${unserved}: only those of${served} can use it"
+        fi
+        return 0
+    fi
+    missed=$unserved
+    pick_alternative
+    if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image has kernels for it"; fi
+    refuse "GPU target${missed} has no kernels in $tag (compiled for $archs)$use"
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the

@@ -37,3 +37,37 @@ def test_run_options_follow_the_rocm_docs(tmp_path) -> None:
     flags = device_options("rocm", tmp_path).cli_flags()
     assert flags[:4] == ["--device", "/dev/kfd", "--device", "/dev/dri"]
     assert flags[-2:] == ["--security-opt", "seccomp=unconfined"]
+
+
+# pytorch/pytorch .ci/docker/manywheel/build.sh (commit 027375bf), case manylinux2_28-builder:rocm*, verbatim:
+#   PYTORCH_ROCM_ARCH="gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1103;gfx1200;gfx1201;gfx1150;gfx1151"
+#   ... else  (the legacy rocm/dev-almalinux-8 path: ROCm 7.2)
+#   PYTORCH_ROCM_ARCH="gfx900;gfx906;${PYTORCH_ROCM_ARCH}"
+BUILD_SH_COMMON = "gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1103;gfx1200;gfx1201;gfx1150;gfx1151"
+
+
+def test_gfx_targets_follow_pytorchs_wheel_build_script(dockerfile: Callable[..., str]) -> None:
+    # 7.14 installs from TheRock's multi-arch index: the common list only (no gfx900, no gfx906)
+    common = BUILD_SH_COMMON.replace(";", ",")
+    assert f'    ACCEL_IMAGES_GPU_ARCHS="{common}"' in dockerfile(*RUNTIME)
+    # 7.2 takes the legacy path, which prepends gfx900;gfx906
+    assert f'    ACCEL_IMAGES_GPU_ARCHS="gfx900,gfx906,{common}"' in dockerfile(*DEVEL)
+
+
+def test_a_refusal_names_the_7_2_image_with_its_targets(dockerfile: Callable[..., str]) -> None:
+    # the guard tries each named image's targets on the refused host (vendors/base.py alternatives)
+    common = BUILD_SH_COMMON.replace(";", ",")
+    assert f'    ACCEL_IMAGES_ALTERNATIVES="2.13.0-rocm7.2-py3.12-ubuntu24.04|gfx900,gfx906,{common}"' in dockerfile(*RUNTIME)
+
+
+def test_gfx1103_only_from_the_release_that_builds_it(kb) -> None:
+    # pytorch/pytorch#179653 (April 2026) added gfx1103; release/2.12 lacks it (O: unslothai/unsloth#9829),
+    # a 2.11 rocm7.2 wheel prints no gfx1103 (O: astral-sh/uv#18730)
+    from accel_images import vendors
+
+    rocm = vendors.get("rocm")
+    assert "gfx1103" not in rocm.gpu_archs(kb, "2.11.0", "7.2")
+    assert "gfx1103" in rocm.gpu_archs(kb, "2.13.0", "7.2")
+    assert rocm.gpu_archs(kb, "2.11.0", "7.2") == ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030",
+                                                  "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201", "gfx1150",
+                                                  "gfx1151")
