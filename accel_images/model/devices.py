@@ -140,10 +140,13 @@ class SessionSettings:
     ulimits: tuple[tuple[str, str], ...] = ()     # ("memlock", "-1") -> --ulimit memlock=-1
     cap_add: tuple[str, ...] = ()
     shm_size: str | None = None                   # only where the IPC namespace is the container's own
+    network: str | None = None                    # "host" -> --network host (a session's, never the smoke run's)
     sources: tuple[str, ...] = ()
 
     def flags(self) -> list[str]:
         flags: list[str] = []
+        if self.network:
+            flags += ["--network", self.network]
         for name, value in self.ulimits:
             flags += ["--ulimit", f"{name}={value}"]
         for capability in self.cap_add:

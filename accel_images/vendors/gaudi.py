@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from accel_images.model.devices import DeviceOptions, nodes, pci_vendor_is
+from accel_images.model.devices import DeviceOptions, SessionSettings, nodes, pci_vendor_is
 from accel_images.model.hostinfo import Gpu, HostInfo, Runner, host_from, leading_version, quote, summary
 from accel_images.model.knowledge import Combo, Resolution, minor_of, version_matches
-from accel_images.vendors.base import Fit, VendorBase
+from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import compare_driver, parse, sort_versions
 
 if TYPE_CHECKING:
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from accel_images.model.variant import Variant
 
 GAUDI_DOCS = "https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html"
+RDMA_MEMLOCK_DOCS = ("https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/"
+                     "configuring_infiniband_and_rdma_networks/"
+                     "increasing-the-amount-of-memory-that-users-are-allowed-to-pin-in-the-system_"
+                     "configuring-infiniband-and-rdma-networks")
 HABANA_PCI_VENDOR = "0x1da3"
 N_MINUS_1_SINCE = "1.17"
 GENERATIONS = {"205": "gaudi", "225": "gaudi2",
@@ -137,6 +141,24 @@ class Gaudi(VendorBase):
             sources=(GAUDI_DOCS,),
         )
 
+    def session_settings(self) -> SessionSettings:
+        """Habana's `docker run` for its containers adds `--net=host` (Pull_Prebuilt_Containers, V),
+        which scale-out over the hosts' NICs (HCCL) needs; a session gets it, the smoke run does not
+        (one device, no network: accel_images/smoke/launcher.py runs it with the network off).
+        `--ulimit memlock=-1`: RDMA pins the memory it registers, and pinning beyond the default
+        limit is what the unlimited memlock grants (Red Hat, "Configuring InfiniBand and RDMA
+        networks", ch. 5, V for RDMA in general); that Habana's host-NIC scale-out needs it is
+        inferred (I: no Habana document asking for it was found)."""
+        return SessionSettings(network="host", ulimits=(("memlock", "-1"),), sources=(GAUDI_DOCS, RDMA_MEMLOCK_DOCS))
+
+    def image_env(self, kb: Knowledge, variant: Variant,
+                  variants: Sequence[Variant]) -> Mapping[str, str]:
+        """The image's Intel Gaudi software release, which the guard compares with the host driver's
+        as `fit` does, and the sibling images a refusal may name with theirs."""
+        env = {"ACCEL_IMAGES_GAUDI": variant.stack or "",
+               ALTERNATIVES_ENV: alternatives(variant, variants, lambda v: (v.stack or "",))}
+        return {key: value for key, value in env.items() if value}
+
     def accelerator_present(self, dev_root: Path) -> bool:
         if nodes(dev_root, "/dev", r"hl\d+"):
             return True
@@ -231,7 +253,42 @@ def parse_hl_smi_table(text: str) -> tuple[str | None, list[Gpu]]:
     return value, [Gpu(name) for name in _HL_ROW.findall(text)]
 
 
-GUARD = r'''check_vendor() {
+GUARD = r"""# host_release: the host driver's Intel Gaudi software release ('1.24.1' of '1.24.1-3bf9e81'), from
+# `hl-smi -Q driver_version -f csv,noheader` (the System Management Interface guide's -Q queries), else
+# the "| Driver Version: 1.24.1-3bf9e81 |" line of its summary (not "Nic Driver Version"). Empty
+# without hl-smi or an answer. `generations` gets the devices' model names ('HL-225').
+host_release() {
+    release="" generations=""
+    command -v hl-smi > /dev/null 2>&1 || return 0
+    answer=$(hl-smi -Q driver_version -f csv,noheader 2> /dev/null) || answer=""
+    release=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
+    release=${release%%-*}
+    if ! is_version "$release"; then
+        release=$(hl-smi 2> /dev/null | while IFS= read -r line; do
+            case "$line" in "| Driver Version:"*) set -- ${line#*:}; printf '%s' "${1%%-*}" ;; esac
+        done)
+        is_version "$release" || release=""
+    fi
+    generations=$(hl-smi -Q name -f csv,noheader 2> /dev/null | tr -d ' ')
+}
+
+# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
+# or, on Gaudi 2 only and with a host from 1.17 on, the previous minor (N-1). `vendor.fit` is the same rule.
+admits() {
+    [ -z "$release" ] && return 0
+    [ "$1" = "$release" ] && return 0
+    [ "${1%%.*}" = "${release%%.*}" ] || return 1
+    image_minor=${1#*.} host_minor=${release#*.}
+    image_minor=${image_minor%%.*} host_minor=${host_minor%%.*}
+    [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null || return 1
+    version_lt "$release" "1.17" && return 1
+    [ -n "$generations" ] || return 1
+    for model in $generations; do
+        case "$model" in HL-225*) ;; *) return 1 ;; esac
+    done
+}
+
+check_vendor() {
     # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
     logs="${HABANA_LOGS:-/var/log/habana_logs}"
     writable="$logs"
@@ -241,9 +298,24 @@ GUARD = r'''check_vendor() {
     fi
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
+        return
     fi
+    # The nodes the habana runtime maps (/dev/accel/accel*, accel_controlD*; /dev/hlN before the accel
+    # subsystem: HabanaAI/habana-container-runtime devPrefixes) must open for this user.
+    open_or_group_add "$dev"/accel/accel* "$dev"/hl[0-9]*
+    host_release
+    image="${ACCEL_IMAGES_GAUDI:-}"
+    [ -n "$image" ] && [ -n "$release" ] || return 0
+    if admits "$image"; then
+        if [ "$image" != "$release" ]; then
+            warn "image Intel Gaudi software $image is one release behind the host driver's $release: allowed on Gaudi 2 only (N-1 compatibility since 1.17)"
+        fi
+        return 0
+    fi
+    pick_alternative
+    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; N-1 only on Gaudi 2 from 1.17): install the Intel Gaudi $image driver on the host$(or_use)"
 }
-'''  # noqa: E501 - each of the guard's messages is one line of shell
+"""  # noqa: E501 - each of the guard's messages is one line of shell
 
 VENDOR = Gaudi(
     name="gaudi",

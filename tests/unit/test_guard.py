@@ -295,7 +295,7 @@ def node(host: Host, relative: str, gid: int) -> None:
     path.chmod(0o660)  # root:render 0660, as current hosts create them (ROCm/ROCm-docker#116)
 
 
-def as_user(host: Host, vendor: str, groups: str) -> subprocess.CompletedProcess[str]:
+def as_user(host: Host, vendor: str, groups: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The vendor's guard run as uid/gid 1000 with the given supplementary groups."""
     guard = host.bin.parent / f"guard-{vendor}.sh"
     guard.write_bytes(guard_script(vendor))
@@ -303,7 +303,7 @@ def as_user(host: Host, vendor: str, groups: str) -> subprocess.CompletedProcess
     for directory in (host.bin.parent, host.dev_root, host.dev_root / "dev", host.dev_root / "dev" / "dri"):
         if directory.is_dir():
             directory.chmod(0o755)
-    environment = {"PATH": str(host.bin), "ACCEL_IMAGES_DEV_ROOT": str(host.dev_root), "LC_ALL": "C"}
+    environment = {"PATH": str(host.bin), "ACCEL_IMAGES_DEV_ROOT": str(host.dev_root), "LC_ALL": "C", **env}
     command = [shutil.which("setpriv") or "setpriv", "--reuid=1000", "--regid=1000", f"--groups={groups}" if groups else "--clear-groups",
                host.shell, str(guard), *ECHO_ARGS]
     return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60)

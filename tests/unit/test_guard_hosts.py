@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_guard import ROOT, Host, assert_ran, assert_refused, assert_warned
+from test_guard import ROOT, Host, assert_ran, assert_refused, assert_warned, shared_host  # noqa: F401 (fixture)
 from accel_images.kb import compat
 from accel_images.cli import options
 from accel_images.render.contexts import guard_script
@@ -318,3 +318,97 @@ def test_recommend_stops_offering_7_14_to_an_mi50(kb, expansion) -> None:
     rec = recommend(mi50, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
     assert rec.variant is not None and rec.variant.tag == ROCM_72
     assert any(r.startswith(f"{ROCM_714}: GPU architecture gfx906 is not compiled") for r in rec.reasons)
+
+
+# ---- Intel Gaudi: the host driver's release ---------------------------------------------------
+# hl-smi's -Q queries (docs.habana.ai System_Management_Interface_Tool: "-Q, --query-aip ...
+# driver_version") and its summary header ("| Driver Version: 1.24.1-3bf9e81 |"); the rule is
+# recommend's (vendors/gaudi.py fit): the same release, N-1 on Gaudi 2 from 1.17.
+GAUDI_1241 = "2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel"
+GAUDI_1240 = "2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel"
+FAKE_HL_SMI = """#!/bin/sh
+# $0.answers: the driver ('1.24.1-3bf9e81') and the model ('HL-225'); QUERY=no: an hl-smi without -Q.
+read -r driver model < "$0.answers"
+if [ "$1" = "-Q" ]; then
+    [ "${{QUERY:-yes}}" = yes ] || {{ echo "hl-smi: unknown option -Q"; exit 1; }}
+    case "$2" in driver_version) echo "$driver" ;; name) echo "$model"; echo "$model" ;; esac
+    exit 0
+fi
+printf '| HL-SMI Version:                              hl-1.24.1-fw-51.5.0           |\\n'
+printf '| Driver Version:                                     %s          |\\n' "$driver"
+printf '| Nic Driver Version:                                 9.9.9-0000000          |\\n'
+"""
+
+
+def gaudi(host: Host, driver: str, model: str = "HL-225") -> None:
+    host.device("accel/accel0")
+    host.device("accel/accel_controlD0")
+    script = host.bin / "hl-smi"
+    script.write_text(FAKE_HL_SMI.format())
+    script.chmod(0o755)
+    Path(f"{script}.answers").write_text(f"{driver} {model}\n")
+    logs = host.bin.parent / "habana_logs"
+    logs.mkdir(exist_ok=True)
+
+
+def gaudi_env(tag: str, host: Host) -> dict[str, str]:
+    return image_env(tag, "gaudi") | {"HABANA_LOGS": str(host.bin.parent / "habana_logs")}
+
+
+def test_the_matching_gaudi_driver_starts_silently(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    result = host.run("gaudi", **gaudi_env(GAUDI_1241, host))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_another_gaudi_driver_is_refused_naming_the_image_that_matches(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81", "HL-325L")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1240, host)), "host Intel Gaudi driver 1.24.1",
+                   "software 1.24.0", "install the Intel Gaudi 1.24.0 driver", f"or use {GAUDI_1241}")
+
+
+def test_the_summary_header_stands_in_for_an_hl_smi_without_queries(host: Host) -> None:
+    gaudi(host, "1.23.0-a1b2c3d")
+    line = assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host), QUERY="no"), "driver 1.23.0")
+    assert "9.9.9" not in line  # the "Nic Driver Version" line is not the driver's
+
+
+def test_gaudi2_runs_the_previous_release_with_a_warning_gaudi3_does_not(host: Host) -> None:
+    gaudi(host, "1.25.0-0abcdef", "HL-225")
+    assert_warned(host.run("gaudi", **gaudi_env(GAUDI_1241, host)), "one release behind", "Gaudi 2 only")
+    gaudi(host, "1.25.0-0abcdef", "HL-325L")
+    line = assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host)), "install the Intel Gaudi 1.24.1 driver")
+    assert "or use" not in line
+
+
+def test_without_hl_smi_the_driver_is_not_checked(host: Host) -> None:
+    host.device("accel/accel0")
+    (host.bin.parent / "habana_logs").mkdir()
+    assert_ran(host.run("gaudi", **gaudi_env(GAUDI_1240, host)))
+
+
+def test_gaudi_decision_is_recommends(kb, expansion) -> None:
+    from accel_images.host.recommend import judge
+    from accel_images.model.hostinfo import HostInfo
+
+    variants = {v.tag: v for v in expansion.variants}
+    gaudi3 = HostInfo(vendor="gaudi", driver_version="1.24.1-3bf9e81", stack_version="1.24.1", device_count=1,
+                      gpu_names=("HL-325L",), gpu_archs=("gaudi3",))
+    assert judge(gaudi3, variants[GAUDI_1241], kb).fits
+    assert not judge(gaudi3, variants[GAUDI_1240], kb).fits
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() != 0
+                    or not shutil.which("setpriv"), reason="changing user and file groups needs root and setpriv")
+def test_unopenable_gaudi_nodes_are_refused_with_the_exact_group_add(shared_host: Host) -> None:
+    # /dev/accel/accel0 and accel_controlD0, the nodes the habana runtime maps (habana-container-runtime
+    # devPrefixes); their group on the host is not documented: the guard names whatever it is
+    from test_guard import as_user, node
+
+    for relative in ("accel/accel0", "accel/accel_controlD0"):
+        node(shared_host, relative, 4242)
+    (shared_host.dev_root / "dev" / "accel").chmod(0o755)
+    line = assert_refused(as_user(shared_host, "gaudi", "", HABANA_LOGS="/tmp"), "user 1000 cannot open",
+                          "--group-add 4242")
+    assert "accel_controlD0" in line

@@ -54,7 +54,7 @@ def gids(dev_root: Path) -> list[str]:
     ("xpu", lambda g: ["--device", "/dev/dri", "--group-add", g[0], "--group-add", g[1], "--ipc", "host"]),
     ("gaudi", lambda g: ["--runtime", "habana", "-e", "HABANA_VISIBLE_DEVICES=all",
                          "-e", "OMPI_MCA_btl_vader_single_copy_mechanism=none", "--cap-add", "SYS_NICE",
-                         "--ipc", "host"]),
+                         "--ipc", "host", "--network", "host", "--ulimit", "memlock=-1"]),
 ])
 def test_each_vendor_s_session_line(vendor: str, middle, dev_root: Path) -> None:
     session = Session("img:tag", vendor, Path("/src"), 1234, 5678, ("python", "-V"), interactive=False)

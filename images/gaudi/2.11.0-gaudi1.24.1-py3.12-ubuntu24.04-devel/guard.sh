@@ -159,6 +159,41 @@ in_list() {
 
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
+# host_release: the host driver's Intel Gaudi software release ('1.24.1' of '1.24.1-3bf9e81'), from
+# `hl-smi -Q driver_version -f csv,noheader` (the System Management Interface guide's -Q queries), else
+# the "| Driver Version: 1.24.1-3bf9e81 |" line of its summary (not "Nic Driver Version"). Empty
+# without hl-smi or an answer. `generations` gets the devices' model names ('HL-225').
+host_release() {
+    release="" generations=""
+    command -v hl-smi > /dev/null 2>&1 || return 0
+    answer=$(hl-smi -Q driver_version -f csv,noheader 2> /dev/null) || answer=""
+    release=$(printf '%s\n' "$answer" | head -n1 | tr -d ' ')
+    release=${release%%-*}
+    if ! is_version "$release"; then
+        release=$(hl-smi 2> /dev/null | while IFS= read -r line; do
+            case "$line" in "| Driver Version:"*) set -- ${line#*:}; printf '%s' "${1%%-*}" ;; esac
+        done)
+        is_version "$release" || release=""
+    fi
+    generations=$(hl-smi -Q name -f csv,noheader 2> /dev/null | tr -d ' ')
+}
+
+# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
+# or, on Gaudi 2 only and with a host from 1.17 on, the previous minor (N-1). `vendor.fit` is the same rule.
+admits() {
+    [ -z "$release" ] && return 0
+    [ "$1" = "$release" ] && return 0
+    [ "${1%%.*}" = "${release%%.*}" ] || return 1
+    image_minor=${1#*.} host_minor=${release#*.}
+    image_minor=${image_minor%%.*} host_minor=${host_minor%%.*}
+    [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null || return 1
+    version_lt "$release" "1.17" && return 1
+    [ -n "$generations" ] || return 1
+    for model in $generations; do
+        case "$model" in HL-225*) ;; *) return 1 ;; esac
+    done
+}
+
 check_vendor() {
     # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
     logs="${HABANA_LOGS:-/var/log/habana_logs}"
@@ -169,7 +204,22 @@ check_vendor() {
     fi
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
+        return
     fi
+    # The nodes the habana runtime maps (/dev/accel/accel*, accel_controlD*; /dev/hlN before the accel
+    # subsystem: HabanaAI/habana-container-runtime devPrefixes) must open for this user.
+    open_or_group_add "$dev"/accel/accel* "$dev"/hl[0-9]*
+    host_release
+    image="${ACCEL_IMAGES_GAUDI:-}"
+    [ -n "$image" ] && [ -n "$release" ] || return 0
+    if admits "$image"; then
+        if [ "$image" != "$release" ]; then
+            warn "image Intel Gaudi software $image is one release behind the host driver's $release: allowed on Gaudi 2 only (N-1 compatibility since 1.17)"
+        fi
+        return 0
+    fi
+    pick_alternative
+    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; N-1 only on Gaudi 2 from 1.17): install the Intel Gaudi $image driver on the host$(or_use)"
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the

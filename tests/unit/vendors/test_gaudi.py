@@ -39,11 +39,30 @@ def test_the_user_gets_an_sshd_on_mpi_operators_port(dockerfile: Callable[..., s
 
 
 def test_runtime_variables(dockerfile: Callable[..., str]) -> None:
-    # docs.habana.ai Pull_Prebuilt_Containers: -e HABANA_VISIBLE_DEVICES=all -e OMPI_MCA_btl_vader_single_copy_mechanism=none;
+    # docs.habana.ai Pull_Prebuilt_Containers: -e OMPI_MCA_btl_vader_single_copy_mechanism=none;
     # eager + torch.compile is the default mode (PT_HPU_LAZY_MODE=0, docs.habana.ai Runtime_Flags)
     text = dockerfile(*GAUDI_2404)
-    for line in ('HABANA_VISIBLE_DEVICES="all"', 'OMPI_MCA_btl_vader_single_copy_mechanism="none"', 'PT_HPU_LAZY_MODE="0"'):
+    for line in ('OMPI_MCA_btl_vader_single_copy_mechanism="none"', 'PT_HPU_LAZY_MODE="0"'):
         assert f"    {line}" in text, line
+    # HabanaAI/Setup_and_Install r1.22.0 (b626de8a): no Dockerfile sets HABANA_VISIBLE_DEVICES (only the
+    # utils/*.yaml run configurations do); the run line chooses the devices (device_options)
+    assert "HABANA_VISIBLE_DEVICES" not in text
+
+
+def test_the_guard_knows_the_images_gaudi_software(dockerfile: Callable[..., str]) -> None:
+    # the guard compares it with the host driver's release, as recommend does (vendors/gaudi.py fit)
+    text = dockerfile(*GAUDI_2404)
+    assert '    ACCEL_IMAGES_GAUDI="1.24.1"' in text
+    assert '    ACCEL_IMAGES_ALTERNATIVES="2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel|1.24.0"' in text
+
+
+def test_a_session_gets_habanas_host_network_and_the_rdma_memlock() -> None:
+    # docs.habana.ai Pull_Prebuilt_Containers: docker run ... --cap-add=sys_nice --net=host --ipc=host (V);
+    # memlock: RDMA pins registered memory (Red Hat RDMA guide, V); that Gaudi scale-out needs it: I
+    from accel_images.host.session import container_flags
+
+    flags = container_flags("gaudi")
+    assert flags[-4:] == ["--network", "host", "--ulimit", "memlock=-1"]
 
 
 def test_every_gaudi_base_has_a_build_tag(kb) -> None:
