@@ -29,6 +29,20 @@ if TYPE_CHECKING:
 XPU_DOCS = ("https://www.intel.com/content/www/us/en/docs/oneapi-base-toolkit/get-started-guide-linux/"
             "2025-2/using-containers-with-the-command-line.html")
 INTEL_PCI_VENDOR = "0x8086"
+DATA_CENTER_MAX_IDS = ("0b69", "0b6e", "0bd0", "0bd1", "0bd2", "0bd4", "0bd5", "0bd6", "0bd7", "0bd8", "0bd9",
+                       "0bda", "0bdb", "0be0", "0be1", "0be5")
+"""PCI device ids of Intel Data Center GPU Max (Ponte Vecchio, PVC): INTEL_PVC_IDS of the Linux kernel's
+include/drm/intel/i915_pciids.h (Jani Nikula's "drm/i915/pciids: add PVC PCI ID macros": 0B69, 0B6E,
+0BD4-0BDB, 0BE0, 0BE1, 0BE5) and of Intel's out-of-tree backport (i915_pciids_local.h: 0BD0-0BD2,
+0BD5-0BDB). V, read in copies of the patch and the header."""
+DATA_CENTER_DRIVER_DOCS = "https://dgpu-docs.intel.com/driver/kernel-driver-types.html"
+_DATA_CENTER_MAX = re.compile(r"Data Center GPU Max|\b8086:(?:" + "|".join(DATA_CENTER_MAX_IDS) + r")\b",
+                              re.IGNORECASE)
+
+
+def data_center_max(name: str) -> bool:
+    """An Intel Data Center GPU Max, by the name xpu-smi or sycl-ls gives, or the PCI id sysfs gives."""
+    return bool(_DATA_CENTER_MAX.search(name))
 _INTEGRATED_SLOT = ":00:02.0"  # where Intel integrated graphics sits: bus 0, device 2
 
 
@@ -88,9 +102,16 @@ class Xpu(VendorBase):
         return host_from("xpu", gpus, driver_version=driver)
 
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
-        """Any Intel GPU the host detection confirmed runs the +xpu wheels."""
+        """An Intel GPU the host detection confirmed runs the +xpu wheels, with the client GPU driver
+        these images carry, except a Data Center GPU Max (the guard's rule, GUARD below)."""
         names = ", ".join(dict.fromkeys(host.gpu_names)) or "an Intel GPU"
-        return Fit(variant, exact_arch=True, why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")
+        max_series = [name for name in host.gpu_names if data_center_max(name)]
+        if host.gpu_names and len(max_series) == len(host.gpu_names):
+            return Fit(variant, rejections=(f"{max_series[0]}: {DATA_CENTER_MAX_REASON}",))
+        caveats = (f"{', '.join(dict.fromkeys(max_series))}: {DATA_CENTER_MAX_REASON}; only the other GPUs "
+                   "can use it",) if max_series else ()
+        return Fit(variant, caveats=caveats, exact_arch=True,
+                   why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,14 +289,46 @@ def _gpus(devices: list[IntelDevice]) -> list[Gpu]:
     return [Gpu(device.name, device.name) for device in devices]
 
 
-GUARD = r'''check_vendor() {
+DATA_CENTER_MAX_REASON = ("Intel Data Center GPU Max needs Intel's data-center GPU driver stack (the out-of-tree i915 "
+                          "driver and its matched user-mode driver from repositories.intel.com/gpu), not the client "
+                          "GPU driver of these images (ppa:kobuk-team/intel-graphics)")
+"""Why: "For data center GPUs, including Intel Data Center GPU Max Series and Intel Data Center GPU Flex
+Series, the out-of-tree drivers are the only drivers validated by Intel" (dgpu-docs.intel.com
+driver/kernel-driver-types.html, V); PyTorch's and Intel's images install the client PPA for client
+GPUs and the repositories.intel.com streams otherwise (install_xpu.sh, DLE Dockerfiles, V). That the
+client PPA's user-mode driver fails on Max is not stated by Intel (unverified): refused as unvalidated."""
+
+GUARD = r"""# max_series: how many of the Intel render devices are Data Center GPU Max (sysfs PCI ids under
+# /sys/class/drm/renderD*/device, vendor 0x8086; ids: vendors/xpu.py DATA_CENTER_MAX_IDS), and of
+# how many Intel devices. Sets `max_ids`, `max_count`, `intel_count`.
+max_series() {
+    max_ids="" max_count=0 intel_count=0
+    for device in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/drm/renderD*/device; do
+        [ -r "$device/vendor" ] && [ -r "$device/device" ] || continue
+        [ "$(cat "$device/vendor")" = 0x8086 ] || continue
+        intel_count=$((intel_count + 1))
+        id=$(tr 'A-F' 'a-f' < "$device/device")
+        case " @MAX_IDS@ " in
+            *" ${id#0x} "*) max_count=$((max_count + 1)); max_ids="$max_ids $id" ;;
+        esac
+    done
+}
+
+check_vendor() {
     if ! any_exists "$dev"/dri/renderD*; then
         missing "no /dev/dri render node: run with --device /dev/dri"
         return
     fi
     open_or_group_add "$dev"/dri/renderD*
+    max_series
+    [ "$max_count" -gt 0 ] || return 0
+    if [ "$max_count" -lt "$intel_count" ]; then
+        warn "Intel Data Center GPU Max (PCI device${max_ids}): @REASON@; only the other GPUs can use it"
+        return 0
+    fi
+    refuse "Intel Data Center GPU Max (PCI device${max_ids}): @REASON@"
 }
-'''
+""".replace("@MAX_IDS@", " ".join(DATA_CENTER_MAX_IDS)).replace("@REASON@", DATA_CENTER_MAX_REASON)
 
 VENDOR = Xpu(
     name="xpu",

@@ -412,3 +412,51 @@ def test_unopenable_gaudi_nodes_are_refused_with_the_exact_group_add(shared_host
     line = assert_refused(as_user(shared_host, "gaudi", "", HABANA_LOGS="/tmp"), "user 1000 cannot open",
                           "--group-add 4242")
     assert "accel_controlD0" in line
+
+
+# ---- Intel XPU: Data Center GPU Max -----------------------------------------------------------
+# "For data center GPUs, including Intel Data Center GPU Max Series ..., the out-of-tree drivers are
+# the only drivers validated by Intel" (dgpu-docs.intel.com driver/kernel-driver-types.html); the PCI
+# ids: the kernel's INTEL_PVC_IDS (include/drm/intel/i915_pciids.h).
+XPU = "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
+
+
+def intel(host: Host, *device_ids: str) -> None:
+    """A render node per device, with its PCI vendor and device id under /sys/class/drm."""
+    for index, device_id in enumerate(device_ids):
+        host.device(f"dri/renderD{128 + index}")
+        device = host.dev_root / "sys" / "class" / "drm" / f"renderD{128 + index}" / "device"
+        device.mkdir(parents=True)
+        (device / "vendor").write_text("0x8086\n")
+        (device / "device").write_text(f"{device_id}\n")
+
+
+def test_a_data_center_gpu_max_is_refused_with_the_reason(host: Host) -> None:
+    intel(host, "0x0bd5")  # Max 1550
+    assert_refused(host.run("xpu", **image_env(XPU, "xpu")), "Data Center GPU Max", "0x0bd5", "out-of-tree i915",
+                   "ppa:kobuk-team/intel-graphics")
+
+
+def test_an_arc_gpu_starts(host: Host) -> None:
+    intel(host, "0x56a0")  # Arc A770
+    result = host.run("xpu", **image_env(XPU, "xpu"))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_max_beside_an_arc_is_a_warning(host: Host) -> None:
+    intel(host, "0x56a0", "0x0BD6")
+    assert_warned(host.run("xpu", **image_env(XPU, "xpu")), "0x0bd6", "only the other GPUs")
+
+
+def test_recommend_rejects_a_data_center_gpu_max(tmp_path: Path, kb, expansion) -> None:
+    from accel_images.host.detect import detect_host
+    from accel_images.host.recommend import judge
+
+    recorded = (Path(__file__).parents[1] / "data" / "host" / "sycl-ls-max1550-old.txt").read_text()
+    (tmp_path / "dev" / "dri").mkdir(parents=True)
+    (tmp_path / "dev" / "dri" / "renderD128").write_text("")
+    max1550 = detect_host(lambda argv: recorded if argv == ["sycl-ls"] else None, tmp_path)
+    assert max1550.vendor == "xpu" and max1550.gpu_names
+    fit = judge(max1550, next(v for v in expansion.variants if v.tag == XPU), kb)
+    assert not fit.fits and "Data Center GPU Max" in fit.rejections[0]

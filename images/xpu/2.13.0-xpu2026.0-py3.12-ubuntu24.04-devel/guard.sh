@@ -159,12 +159,35 @@ in_list() {
 
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
+# max_series: how many of the Intel render devices are Data Center GPU Max (sysfs PCI ids under
+# /sys/class/drm/renderD*/device, vendor 0x8086; ids: vendors/xpu.py DATA_CENTER_MAX_IDS), and of
+# how many Intel devices. Sets `max_ids`, `max_count`, `intel_count`.
+max_series() {
+    max_ids="" max_count=0 intel_count=0
+    for device in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/drm/renderD*/device; do
+        [ -r "$device/vendor" ] && [ -r "$device/device" ] || continue
+        [ "$(cat "$device/vendor")" = 0x8086 ] || continue
+        intel_count=$((intel_count + 1))
+        id=$(tr 'A-F' 'a-f' < "$device/device")
+        case " 0b69 0b6e 0bd0 0bd1 0bd2 0bd4 0bd5 0bd6 0bd7 0bd8 0bd9 0bda 0bdb 0be0 0be1 0be5 " in
+            *" ${id#0x} "*) max_count=$((max_count + 1)); max_ids="$max_ids $id" ;;
+        esac
+    done
+}
+
 check_vendor() {
     if ! any_exists "$dev"/dri/renderD*; then
         missing "no /dev/dri render node: run with --device /dev/dri"
         return
     fi
     open_or_group_add "$dev"/dri/renderD*
+    max_series
+    [ "$max_count" -gt 0 ] || return 0
+    if [ "$max_count" -lt "$intel_count" ]; then
+        warn "Intel Data Center GPU Max (PCI device${max_ids}): Intel Data Center GPU Max needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these images (ppa:kobuk-team/intel-graphics); only the other GPUs can use it"
+        return 0
+    fi
+    refuse "Intel Data Center GPU Max (PCI device${max_ids}): Intel Data Center GPU Max needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these images (ppa:kobuk-team/intel-graphics)"
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the

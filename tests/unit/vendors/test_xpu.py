@@ -20,8 +20,11 @@ def test_runtime_adds_the_gpu_user_mode_driver_from_intels_ppa_without_add_apt_r
     assert ("COPY apt/kobuk-team-intel-graphics.asc /etc/apt/keyrings/kobuk-team-intel-graphics.asc\n"
             "COPY apt/kobuk-team-intel-graphics.sources /etc/apt/sources.list.d/kobuk-team-intel-graphics.sources\n"
             + STEP + "apt-get update \\\n") in text
-    # In the bulk layer, from the PPA and the release suites (partials/apt.j2: the PPA's suite is `noble`)
-    assert "    && { apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd \\\n" in text
+    # In the bulk layer, from the PPA and the release suites (partials/apt.j2: the PPA's suite is `noble`).
+    # libze-dev: DLE's own list and PyTorch's XPU CI (Triton's XPU launcher includes level_zero/ze_api.h);
+    # intel-ocloc: pytorch/pytorch .ci/docker/common/install_xpu.sh (client: `... libze-dev intel-ocloc xpu-smi`)
+    assert ("    && { apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd libze-dev "
+            "intel-ocloc \\\n") in text
     # https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html: pip install torch --index-url .../whl/xpu
     assert '--index-url https://download.pytorch.org/whl/xpu "torch==2.14.1"' in text
 
@@ -31,7 +34,17 @@ def test_devel_sits_on_deep_learning_essentials(dockerfile: Callable[..., str]) 
     text = dockerfile(*DEVEL)
     assert "\nFROM intel/deep-learning-essentials:2026.1.0-devel-ubuntu24.04\n" in text
     assert "kobuk-team" not in text  # the DLE image already holds the GPU runtime
-    assert "setvars.sh" not in text  # compat-facts §8.17: do not load a second oneAPI runtime
+    assert "RUN source /opt/intel/oneapi/setvars.sh" not in text  # compat-facts §8.17: no second oneAPI runtime
+
+
+def test_devel_resets_the_setvars_environment_dle_bakes_in(dockerfile: Callable[..., str]) -> None:
+    # intel/oneapi-containers deep-learning-essentials/Dockerfile.ubuntu-24.04 (6131caba): ENV
+    # LD_LIBRARY_PATH='/opt/intel/oneapi/...', OCL_ICD_FILENAMES='/opt/intel/oneapi/compiler/2026.0/lib/libintelocl.so',
+    # SETVARS_COMPLETED='1': reset, so torch loads the +xpu wheels' runtime and setvars.sh can still be sourced
+    assert ('ENV LD_LIBRARY_PATH="" \\\n'
+            '    OCL_ICD_FILENAMES="" \\\n'
+            '    SETVARS_COMPLETED=""\n') in dockerfile(*DEVEL)
+    assert "LD_LIBRARY_PATH" not in dockerfile(*RUNTIME)
 
 
 def test_run_options_follow_intels_container_guide(tmp_path) -> None:
