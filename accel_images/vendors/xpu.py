@@ -107,8 +107,8 @@ class Xpu(VendorBase):
         names = ", ".join(dict.fromkeys(host.gpu_names)) or "an Intel GPU"
         max_series = [name for name in host.gpu_names if data_center_max(name)]
         if host.gpu_names and len(max_series) == len(host.gpu_names):
-            return Fit(variant, rejections=(f"{max_series[0]}: {DATA_CENTER_MAX_REASON}",))
-        caveats = (f"{', '.join(dict.fromkeys(max_series))}: {DATA_CENTER_MAX_REASON}; only the other GPUs "
+            return Fit(variant, rejections=(f"{max_series[0]} {DATA_CENTER_MAX_REASON}",))
+        caveats = (f"{', '.join(dict.fromkeys(max_series))} {DATA_CENTER_MAX_REASON}; only the other GPUs "
                    "can use it",) if max_series else ()
         return Fit(variant, caveats=caveats, exact_arch=True,
                    why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")
@@ -289,9 +289,9 @@ def _gpus(devices: list[IntelDevice]) -> list[Gpu]:
     return [Gpu(device.name, device.name) for device in devices]
 
 
-DATA_CENTER_MAX_REASON = ("Intel Data Center GPU Max needs Intel's data-center GPU driver stack (the out-of-tree i915 "
-                          "driver and its matched user-mode driver from repositories.intel.com/gpu), not the client "
-                          "GPU driver of these images (ppa:kobuk-team/intel-graphics)")
+DATA_CENTER_MAX_REASON = ("needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched "
+                          "user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these "
+                          "images (ppa:kobuk-team/intel-graphics)")
 """Why: "For data center GPUs, including Intel Data Center GPU Max Series and Intel Data Center GPU Flex
 Series, the out-of-tree drivers are the only drivers validated by Intel" (dgpu-docs.intel.com
 driver/kernel-driver-types.html, V); PyTorch's and Intel's images install the client PPA for client
@@ -323,10 +323,10 @@ check_vendor() {
     max_series
     [ "$max_count" -gt 0 ] || return 0
     if [ "$max_count" -lt "$intel_count" ]; then
-        warn "Intel Data Center GPU Max (PCI device${max_ids}): @REASON@; only the other GPUs can use it"
+        warn "Intel Data Center GPU Max (PCI device${max_ids}) @REASON@; only the other GPUs can use it"
         return 0
     fi
-    refuse "Intel Data Center GPU Max (PCI device${max_ids}): @REASON@"
+    refuse "Intel Data Center GPU Max (PCI device${max_ids}) @REASON@"
 }
 """.replace("@MAX_IDS@", " ".join(DATA_CENTER_MAX_IDS)).replace("@REASON@", DATA_CENTER_MAX_REASON)
 

@@ -60,11 +60,18 @@ is_version() {
     return 0
 }
 
-# version_lt A B: true when dotted version A is lower than B (numeric per component).
+# version_lt A B: true when dotted version A is lower than B (numeric per component, a missing one
+# is 0). In the shell alone: the guard compares versions for every image a refusal may name.
 version_lt() {
-    [ "$1" = "$2" ] && return 1
-    lowest=$(printf '%s\n%s\n' "$1" "$2" | sort -t. -k1,1n -k2,2n -k3,3n | head -n1)
-    [ "$lowest" = "$1" ]
+    left=$1 right=$2
+    while [ -n "$left$right" ]; do
+        l=${left%%.*} r=${right%%.*}
+        [ "${l:-0}" -lt "${r:-0}" ] && return 0
+        [ "${l:-0}" -gt "${r:-0}" ] && return 1
+        case "$left" in *.*) left=${left#*.} ;; *) left="" ;; esac
+        case "$right" in *.*) right=${right#*.} ;; *) right="" ;; esac
+    done
+    return 1
 }
 
 # open_or_group_add NODE...: every node opens for reading and writing as this user, or stop

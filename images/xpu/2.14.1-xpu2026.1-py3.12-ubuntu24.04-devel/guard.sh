@@ -60,11 +60,18 @@ is_version() {
     return 0
 }
 
-# version_lt A B: true when dotted version A is lower than B (numeric per component).
+# version_lt A B: true when dotted version A is lower than B (numeric per component, a missing one
+# is 0). In the shell alone: the guard compares versions for every image a refusal may name.
 version_lt() {
-    [ "$1" = "$2" ] && return 1
-    lowest=$(printf '%s\n%s\n' "$1" "$2" | sort -t. -k1,1n -k2,2n -k3,3n | head -n1)
-    [ "$lowest" = "$1" ]
+    left=$1 right=$2
+    while [ -n "$left$right" ]; do
+        l=${left%%.*} r=${right%%.*}
+        [ "${l:-0}" -lt "${r:-0}" ] && return 0
+        [ "${l:-0}" -gt "${r:-0}" ] && return 1
+        case "$left" in *.*) left=${left#*.} ;; *) left="" ;; esac
+        case "$right" in *.*) right=${right#*.} ;; *) right="" ;; esac
+    done
+    return 1
 }
 
 # open_or_group_add NODE...: every node opens for reading and writing as this user, or stop
@@ -184,10 +191,10 @@ check_vendor() {
     max_series
     [ "$max_count" -gt 0 ] || return 0
     if [ "$max_count" -lt "$intel_count" ]; then
-        warn "Intel Data Center GPU Max (PCI device${max_ids}): Intel Data Center GPU Max needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these images (ppa:kobuk-team/intel-graphics); only the other GPUs can use it"
+        warn "Intel Data Center GPU Max (PCI device${max_ids}) needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these images (ppa:kobuk-team/intel-graphics); only the other GPUs can use it"
         return 0
     fi
-    refuse "Intel Data Center GPU Max (PCI device${max_ids}): Intel Data Center GPU Max needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these images (ppa:kobuk-team/intel-graphics)"
+    refuse "Intel Data Center GPU Max (PCI device${max_ids}) needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these images (ppa:kobuk-team/intel-graphics)"
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the

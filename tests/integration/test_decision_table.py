@@ -1,0 +1,214 @@
+"""The decision table: every rendered GPU image against a corpus of hosts, three ways.
+
+For each image under images/<vendor>/ and each host of that vendor in the corpus below (NVIDIA driver
+branches, GPU brands and compute capabilities; AMD gfx targets; Intel GPUs by PCI id; Gaudi driver
+releases and generations):
+
+- the image's rendered guard (its images/<vendor>/<tag>/guard.sh, run in dash with the environment
+  its Dockerfile sets and fake vendor tools on PATH, ACCEL_IMAGES_DEV_ROOT over a fake /dev and /sys)
+  either starts the command or exits 78;
+- `recommend`'s judgement of the same variant on the same host (recommend.judge: the vendor's fit,
+  what `accel-images recommend --host-json` runs) must agree;
+- an image a refusal names ("use X instead", "or use X") must start on that host itself, and a
+  refusal that names none must come from a host that no sibling image (same Python and OS) starts on.
+
+No Docker: each guard is a shell script. About 2,000 guard runs; the wall time is in the report of
+the change that added this file.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from accel_images.host.recommend import judge
+from accel_images.kb.compat import load_kb
+from accel_images.model.hostinfo import HostInfo
+from accel_images.model.variant import Variant
+from accel_images.plan.matrix import load_matrix
+from accel_images.plan.variants import expand
+from accel_images.vendors.gaudi import generation
+
+ROOT = Path(__file__).resolve().parents[2]
+SHELL = shutil.which("dash") or shutil.which("sh") or "sh"
+GUARD_EXIT = 78
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "true", "dirname")
+NAMED = re.compile(r"(?:or use|; use) (\S+?)(?: instead|\s|$| \(set)")
+
+# ---- the corpus -------------------------------------------------------------------------------
+
+CUDA_DRIVERS = {"470.256.02": "11.4", "535.247.01": "12.2", "550.163.01": "12.4", "560.35.05": "12.6",
+                "570.172.08": "12.8", "575.64.05": "12.9", "580.95.05": "13.0", "590.48.01": "13.1",
+                "610.43.02": "13.3"}
+"""Driver -> the newest CUDA it reports (NVIDIA's driver/toolkit table): the branches nvidia/cuda's
+forward-compatibility clauses name, the ones they skip (560, 575, 590 for some), the 13.x floor (580)."""
+NVIDIA_GPUS = [  # (name, Product Brand, compute capability): https://developer.nvidia.com/cuda-gpus
+    ("Tesla V100-SXM2-32GB", "Tesla", "7.0"), ("NVIDIA TITAN V", "TITAN", "7.0"), ("Tesla T4", "NVIDIA", "7.5"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA", "8.0"), ("NVIDIA GeForce RTX 3090", "GeForce", "8.6"),
+    ("NVIDIA RTX A6000", "NVIDIA RTX", "8.6"), ("NVIDIA GeForce RTX 4090", "GeForce", "8.9"),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA", "9.0"), ("NVIDIA B200", "NVIDIA", "10.0"),
+    ("NVIDIA GeForce RTX 5090", "GeForce", "12.0"), ("NVIDIA GB10", "NVIDIA", "12.1"),
+]
+GFX_TARGETS = {  # gfx_target_version (kernel kfd_device.c) -> target
+    90000: "gfx900", 90006: "gfx906", 90008: "gfx908", 90010: "gfx90a", 90402: "gfx942", 90500: "gfx950",
+    100100: "gfx1010", 100300: "gfx1030", 100301: "gfx1031", 110000: "gfx1100", 110003: "gfx1103",
+    110501: "gfx1151", 120001: "gfx1201",
+}
+INTEL_GPUS = [  # (name as xpu-smi gives it, PCI device id)
+    ("Intel(R) Arc(TM) A770 Graphics", "0x56a0"), ("Intel(R) Arc(TM) B580 Graphics", "0xe20b"),
+    ("Intel(R) Data Center GPU Max 1550", "0x0bd5"), ("Intel(R) Data Center GPU Max 1100", "0x0bda"),
+]
+GAUDI = [(release, model) for release in ("1.23.0", "1.24.0", "1.24.1", "1.25.0") for model in ("HL-225", "HL-325L")]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host of the corpus: how `recommend` sees it and what its tools and files say."""
+
+    label: str
+    info: HostInfo
+    tools: dict[str, str] = field(default_factory=dict)     # name -> shell script body
+    files: dict[str, str] = field(default_factory=dict)     # path under the host root -> content
+
+
+def nvidia_hosts() -> Iterator[Host]:
+    for driver, cuda in CUDA_DRIVERS.items():
+        for name, brand, cc in NVIDIA_GPUS:
+            smi = ("#!/bin/sh\n"
+                   f'[ "$1" = "-q" ] && {{ printf \'GPU 00000000:01:00.0\\n    Product Name : %s\\n'
+                   f'    Product Brand : %s\\n\' "{name}" "{brand}"; exit 0; }}\n'
+                   f'case "$1" in *driver_version*) echo "{driver}" ;; *compute_cap*) echo "{cc}" ;;'
+                   f' *name*) echo "{name}" ;; *) exit 2 ;; esac\n')
+            yield Host(f"{name} on {driver}", HostInfo(vendor="cuda", driver_version=driver, stack_version=cuda,
+                                                        gpu_names=(name,), gpu_archs=(cc,), device_count=1),
+                       tools={"nvidia-smi": smi})
+
+
+def amd_hosts() -> Iterator[Host]:
+    for version, target in GFX_TARGETS.items():
+        files = {"dev/kfd": "", "dev/dri/renderD128": "",
+                 "sys/class/kfd/kfd/topology/nodes/0/properties": "cpu_cores_count 16\ngfx_target_version 0\n",
+                 "sys/class/kfd/kfd/topology/nodes/1/properties":
+                     f"cpu_cores_count 0\ngfx_target_version {version}\nvendor_id 4098\n"}
+        yield Host(target, HostInfo(vendor="rocm", gpu_archs=(target,), device_count=1, stack_version="7.2.1"),
+                   files=files)
+
+
+def intel_hosts() -> Iterator[Host]:
+    for name, device_id in INTEL_GPUS:
+        files = {"dev/dri/renderD128": "", "sys/class/drm/renderD128/device/vendor": "0x8086\n",
+                 "sys/class/drm/renderD128/device/device": f"{device_id}\n"}
+        yield Host(name, HostInfo(vendor="xpu", gpu_names=(name,), gpu_archs=(name,), device_count=1), files=files)
+
+
+def gaudi_hosts() -> Iterator[Host]:
+    for release, model in GAUDI:
+        driver = f"{release}-0abcdef"
+        smi = ("#!/bin/sh\n"
+               f'case "$2" in driver_version) echo "{driver}" ;; name) echo "{model}" ;; *) exit 2 ;; esac\n')
+        yield Host(f"{model} on {driver}", HostInfo(vendor="gaudi", driver_version=driver, stack_version=release,
+                                                     gpu_names=(model,), gpu_archs=(generation(model) or "",),
+                                                     device_count=1),
+                   tools={"hl-smi": smi}, files={"dev/accel/accel0": "", "dev/accel/accel_controlD0": ""})
+
+
+CORPUS = {"cuda": nvidia_hosts, "rocm": amd_hosts, "xpu": intel_hosts, "gaudi": gaudi_hosts}
+
+# ---- running the guards -----------------------------------------------------------------------
+
+
+def image_env(tag: str, vendor: str) -> dict[str, str]:
+    text = (ROOT / "images" / vendor / tag / "Dockerfile").read_text()
+    return {k: v for k, v in re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', text) if k != "ACCEL_IMAGES_VENDOR"}
+
+
+def materialise(host: Host, root: Path) -> Path:
+    """The host's fake tools (bin/) and tree (host/) under root."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in TOOLS:
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    for name, body in host.tools.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    for relative, content in {"habana_logs/.keep": "", **{f"host/{k}": v for k, v in host.files.items()}}.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    (root / "host" / "dev").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def run_guard(vendor: str, tag: str, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": str(root / "bin"), "LC_ALL": "C", "ACCEL_IMAGES_DEV_ROOT": str(root / "host"),
+           "ACCEL_IMAGES_FACTS": str(root / "no-facts.json"), "HABANA_LOGS": str(root / "habana_logs"),
+           "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1", **image_env(tag, vendor)}
+    result = subprocess.run([SHELL, str(ROOT / "images" / vendor / tag / "guard.sh"), "true"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode in (0, GUARD_EXIT), f"{tag}: {result.stderr}"
+    return result
+
+
+@dataclass(frozen=True)
+class Row:
+    vendor: str
+    host: Host
+    tag: str
+    starts: bool
+    named: str | None
+    said: str
+
+
+def decide_all(vendor: str, hosts: Iterable[Host], tags: list[str], tmp: Path) -> list[Row]:
+    roots = {host.label: materialise(host, tmp / f"h{index}") for index, host in enumerate(hosts)}
+    by_label = {host.label: host for host in hosts}
+    jobs = [(label, tag) for label in roots for tag in tags]
+
+    def one(job: tuple[str, str]) -> Row:
+        label, tag = job
+        result = run_guard(vendor, tag, roots[label])
+        named = NAMED.search(result.stderr) if result.returncode == GUARD_EXIT else None
+        return Row(vendor, by_label[label], tag, result.returncode == 0, named.group(1) if named else None,
+                   result.stderr.strip())
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(one, jobs))
+
+
+@pytest.fixture(scope="module")
+def variants() -> dict[str, Variant]:
+    return {v.tag: v for v in expand(load_matrix(ROOT / "matrix.yaml"), load_kb()).variants}
+
+
+@pytest.mark.parametrize("vendor", sorted(CORPUS))
+def test_guard_recommend_and_hints_agree_on_every_host(vendor: str, variants: dict[str, Variant],
+                                                       tmp_path: Path) -> None:
+    kb = load_kb()
+    tags = sorted(p.name for p in (ROOT / "images" / vendor).iterdir())
+    assert tags and all(tag in variants for tag in tags)
+    hosts = list(CORPUS[vendor]())
+    rows = decide_all(vendor, hosts, tags, tmp_path)
+    starts = {(row.host.label, row.tag): row.starts for row in rows}
+    problems = []
+    for row in rows:
+        fit = judge(row.host.info, variants[row.tag], kb)
+        if fit.fits != row.starts:
+            problems.append(f"{row.tag} on {row.host.label}: guard starts={row.starts}, recommend fits={fit.fits}"
+                            f" ({'; '.join(fit.rejections) or row.said})")
+        if row.named is not None and not starts.get((row.host.label, row.named), False):
+            problems.append(f"{row.tag} on {row.host.label} names {row.named}, which refuses that host: {row.said}")
+        if not row.starts and row.named is None:
+            siblings = [t for t in tags if (variants[t].python, variants[t].os) ==
+                        (variants[row.tag].python, variants[row.tag].os) and starts[(row.host.label, t)]]
+            if siblings:
+                problems.append(f"{row.tag} on {row.host.label} names no image, but {siblings[0]} starts there")
+    assert problems == [], "\n".join(problems[:20]) + f"\n({len(problems)} disagreements)"
+    refused = sum(not row.starts for row in rows)
+    assert 0 < refused < len(rows), "the corpus must hold hosts each way"
