@@ -653,6 +653,7 @@ cc_of() {
 # own_archs: the compute capabilities this image has kernels for, PTX ones marked +PTX: from the
 # facts file (archs, ptx) when it was read, else the list rendered from the knowledge base.
 own_archs() {
+    read_facts
     if [ -z "$facts_read" ]; then
         printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}"
         return

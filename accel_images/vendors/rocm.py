@@ -555,6 +555,7 @@ gfx_targets() {
 # own_archs: the gfx targets this image's wheel was compiled for: the facts file's archs when it
 # was read (torch's own list), else the list rendered from the knowledge base.
 own_archs() {
+    read_facts
     if [ -n "$facts_read" ]; then printf '%s' "$facts_archs"; else printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}"; fi
 }
 

@@ -92,7 +92,8 @@ open_or_group_add() {
     refuse "user $(id -u) cannot open$closed: run with$flags (the groups owning them on this host)"
 }
 
-# The facts file, read once with the image's own Python (json from the standard library; -I -S:
+# The facts file, read at most once, by the vendor checks that need it (a python start costs tens of
+# milliseconds on every container start), with the image's own Python (json from the standard library; -I -S:
 # nothing from the environment or site-packages) into facts_* variables: facts_archs (compiled
 # targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX), facts_torch, facts_backend,
 # facts_cuda, facts_hip, facts_xpu. Every value is checked against a plain character set before the
@@ -126,6 +127,8 @@ except (OSError, ValueError, AttributeError, TypeError) as error:
     sys.exit("%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else ""))
 '
 read_facts() {
+    [ -z "${facts_tried:-}" ] || return 0
+    facts_tried=1
     [ -f "$facts_file" ] || return 0
     python=$(command -v python3 2> /dev/null || command -v python 2> /dev/null) || {
         warn "no python to read $facts_file: deciding from the image's environment"
@@ -189,6 +192,7 @@ cc_of() {
 # own_archs: the compute capabilities this image has kernels for, PTX ones marked +PTX: from the
 # facts file (archs, ptx) when it was read, else the list rendered from the knowledge base.
 own_archs() {
+    read_facts
     if [ -z "$facts_read" ]; then
         printf '%s' "${ACCEL_IMAGES_GPU_ARCHS:-}"
         return
@@ -368,7 +372,6 @@ if [ -n "${ACCEL_IMAGES_HOME:-}" ]; then
 fi
 
 if ! guard_off; then
-    read_facts
     check_vendor
 fi
 
