@@ -32,7 +32,7 @@ SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000
 LOCAL_WHEELS    := /var/cache/accel-images/wheelhouse
 
-.PHONY: help install test test-fast ci render check lint image images image-offline engine nightly bench bench-quick clean
+.PHONY: help install test test-fast ci render check lint image images image-offline engine nightly bench bench-quick device-check clean
 
 help:  ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -93,6 +93,15 @@ bench: $(CLI) ## Run the benchmarks and rewrite benchmarks/RESULTS.md.
 
 bench-quick: $(CLI) ## Check that every benchmark script runs (tiny sizes, no RESULTS.md).
 	$(BIN)/python benchmarks/run.py --quick
+
+# The hardware check runs where an accelerator is, often a bare machine without network: it needs no
+# .venv (the module imports only the standard library and PyYAML), so it uses the venv's Python when
+# there is one and the host's otherwise. TORCH_PYTHON is the Python with the host's own torch.
+TORCH_PYTHON ?= python3
+CHECK_PY     := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY))
+
+device-check:  ## On a GPU host (no Docker, no network): detection, every rendered guard of its vendor against the real tools, the smoke workload with TORCH_PYTHON; writes device-check.json.
+	$(CHECK_PY) -m accel_images.host.devicecheck --python $(TORCH_PYTHON) --out device-check.json
 
 clean:  ## Remove build contexts, logs and reports (.accel-images/).
 	rm -rf .accel-images

@@ -36,6 +36,7 @@ ELSEWHERE = {
     "accel-images catalogue": "reads ghcr.io/acme (tests/unit/test_catalogue.py, against the local registry)",
     "accel-images run -- python train.py": "starts a container on an image from ghcr.io/acme",
     "accel-images devcontainer": "chooses from ghcr.io/acme (tests/unit/test_session.py)",
+    "make device-check": "needs an accelerator and its tools (tests/unit/test_devicecheck.py runs the module against fake ones)",
     "accel-images build --vendor cpu --torch 2.13 --os debian12 --registry-mirror docker.io=127.0.0.1:5000"
     " --pip-find-links /var/cache/accel-images/wheelhouse":
         "builds with the Docker engine from the local mirror (tests/integration/test_build_integration.py)",
