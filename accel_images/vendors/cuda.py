@@ -5,6 +5,13 @@ References (each rule below names its section of compat-facts.md and the vendor 
   https://github.com/pytorch/pytorch/blob/main/RELEASE.md#release-compatibility-matrix
 - toolkit -> driver: https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
 - minor-version compatibility floors: https://docs.nvidia.com/deploy/cuda-compatibility/
+- forward compatibility (cuda-compat, data-center GPUs only; CUDA error 804 elsewhere):
+  https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html; the branches each
+  nvidia/cuda base serves: its NVIDIA_REQUIRE_CUDA (cuda.yaml forward_compat, families.compat_branches);
+  the container toolkit loads the compat libraries unless nvidia-container-runtime.modes.legacy.cuda-compat-mode
+  is `disabled` (NVIDIA/nvidia-container-toolkit api/config/v1/runtime.go)
+- the driver under /usr/local/nvidia on GKE: GoogleCloudPlatform/container-engine-accelerators
+  cmd/nvidia_gpu/nvidia_gpu.go (-container-path /usr/local/nvidia)
 - device flags: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html
 """
 
