@@ -15,16 +15,30 @@ from typing import Any
 
 import click
 
-from accel_images.host.choosing import Choice, choose, load_host, nothing_fits, refuse_fallback
-from accel_images.cli.options import (choice_options, choice_request, chosen_variants, expected_failures,
-                                      filter_options, matrix_option, show_choice, variant_record)
+from accel_images.host.choosing import Choice, choose, chosen_launch, load_host, nothing_fits, refuse_fallback
+from accel_images.cli.options import (choice_options, choice_request, chosen_variants, engine_option,
+                                      expected_failures, filter_options, matrix_option, show_choice, show_rendered,
+                                      variant_record)
 from accel_images.errors import InputError
+from accel_images.host.runtimes import Rendered
 
-def recommendation_record(choice: Choice) -> dict[str, Any]:
+def recommendation_record(choice: Choice, rendered: Rendered | None = None) -> dict[str, Any]:
     host, rec = choice.host, choice.recommendation
-    return {"host": dataclasses.asdict(host), "source": choice.source.record(), "image": rec.image,
-            "variant": variant_record(rec.variant, _repository(rec.image)) if rec.variant and rec.image else None,
-            "reasons": list(rec.reasons), "warnings": list(rec.warnings), "docker_run": rec.docker_run}
+    record = {"host": dataclasses.asdict(host), "source": choice.source.record(), "image": rec.image,
+              "digest": rec.digest,
+              "variant": variant_record(rec.variant, _repository(rec.image)) if rec.variant and rec.image else None,
+              "reasons": list(rec.reasons), "warnings": list(rec.warnings), "docker_run": rec.docker_run}
+    if rendered is not None:
+        record["run"] = {"engine": rendered.engine, "text": rendered.text, "notes": list(rendered.notes)}
+    return record
+
+
+def rendered_for(choice: Choice, engine: str) -> Rendered | None:
+    """The chosen image's line or document for `engine`; None when nothing was chosen."""
+    from accel_images.host.runtimes import render
+    if choice.recommendation.image is None:
+        return None
+    return render(engine, chosen_launch(choice))
 
 
 def _repository(ref: str) -> str:
@@ -32,14 +46,14 @@ def _repository(ref: str) -> str:
     return ref.rsplit(":", 1)[0]
 
 
-def report(choice: Choice, as_json: bool) -> str:
+def report(choice: Choice, as_json: bool, rendered: Rendered | None = None) -> str:
     """Print the recommendation and return the chosen image reference.
 
     Nothing fitting is an IncompatibleError, raised after the reasons were printed.
     """
     rec = choice.recommendation
     if as_json:
-        click.echo(json.dumps(recommendation_record(choice), indent=2))
+        click.echo(json.dumps(recommendation_record(choice, rendered), indent=2))
     else:
         show_choice(choice)
     if rec.image is None:
@@ -55,15 +69,17 @@ def chosen(matrix_path: str | None, registry: str | None, image_name: str | None
 
 @click.command("recommend")
 @choice_options
+@engine_option
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation as JSON.")
 @expected_failures
 def recommend_command(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
-                      flavor: str, host_json: Path | None, as_json: bool, **kwargs: Any) -> None:
-    """Pick the newest image that fits this host and print the `docker run` line for it."""
+                      flavor: str, host_json: Path | None, engine: str, as_json: bool, **kwargs: Any) -> None:
+    """Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's form)."""
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
-    report(choice, as_json)
-    if not as_json:
-        click.echo(choice.recommendation.docker_run)
+    rendered = rendered_for(choice, engine)
+    report(choice, as_json, rendered)
+    if not as_json and rendered is not None:
+        show_rendered(rendered)
     refuse_fallback(choice, kwargs.get("vendor"))
 
 

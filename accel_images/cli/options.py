@@ -170,6 +170,20 @@ def matrix_option(func: Callable[..., Any]) -> Callable[..., Any]:
                              " with accel-images).")(func)
 
 
+def engine_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    from accel_images.host.runtimes import ENGINES, LOCAL
+    return click.option("--engine", type=click.Choice(ENGINES), default="docker", show_default=True,
+                        help=f"The container runtime to run or print for ({', '.join(LOCAL)} run here; the others"
+                             " are printed: a command line, a Kubernetes Pod, a Compose file).")(func)
+
+
+def show_rendered(rendered: Any) -> None:
+    """A runtime's line or document on standard output; what it cannot express, as notes on standard error."""
+    for note in rendered.notes:
+        click.echo(f"  note: {note}", err=True)
+    click.echo(rendered.text, nl=False)
+
+
 def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for key in reversed(FILTER_KEYS):
         func = click.option(f"--{key}", key, default=None, help=f"Only variants with this {key}.")(func)

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,17 @@ from accel_images.host.choosing import Choice, choose, load_expansion, load_host
 from accel_images.cli.options import (
     choice_options,
     choice_request,
+    engine_option,
     expected_failures,
     matrix_option,
     print_table,
     show_choice,
+    show_rendered,
 )
 from accel_images.errors import EngineError, InputError
-from accel_images.host.session import DEVCONTAINER_FILE, Session, devcontainer, devcontainer_text, docker_run_argv
+from accel_images.host.launch import Extras, Mount, Port, git_identity, launch, parse_env
+from accel_images.host.runtimes import render
+from accel_images.host.session import DEVCONTAINER_FILE, devcontainer, devcontainer_text
 
 COMMAND_KEY = "accel_images.command"
 
@@ -94,35 +99,66 @@ def image_vendor(image: str, asked: str | None) -> str:
 @click.command("run", cls=CommandAfterDashes)
 @click.argument("image", required=False)
 @choice_options
+@engine_option
 @click.option("--workspace", type=click.Path(file_okay=False, exists=True, path_type=Path), default=Path("."),
               show_default=True, help="The directory mounted at /workspace.")
-@click.option("--print", "print_only", is_flag=True, help="Print the `docker run` line instead of running it.")
+@click.option("-v", "--volume", "volumes", multiple=True, metavar="SRC:DST[:ro]",
+              help="Also mount SRC (a dataset, a cache) at DST; repeatable.")
+@click.option("-p", "--publish", "ports", multiple=True, metavar="[IP:][HOST:]PORT",
+              help="Publish a container port (Jupyter, TensorBoard); repeatable.")
+@click.option("-e", "--env", "env", multiple=True, metavar="NAME=VALUE", help="Set a variable; repeatable.")
+@click.option("--name", default=None, help="Name the container (the pod, the Compose container).")
+@click.option("--engine-arg", "engine_args", multiple=True, metavar="ARG",
+              help="Pass ARG to the engine's command line as it is (e.g. --engine-arg=--network=host); repeatable.")
+@click.option("--print", "print_only", is_flag=True, help="Print the line (or document) instead of running it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the line and its arguments as JSON; run nothing.")
 @expected_failures
 def run_command(image: str | None, matrix_path: str | None, registry: str | None, image_name: str | None,
-                from_matrix: bool, flavor: str, host_json: Path | None, workspace: Path, print_only: bool,
-                as_json: bool, **kwargs: Any) -> None:
+                from_matrix: bool, flavor: str, host_json: Path | None, engine: str, workspace: Path,
+                volumes: tuple[str, ...], ports: tuple[str, ...], env: tuple[str, ...], name: str | None,
+                engine_args: tuple[str, ...], print_only: bool, as_json: bool, **kwargs: Any) -> None:
     """Start a development container: device options, host UID:GID, this directory at /workspace.
 
     `accel-images run [IMAGE] [-- CMD...]`: without IMAGE, the image `recommend` would choose. The
-    container's exit status is the command's.
+    container's exit status is the command's. Docker and Podman start here; --engine apptainer, enroot,
+    kubernetes and compose print what to run there.
     """
     command = click.get_current_context().meta.get(COMMAND_KEY, ())
+    extras = Extras(tuple(Mount.parse(v) for v in volumes), tuple(Port.parse(p) for p in ports),
+                    tuple(parse_env(e) for e in env), name, engine_args)
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  as_json, kwargs)
-    session = Session(ref, vendor, workspace.resolve(), os.getuid(), os.getgid(), tuple(command),
-                      interactive=sys.stdin.isatty())
-    argv = docker_run_argv(session)
+    user = choice.user if choice else None
+    session = replace(launch(ref, vendor, session=True), user=(os.getuid(), os.getgid()),
+                      workspace=workspace.resolve(), command=tuple(command), interactive=sys.stdin.isatty(),
+                      extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0,
+                      digest=choice.recommendation.digest if choice else None,
+                      image_user=(user.uid, user.gid) if user else (1000, 1000))
+    rendered = render(engine, session)
     if as_json:
-        click.echo(json.dumps({"image": ref, "vendor": vendor, "argv": argv, "docker_run": shlex.join(argv),
+        click.echo(json.dumps({"image": ref, "vendor": vendor, "engine": engine, "argv": rendered.argv,
+                               "text": rendered.text, "notes": list(rendered.notes),
+                               "docker_run": render("docker", session).text.rstrip("\n"),
                                "source": choice.source.record() if choice else None}, indent=2))
         return
-    if print_only:
-        click.echo(shlex.join(argv))
+    if print_only or rendered.argv is None:
+        show_rendered(rendered)
         return
-    if shutil.which("docker") is None:
-        raise EngineError("the docker command is not installed", hint=f"the line to run: {shlex.join(argv)}")
-    sys.exit(subprocess.run(argv, check=False).returncode)
+    for note in rendered.notes:
+        click.echo(f"  note: {note}", err=True)
+    sys.exit(start(rendered.argv))
+
+
+def start(argv: tuple[str, ...]) -> int:
+    """Run a local engine's line; an engine that is missing or refuses this user is one line and exit 3, as for
+    `build` and `pull`, before the engine's own error."""
+    program = argv[0]
+    if shutil.which(program) is None:
+        raise EngineError(f"the {program} command is not installed", hint=f"the line to run: {shlex.join(argv)}")
+    if program == "docker":
+        from accel_images.build.engine import Engine
+        Engine.connect().close()
+    return subprocess.run(argv, check=False).returncode
 
 
 @click.command("devcontainer")
@@ -142,7 +178,7 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  print_only, kwargs)
     from accel_images.kb import compat
-    user = choice.user if choice else load_expansion(matrix_path, compat.load_kb()).user.name
+    user = (choice.user if choice else load_expansion(matrix_path, compat.load_kb()).user).name
     text = devcontainer_text(devcontainer(ref, vendor, user))
     if print_only:
         click.echo(text, nl=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,9 +21,11 @@ from accel_images import vendors
 from accel_images.kb import compat
 from accel_images.errors import AcceleratorUnusable, IncompatibleError, InputError
 from accel_images.model.hostinfo import HostInfo
+from accel_images.host.launch import Launch, launch
 from accel_images.host.recommend import Recommendation, default_vendor, recommend, unusable_warning
 
 if TYPE_CHECKING:
+    from accel_images.plan.matrix import User
     from accel_images.plan.variants import Expansion
 
 CHOICE_FILTERS = ("vendor", "stack", "torch", "python", "os")
@@ -48,8 +51,8 @@ class Choice:
     host: HostInfo
     recommendation: Recommendation
     source: Source
-    user: str
-    """The image's non-root user (the matrix's `user.name`): a devcontainer's remoteUser."""
+    user: User
+    """The image's non-root user (the matrix's `user`): a devcontainer's remoteUser, a pod's runAsUser."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def choose(request: Request, host: HostInfo) -> Choice:
     kb = compat.load_kb()
     expansion = load_expansion(request.matrix_path, kb)
     if request.registry and not request.from_matrix:
-        return _from_registry(request, host, filters, kb, request.image or expansion.image, expansion.user.name)
+        return _from_registry(request, host, filters, kb, request.image or expansion.image, expansion.user)
     from accel_images.plan.variants import select_or_explain
     variants = select_or_explain(expansion, filters)
     image = request.image or expansion.image
@@ -81,7 +84,7 @@ def choose(request: Request, host: HostInfo) -> Choice:
     note = (f"chosen from {where}: what can be built, not checked against a registry"
             + ("" if request.registry else f" (--registry REG or {REGISTRY_ENV} chooses among published,"
                                              " smoke-tested images)"))
-    return Choice(host, rec, Source("matrix", where, note), expansion.user.name)
+    return Choice(host, rec, Source("matrix", where, note), expansion.user)
 
 
 def load_expansion(matrix_path: str | None, kb: compat.KnowledgeBase) -> Expansion:
@@ -93,7 +96,7 @@ def load_expansion(matrix_path: str | None, kb: compat.KnowledgeBase) -> Expansi
 
 
 def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | None], kb: compat.KnowledgeBase,
-                   image: str, user: str) -> Choice:
+                   image: str, user: User) -> Choice:
     from accel_images.publish.catalogue import read_catalogue, variant_of
     from accel_images.registry import Destination, RegistryClient
     from accel_images.plan.variants import select
@@ -111,7 +114,8 @@ def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | No
     chosen = by_variant.get(rec.variant) if rec.variant else None
     if chosen is not None and chosen.smoke is not None and chosen.smoke.cpu_mode and rec.variant is not None:
         warnings.append(f"{chosen.tag} was smoke-tested in CPU mode only: no {rec.variant.vendor} runner ran it")
-    rec = replace(rec, reasons=(*rec.reasons, *unoffered), warnings=tuple(warnings))
+    rec = replace(rec, reasons=(*rec.reasons, *unoffered), warnings=tuple(warnings),
+                  digest=chosen.digest if chosen is not None else None)
     passed = f"{len(catalogue.offered())} passed their smoke test"
     note = f"chosen from registry {catalogue.where}: {len(catalogue.entries)} image(s) published, {passed}"
     if chosen is not None and chosen.smoke is not None:
@@ -178,3 +182,13 @@ def refuse_fallback(choice: Choice, asked_vendor: str | None) -> None:
     if host.unusable and chosen not in (None, host.vendor, asked_vendor):
         raise AcceleratorUnusable(f"{unusable_warning(host)}; the {chosen} image was chosen instead",
                                   hint=f"fix the {vendors.title(host.vendor)} driver, or pass --vendor {chosen}")
+
+
+def chosen_launch(choice: Choice, dev_root: Path = Path("/")) -> Launch:
+    """recommend's Launch for what `choice` chose: the image (by digest where the catalogue said it), its
+    vendor's devices, the image's own user; no session."""
+    rec = choice.recommendation
+    if rec.image is None or rec.variant is None:
+        raise nothing_fits(choice)
+    return replace(launch(rec.image, rec.variant.vendor, dev_root), digest=rec.digest,
+                   image_user=(choice.user.uid, choice.user.gid), rootless=os.geteuid() != 0)

@@ -21,9 +21,8 @@ unusable: <reason>", so the user fixes the driver rather than debugging a GPU im
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,8 @@ class Recommendation:
     reasons: tuple[str, ...]
     warnings: tuple[str, ...]
     docker_run: str | None
+    digest: str | None = None
+    """The chosen image's manifest digest, where a registry's catalogue said it."""
 
     @property
     def ok(self) -> bool:
@@ -91,17 +92,11 @@ def unusable_warning(host: HostInfo) -> str:
 
 
 def docker_run_line(vendor: str, ref: str, dev_root: Path = Path("/")) -> str:
-    """`docker run --rm -it <device flags> <ref>` from the one table of device options.
-
-    Every vendor gets a host IPC namespace: DataLoader workers share tensors through /dev/shm, and
-    Docker's default 64 MB fails with "bus error ... insufficient shared memory" (§8.23). ROCm and
-    Gaudi rows already ask for it; the PyTorch, NVIDIA and Intel documents add it for CUDA and XPU;
-    on CPU the cause is the same.
-    """
-    options = vendors.device_options(vendor, dev_root)
-    if options.ipc_mode is None:
-        options = replace(options, ipc_mode="host")
-    return shlex.join(["docker", "run", "--rm", "-it", *options.cli_flags(), ref])
+    """`docker run --rm -it <device flags> --ipc host <ref>`: the docker renderer's line of the Launch
+    (accel_images.host.launch) without a session's part."""
+    from accel_images.host.launch import launch
+    from accel_images.host.runtimes import docker
+    return docker.render(launch(ref, vendor, dev_root)).text.rstrip("\n")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,33 +1,41 @@
-"""A development session in an image: the `docker run` line of `accel-images run`, and the
-`.devcontainer/devcontainer.json` of `accel-images devcontainer`, from the same facts.
+"""A development session in an image: the line `accel-images run` starts, and the
+`.devcontainer/devcontainer.json` of `accel-images devcontainer`, from the same Launch
+(accel_images.host.launch) and the same Docker flags (accel_images.host.runtimes.docker).
 
-What a session adds to the device options every container of the vendor needs (accel_images.model.devices,
-from the vendor module):
-- the host IPC namespace for every vendor: DataLoader workers share tensors through /dev/shm, whose
-  Docker default of 64 MB fails with "bus error ... insufficient shared memory" (compat-facts §8.23);
-- what the vendor recommends for interactive work on top (SessionSettings: NVIDIA's ulimits for its
-  PyTorch containers, AMD's SYS_PTRACE for debuggers), from the vendor module, with its source;
-- the host user's UID:GID, so files written to the workspace belong to whoever started the session
-  (the image's own user has the matrix's UID, 1000, which is often but not always the host's);
-- the current directory mounted at /workspace, the images' working directory.
+A session adds to what every container of the vendor needs: the vendor's session settings, the host
+user's UID:GID (so files written to the workspace belong to whoever started the session; the image's
+own user has the matrix's UID, 1000, which is often but not always the host's), the current directory
+at /workspace, the images' working directory, and the user's git identity.
 
-The line is run with the docker command itself rather than the SDK: an interactive session needs
-the CLI's terminal handling (raw mode, resizes, detach keys), and the person sees the exact line
-`--print` shows.
+A devcontainer is started by VS Code or the devcontainers CLI, which replace the image's entry point
+with their own (`overrideCommand` defaults to true for an image: devcontainer.json reference; the CLI
+passes `--entrypoint /bin/sh`). With `overrideCommand: false` the CLI would exec the image's entry point
+and CMD, and the CMD, an interactive bash, ends at once without a terminal. So the guard runs as the
+`postStartCommand` of every start instead, where its refusal is the start's failure, in the CLI's output.
+Neither does the CLI copy the user's ~/.gitconfig (the VS Code extension does): the
+`initializeCommand`, run on the host before the container starts, writes the user's name and e-mail to a
+file under ~/.config/accel-images, mounted read-only and included by git through GIT_CONFIG_* (a
+missing include is no error); only the identity travels, not signing keys or credential helpers.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from accel_images import vendors
+from accel_images.host.launch import WORKSPACE, Launch, launch
+from accel_images.host.runtimes import docker
+from accel_images.model.variant import GUARD_PATH
 
-WORKSPACE = "/workspace"
 DEVCONTAINER_FILE = Path(".devcontainer") / "devcontainer.json"
+IDENTITY_DIR = ".config/accel-images/devcontainer-git"
+"""Under the host user's home: the git identity the devcontainer's initializeCommand writes."""
+IDENTITY_MOUNT = "/etc/accel-images/host-git"
+IDENTITY_SCRIPT = ('dir="$HOME/' + IDENTITY_DIR + '" && mkdir -p "$dir" && : > "$dir/config" && '
+                   'for key in user.name user.email; do value="$(git config --get "$key")" && '
+                   'git config --file "$dir/config" "$key" "$value"; done; exit 0')
 
 
 @dataclass(frozen=True)
@@ -44,27 +52,14 @@ class Session:
     """Standard input is a terminal: `-it`; otherwise `-i` alone (a pipe or CI has no terminal to give)."""
 
 
-def container_flags(vendor: str, dev_root: Path = Path("/")) -> list[str]:
-    """Device options, host IPC, and the vendor's session settings: what both `run` and a devcontainer pass."""
-    options = vendors.device_options(vendor, dev_root)
-    if options.ipc_mode is None:
-        options = replace(options, ipc_mode="host")
-    settings = vendors.get(vendor).session_settings()
-    settings = replace(settings, cap_add=tuple(c for c in settings.cap_add if c not in options.cap_add))
-    return [*options.cli_flags(), *settings.flags()]
+def session_launch(session: Session, dev_root: Path = Path("/")) -> Launch:
+    return replace(launch(session.image, session.vendor, dev_root, session=True), user=(session.uid, session.gid),
+                   workspace=session.workspace, command=session.command, interactive=session.interactive)
 
 
 def docker_run_argv(session: Session, dev_root: Path = Path("/")) -> list[str]:
     """`docker run --rm -it <device and session flags> --user UID:GID -v CWD:/workspace -w /workspace IMAGE [CMD]`."""
-    return ["docker", "run", "--rm", "-it" if session.interactive else "-i",
-            *container_flags(session.vendor, dev_root),
-            "--user", f"{session.uid}:{session.gid}",
-            "-v", f"{session.workspace}:{WORKSPACE}", "-w", WORKSPACE,
-            session.image, *session.command]
-
-
-def docker_run_line(session: Session, dev_root: Path = Path("/")) -> str:
-    return shlex.join(docker_run_argv(session, dev_root))
+    return list(docker.render(session_launch(session, dev_root)).argv or ())
 
 
 def devcontainer(image: str, vendor: str, user: str, dev_root: Path = Path("/")) -> dict[str, Any]:
@@ -76,12 +71,17 @@ def devcontainer(image: str, vendor: str, user: str, dev_root: Path = Path("/"))
     return {
         "name": f"accel-images {image.rsplit(':', 1)[-1]}",
         "image": image,
-        "runArgs": container_flags(vendor, dev_root),
+        "runArgs": docker.container_flags(launch(image, vendor, dev_root, session=True)),
         "remoteUser": user,
         "containerUser": user,
         "updateRemoteUserUID": True,
         "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
         "workspaceFolder": WORKSPACE,
+        "postStartCommand": [GUARD_PATH, "true"],
+        "initializeCommand": ["sh", "-c", IDENTITY_SCRIPT],
+        "mounts": [f"source=${{localEnv:HOME}}/{IDENTITY_DIR},target={IDENTITY_MOUNT},type=bind,readonly"],
+        "containerEnv": {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "include.path",
+                         "GIT_CONFIG_VALUE_0": f"{IDENTITY_MOUNT}/config"},
     }
 
 

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The runtimes' own documents that the vendors' entries for them follow (beside each vendor's own).
+APPTAINER_GPU_DOCS = "https://apptainer.org/docs/user/main/gpu.html"
+K8S_GPU_DOCS = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
+SLURM_GRES_DOCS = "https://slurm.schedmd.com/gres.html"
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,14 @@ class DeviceOptions:
     cap_add: tuple[str, ...] = ()
     ipc_mode: str | None = None
     security_opt: tuple[str, ...] = ()
+    # The same devices as other runtimes name them (accel_images/host/runtimes/ reads these; empty or
+    # None where the runtime's generic reading of the fields above is right, or where nothing is known):
+    cdi_devices: tuple[str, ...] = ()      # CDI names that stand for `device_requests` (Podman's --device)
+    apptainer_flags: tuple[str, ...] = ()  # what binds the devices and driver libraries (--nv, --rocm)
+    k8s_resource: str | None = None        # the Kubernetes device plugin's extended resource name
+    slurm_gres: str | None = None          # the Slurm GRES that allocates the device (srun --gres=NAME:1)
+    runtime_path: str | None = None        # the executable behind `runtime`, for engines that take a path
+    selection_env: tuple[str, ...] = ()    # `environment` names that pick devices: a device plugin sets them
     sources: tuple[str, ...] = field(default=(), compare=False)
 
     def sdk_kwargs(self) -> dict[str, Any]:

@@ -17,6 +17,9 @@ from accel_images.versions import newest_first
 
 OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
 LABEL_PREFIX = "io.accel-images"
+GUARD_PATH = "/opt/accel-images/guard.sh"
+"""Where every image keeps its guard (accel_images/smoke/guard.sh), the entry point: the template installs
+it here, and runtimes that skip an image's entry point call it by this path."""
 
 
 @dataclass(frozen=True, order=True)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
-from accel_images.model.devices import DeviceOptions, GpuRequest, SessionSettings, under
+from accel_images.model.devices import (APPTAINER_GPU_DOCS, K8S_GPU_DOCS, SLURM_GRES_DOCS, DeviceOptions,
+                                         GpuRequest, SessionSettings, under)
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
                                           pci_vendor_absent, quote, read, said, summary, unusable_host)
 from accel_images.model.knowledge import Combo, Resolution, minor_of
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 NVIDIA_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"
 NGC_PYTORCH_DOCS = "https://docs.nvidia.com/deeplearning/frameworks/user-guide/index.html"
+NVIDIA_CDI_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html"
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,17 @@ class Cuda(VendorBase):
     # ---- hardware -------------------------------------------------------------------------
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
-        return DeviceOptions(vendor=self.name, device_requests=(GpuRequest(),), sources=(NVIDIA_DOCS,))  # --gpus all
+        return DeviceOptions(
+            vendor=self.name,
+            device_requests=(GpuRequest(),),      # --gpus all
+            # NVIDIA's CDI page: "podman run --rm --device nvidia.com/gpu=all --security-opt=label=disable" (V)
+            cdi_devices=("nvidia.com/gpu=all",),
+            # Apptainer's GPU page: --nv binds the /dev/nvidia* entries and the host's driver libraries (V)
+            apptainer_flags=("--nv",),
+            k8s_resource="nvidia.com/gpu",        # Kubernetes "Schedule GPUs": nvidia.com/gpu (V)
+            slurm_gres="gpu",                     # Slurm gres.html: GRES "gpu", AutoDetect=nvml (V)
+            sources=(NVIDIA_DOCS, NVIDIA_CDI_DOCS, APPTAINER_GPU_DOCS, K8S_GPU_DOCS, SLURM_GRES_DOCS),
+        )
 
     def session_settings(self) -> SessionSettings:
         """NVIDIA starts its PyTorch containers with `--ipc=host --ulimit memlock=-1 --ulimit

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping, Sequence
 
-from accel_images.model.devices import DeviceOptions, SessionSettings, nodes, pci_vendor_is
+from accel_images.model.devices import APPTAINER_GPU_DOCS, DeviceOptions, SessionSettings, nodes, pci_vendor_is
 from accel_images.model.hostinfo import Gpu, HostInfo, Runner, host_from, leading_version, quote, summary
 from accel_images.model.knowledge import Combo, Resolution, minor_of, version_matches
 from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
@@ -31,6 +31,8 @@ RDMA_MEMLOCK_DOCS = ("https://docs.redhat.com/en/documentation/red_hat_enterpris
                      "configuring_infiniband_and_rdma_networks/"
                      "increasing-the-amount-of-memory-that-users-are-allowed-to-pin-in-the-system_"
                      "configuring-infiniband-and-rdma-networks")
+GAUDI_DOCKER_DOCS = "https://docs.habana.ai/en/latest/Installation_Guide/Additional_Installation/Docker_Installation.html"
+GAUDI_K8S_DOCS = "https://docs.habana.ai/en/latest/Orchestration/Gaudi_Kubernetes/index.html"
 HABANA_PCI_VENDOR = "0x1da3"
 N_MINUS_1_SINCE = "1.17"
 GENERATIONS = {"205": "gaudi", "225": "gaudi2",
@@ -138,7 +140,15 @@ class Gaudi(VendorBase):
             environment=(("HABANA_VISIBLE_DEVICES", "all"), ("OMPI_MCA_btl_vader_single_copy_mechanism", "none")),
             cap_add=("SYS_NICE",),
             ipc_mode="host",  # "required for distributed training using HCCL"
-            sources=(GAUDI_DOCS,),
+            # Habana's Docker installation registers "habana": {"path": "/usr/bin/habana-container-runtime"} (V);
+            # that path given to Podman's --runtime is inferred (I): no Habana document names Podman.
+            runtime_path="/usr/bin/habana-container-runtime",
+            # Habana's Kubernetes job example: limits "habana.ai/gaudi: 1", no HABANA_VISIBLE_DEVICES (V).
+            k8s_resource="habana.ai/gaudi",
+            selection_env=("HABANA_VISIBLE_DEVICES",),
+            # Apptainer needs no flag: "all of /dev on the host is normally made available" (V); Slurm: Intel
+            # Gaudi's own Slurm fork schedules it as a GRES whose name is the site's (unverified), so none here.
+            sources=(GAUDI_DOCS, GAUDI_DOCKER_DOCS, GAUDI_K8S_DOCS, APPTAINER_GPU_DOCS),
         )
 
     def session_settings(self) -> SessionSettings:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping, Sequence
 
-from accel_images.model.devices import DeviceOptions, SessionSettings, host_group_ids, under
+from accel_images.model.devices import (APPTAINER_GPU_DOCS, K8S_GPU_DOCS, SLURM_GRES_DOCS, DeviceOptions,
+                                         SessionSettings, host_group_ids, under)
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
                                           leading_version, listing, quote, read, said, summary, unusable_host, wsl)
 from accel_images.model.knowledge import Combo, Resolution, minor_of
@@ -123,7 +124,12 @@ class Rocm(VendorBase):
         return DeviceOptions(vendor=self.name, devices=DEVICE_PATHS, ipc_mode="host",
                              security_opt=("seccomp=unconfined",),
                              group_add=host_group_ids(DEVICE_PATHS, dev_root),  # video/render, whatever their ids
-                             sources=(ROCM_DOCS, ROCM_PYTORCH_DOCS))
+                             # Apptainer's GPU page: --rocm binds /dev/dri and the host's ROCm libraries (V)
+                             apptainer_flags=("--rocm",),
+                             k8s_resource="amd.com/gpu",  # Kubernetes "Schedule GPUs": amd.com/gpu (V)
+                             slurm_gres="gpu",            # Slurm gres.html: GRES "gpu", AutoDetect=rsmi (V)
+                             sources=(ROCM_DOCS, ROCM_PYTORCH_DOCS, APPTAINER_GPU_DOCS, K8S_GPU_DOCS,
+                                      SLURM_GRES_DOCS))
 
     def session_settings(self) -> SessionSettings:
         """AMD's PyTorch container line adds `--cap-add=SYS_PTRACE` (rocgdb and profilers attach to

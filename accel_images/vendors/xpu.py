@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
-from accel_images.model.devices import DeviceOptions, host_group_ids, nodes, pci_vendor_is, under
+from accel_images.model.devices import (APPTAINER_GPU_DOCS, SLURM_GRES_DOCS, DeviceOptions, host_group_ids, nodes,
+                                         pci_vendor_is, under)
 from accel_images.model.hostinfo import (Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read,
                                           summary)
 from accel_images.model.knowledge import Combo, Resolution
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 XPU_DOCS = ("https://www.intel.com/content/www/us/en/docs/oneapi-base-toolkit/get-started-guide-linux/"
             "2025-2/using-containers-with-the-command-line.html")
+INTEL_K8S_DOCS = "https://github.com/intel/intel-device-plugins-for-kubernetes/blob/main/cmd/gpu_plugin/README.md"
 INTEL_PCI_VENDOR = "0x8086"
 DATA_CENTER_MAX_IDS = ("0b69", "0b6e", "0bd0", "0bd1", "0bd2", "0bd4", "0bd5", "0bd6", "0bd7", "0bd8", "0bd9",
                        "0bda", "0bdb", "0be0", "0be1", "0be5")
@@ -83,8 +85,11 @@ class Xpu(VendorBase):
         return {"oneapi": list(self.stacks(kb, row.minor)), "wheel_index": self.wheel_index(kb, stack)}
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
+        # Apptainer needs no flag: "By default, Apptainer makes all host devices available in the container" (V).
         return DeviceOptions(vendor=self.name, devices=("/dev/dri",), group_add=host_group_ids(("/dev/dri",), dev_root),
-                             sources=(XPU_DOCS,))
+                             k8s_resource=k8s_resource(dev_root),
+                             slurm_gres="gpu",  # Slurm gres.html: GRES "gpu", AutoDetect=oneapi (V)
+                             sources=(XPU_DOCS, INTEL_K8S_DOCS, APPTAINER_GPU_DOCS, SLURM_GRES_DOCS))
 
     def accelerator_present(self, dev_root: Path) -> bool:
         """A render node counts unless sysfs says it belongs to another vendor's PCI device."""
@@ -112,6 +117,22 @@ class Xpu(VendorBase):
                    "can use it",) if max_series else ()
         return Fit(variant, caveats=caveats, exact_arch=True,
                    why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")
+
+
+def k8s_resource(dev_root: Path) -> str:
+    """Intel's GPU device plugin names a GPU after its kernel driver: "gpu.intel.com/i915 | Legacy i915 KMD ...
+    provided GPU instance" and "gpu.intel.com/xe | xe KMD provided GPU instance" (INTEL_K8S_DOCS, V). This
+    host's render nodes say which driver binds them (/sys/class/drm/renderD*/device/driver); i915, the
+    driver of every GPU before Battlemage and Lunar Lake, when none says xe. A cluster's nodes may differ."""
+    drivers = {driver_name(dev_root, node.name) for node in nodes(dev_root, "/dev/dri", r"renderD\d+")}
+    return "gpu.intel.com/xe" if "xe" in drivers else "gpu.intel.com/i915"
+
+
+def driver_name(dev_root: Path, node: str) -> str | None:
+    try:
+        return under(dev_root, f"/sys/class/drm/{node}/device/driver").resolve(strict=True).name
+    except OSError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

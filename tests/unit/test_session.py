@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images.cli import session as cli_session
-from accel_images.host.session import Session, devcontainer, docker_run_argv
+from accel_images.host.session import IDENTITY_SCRIPT, Session, devcontainer, docker_run_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 TAIL = ["--user", "1234:5678", "-v", "/src:/workspace", "-w", "/workspace", "img:tag", "python", "-V"]
@@ -30,6 +30,13 @@ def fake_dev(root: Path, video: int, render: int) -> Path:
         (root / path).write_text("")
         os.chown(root / path, -1, gid)
     return root
+
+
+@pytest.fixture(autouse=True)
+def no_git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` passes the user's git identity: here there is none, unless a test gives one."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
 
 
 @pytest.fixture
@@ -74,7 +81,13 @@ def test_devcontainer_has_the_same_container_options(dev_root: Path) -> None:
                       "image": "reg/img:2.14.0-rocm7.14-py3.12-ubuntu24.04", "runArgs": config["runArgs"],
                       "remoteUser": "dev", "containerUser": "dev", "updateRemoteUserUID": True,
                       "workspaceMount": "source=${localWorkspaceFolder},target=/workspace,type=bind",
-                      "workspaceFolder": "/workspace"}
+                      "workspaceFolder": "/workspace",
+                      "postStartCommand": ["/opt/accel-images/guard.sh", "true"],
+                      "initializeCommand": ["sh", "-c", IDENTITY_SCRIPT],
+                      "mounts": ["source=${localEnv:HOME}/.config/accel-images/devcontainer-git,"
+                                 "target=/etc/accel-images/host-git,type=bind,readonly"],
+                      "containerEnv": {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "include.path",
+                                       "GIT_CONFIG_VALUE_0": "/etc/accel-images/host-git/config"}}
 
 
 # ---- the commands -------------------------------------------------------------------------------
@@ -96,6 +109,17 @@ def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(tmp
     assert result.stdout == (f"docker run --rm -i --ipc host --user {os.getuid()}:{os.getgid()} -v {tmp_path}:/workspace"
                              " -w /workspace accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
     assert "from: chosen from" in result.stderr and "not checked against a registry" in result.stderr
+
+
+def test_run_passes_the_users_git_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git-commit-tree(1): GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL."""
+    config = tmp_path / "gitconfig"
+    config.write_text("[user]\n\tname = Jane Doe\n\temail = jane@example.com\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    result = invoke(cli_session.run_command, "img:t", "--vendor", "cpu", "--workspace", str(tmp_path), "--print")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("-w /workspace -e 'GIT_AUTHOR_NAME=Jane Doe' -e 'GIT_COMMITTER_NAME=Jane Doe'"
+                                  " -e GIT_AUTHOR_EMAIL=jane@example.com -e GIT_COMMITTER_EMAIL=jane@example.com img:t\n")
 
 
 def test_run_with_an_image_takes_its_vendor_from_the_tag(tmp_path: Path) -> None:

@@ -52,3 +52,25 @@ def test_run_options_follow_intels_container_guide(tmp_path) -> None:
     from accel_images.vendors import device_options
 
     assert device_options("xpu", tmp_path).cli_flags()[:2] == ["--device", "/dev/dri"]
+
+
+def _render_node(root, driver: str) -> None:
+    """/dev/dri/renderD128 and its sysfs driver link, as the kernel lays them out."""
+    (root / "dev" / "dri").mkdir(parents=True, exist_ok=True)
+    (root / "dev" / "dri" / "renderD128").write_text("")
+    bound = root / "sys" / "bus" / "pci" / "drivers" / driver
+    bound.mkdir(parents=True)
+    device = root / "sys" / "class" / "drm" / "renderD128" / "device"
+    device.mkdir(parents=True)
+    (device / "driver").symlink_to(bound)
+
+
+def test_the_kubernetes_resource_follows_the_kernel_driver(tmp_path) -> None:
+    """Intel's GPU device plugin README: "gpu.intel.com/i915 | Legacy i915 KMD ... provided GPU instance" and
+    "gpu.intel.com/xe | xe KMD provided GPU instance" (intel-device-plugins-for-kubernetes, cmd/gpu_plugin)."""
+    from accel_images.vendors import device_options
+    assert device_options("xpu", tmp_path).k8s_resource == "gpu.intel.com/i915"   # nothing to tell: the legacy one
+    _render_node(tmp_path / "i915", "i915")
+    assert device_options("xpu", tmp_path / "i915").k8s_resource == "gpu.intel.com/i915"
+    _render_node(tmp_path / "xe", "xe")
+    assert device_options("xpu", tmp_path / "xe").k8s_resource == "gpu.intel.com/xe"

@@ -1,0 +1,171 @@
+"""How one image runs on this host: the one model every runtime's renderer reads (accel_images.host.runtimes).
+
+Each fact has one source:
+- the devices: the vendor's DeviceOptions (its module's `device_options`), with this host's group ids
+  of the device files; they also say how Podman, Apptainer, Kubernetes and Slurm name the devices;
+- shared memory: every container gets the host IPC namespace unless the vendor already asks for it:
+  DataLoader workers share tensors through /dev/shm, whose Docker default of 64 MB fails with "bus
+  error ... insufficient shared memory" (compat-facts §8.23). `ipc_mode` says which it is, because
+  runtimes without an IPC option translate the two differently (Kubernetes: the vendor's own request
+  is `hostIPC`, the shared-memory rule a memory-backed /dev/shm);
+- a development session (`run`, devcontainer) adds the vendor's SessionSettings (NVIDIA's ulimits,
+  AMD's SYS_PTRACE), the host user's UID:GID, this directory at /workspace, the user's git identity
+  and what the user passes through (`-v`, `-p`, `-e`, `--name`, raw engine arguments); `recommend`'s
+  line has none of these;
+- the image's own user (the matrix's `user`): what a cluster runs it as, where no host user exists.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from accel_images import vendors
+from accel_images.errors import InputError
+from accel_images.model.devices import DeviceOptions, SessionSettings
+
+WORKSPACE = "/workspace"
+"""The images' working directory, where a session mounts the host's directory."""
+GIT_IDENTITY_KEYS = (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
+                     ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")))
+"""git config keys -> the variables that carry them into a container (git-commit-tree(1), "Commit Information")."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """`-v SRC:DST[:ro|rw]`: a host path in the container."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Mount:
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(parts[:2]) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+            raise InputError(f"{text!r} is not SRC:DST[:ro|rw]", field="--volume")
+        if not parts[1].startswith("/"):
+            raise InputError(f"{text!r}: the container path {parts[1]!r} must be absolute", field="--volume")
+        source = parts[0] if parts[0].startswith("/") else str(Path(parts[0]).resolve())
+        return cls(source, parts[1], len(parts) == 3 and parts[2] == "ro")
+
+    def spec(self) -> str:
+        return f"{self.source}:{self.target}" + (":ro" if self.read_only else "")
+
+
+_PORT = re.compile(r"(?:(?P<ip>[0-9.]+|\[[0-9a-fA-F:]+\]):)?(?:(?P<host>\d+):)?"
+                   r"(?P<container>\d+)(?:/(?P<proto>tcp|udp))?")
+
+
+@dataclass(frozen=True)
+class Port:
+    """`-p [IP:][HOST:]CONTAINER[/PROTO]`: a container port published on the host."""
+
+    spec: str
+    container: int
+    protocol: str = "tcp"
+
+    @classmethod
+    def parse(cls, text: str) -> Port:
+        match = _PORT.fullmatch(text)
+        if match is None or not 0 < int(match["container"]) < 65536:
+            raise InputError(f"{text!r} is not [IP:][HOST:]CONTAINER[/tcp|udp]", field="--publish")
+        return cls(text, int(match["container"]), match["proto"] or "tcp")
+
+
+def parse_env(text: str) -> tuple[str, str]:
+    """`-e NAME=VALUE`."""
+    name, equals, value = text.partition("=")
+    if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise InputError(f"{text!r} is not NAME=VALUE", field="--env")
+    return name, value
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What the user passes through to the container, in the engine-neutral form every renderer reads."""
+
+    mounts: tuple[Mount, ...] = ()
+    ports: tuple[Port, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    name: str | None = None
+    engine_args: tuple[str, ...] = ()
+    """Raw arguments for the engine's own command line, placed before the image; command lines only."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One image on this host, as every runtime needs to know it."""
+
+    image: str
+    vendor: str
+    devices: DeviceOptions
+    """The vendor's own options, as it states them (ipc_mode too: see `ipc_mode`)."""
+    settings: SessionSettings = field(default_factory=SessionSettings)
+    user: tuple[int, int] | None = None
+    """The host user's UID:GID the container runs as; None: the image's own user."""
+    image_user: tuple[int, int] = (1000, 1000)
+    workspace: Path | None = None
+    command: tuple[str, ...] = ()
+    interactive: bool = True
+    """Standard input is a terminal (`-it`); otherwise `-i` alone (a pipe or CI has no terminal to give)."""
+    extras: Extras = field(default_factory=Extras)
+    identity: tuple[tuple[str, str], ...] = ()
+    """The user's git identity as environment variables (GIT_AUTHOR_NAME, ...)."""
+    digest: str | None = None
+    """The image's manifest digest, where known (a registry's catalogue): what a cluster should pull."""
+    rootless: bool = False
+    """The engine runs as a user other than root (rootless Podman): groups and user ids map differently."""
+
+    @property
+    def ipc_mode(self) -> str:
+        """The vendor's IPC mode, else the host's for /dev/shm (see the module docstring)."""
+        return self.devices.ipc_mode or "host"
+
+    @property
+    def vendor_wants_host_ipc(self) -> bool:
+        return self.devices.ipc_mode == "host"
+
+    @property
+    def pinned_image(self) -> str:
+        """`repository@sha256:...` where the digest is known, else the reference as given."""
+        if not self.digest:
+            return self.image
+        repository, _, tag = self.image.rpartition(":")
+        return f"{repository if repository and '/' not in tag else self.image}@{self.digest}"
+
+
+def launch(image: str, vendor: str, dev_root: Path = Path("/"), *, session: bool = False) -> Launch:
+    """The Launch of `image` for `vendor`: its device options read against `dev_root` (a fake tree in tests);
+    `session` adds the vendor's session settings (a development container, not recommend's line). The rest
+    (user, workspace, command, what is passed through) the caller sets with dataclasses.replace."""
+    options = vendors.device_options(vendor, dev_root)
+    settings = SessionSettings()
+    if session:
+        settings = vendors.get(vendor).session_settings()
+        settings = replace(settings, cap_add=tuple(c for c in settings.cap_add if c not in options.cap_add))
+    return Launch(image, vendor, options, settings)
+
+
+def git_identity(cwd: Path | None = None) -> tuple[tuple[str, str], ...]:
+    """The user's git identity (`git config user.name` / `user.email`, as git reads them for `cwd`) as the
+    variables git inside the container reads: a commit there is the user's, with nothing mounted and none
+    of the host's other settings (signing keys, credential helpers) carried into a place they do not work."""
+    git = shutil.which("git")
+    if git is None:
+        return ()
+    found: list[tuple[str, str]] = []
+    for key, names in GIT_IDENTITY_KEYS:
+        try:
+            done = subprocess.run([git, "config", "--get", key], cwd=cwd, capture_output=True, text=True,
+                                  timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ()
+        value = done.stdout.strip()
+        if done.returncode == 0 and value:
+            found += [(name, value) for name in names]
+    return tuple(found)
+

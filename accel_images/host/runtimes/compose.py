@@ -1,0 +1,88 @@
+"""A Compose file (one service), validated in the tests against the compose-spec schema.
+
+- A GPU request becomes a device reservation, `deploy.resources.reservations.devices` with
+  `capabilities: [gpu]` and `count: all` (Docker, "Enable GPU access with Docker Compose": "count.
+  Specified as an integer or the value all"; "You must set the capabilities field"; V). No `driver`:
+  Docker's own `--gpus all` names none either, and the field is optional.
+- Everything else is Docker's flag by its Compose name (compose-spec 05-services: devices, group_add,
+  runtime, cap_add, security_opt, ipc, ulimits, shm_size, environment, ports, volumes; V).
+- `command:` replaces only the image's CMD, so the guard, the entry point, still runs; without a command
+  the service keeps a terminal open (`stdin_open`, `tty`), for `docker compose run --rm dev`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from accel_images.host.launch import WORKSPACE, Launch
+from accel_images.host.runtimes import Rendered, refuse_engine_args
+
+SERVICE = "dev"
+
+
+def render(launch: Launch) -> Rendered:
+    refuse_engine_args(launch, "compose")
+    text = yaml.safe_dump({"services": {SERVICE: service(launch)}}, sort_keys=False, default_flow_style=False,
+                          width=1000)
+    return Rendered("compose", text)
+
+
+def service(launch: Launch) -> dict[str, Any]:
+    body: dict[str, Any] = {"image": launch.image}
+    if launch.extras.name:
+        body["container_name"] = launch.extras.name
+    if launch.command:
+        body["command"] = list(launch.command)
+    else:
+        body.update(stdin_open=True, tty=True)
+    body.update(session(launch))
+    body.update(devices(launch))
+    return body
+
+
+def session(launch: Launch) -> dict[str, Any]:
+    extras = launch.extras
+    body: dict[str, Any] = {}
+    if launch.user is not None:
+        body["user"] = f"{launch.user[0]}:{launch.user[1]}"
+    volumes = [f"{launch.workspace}:{WORKSPACE}"] if launch.workspace is not None else []
+    volumes += [mount.spec() for mount in extras.mounts]
+    if launch.workspace is not None:
+        body["working_dir"] = WORKSPACE
+    if volumes:
+        body["volumes"] = volumes
+    if extras.ports:
+        body["ports"] = [port.spec for port in extras.ports]
+    environment = (*launch.devices.environment, *extras.environment)
+    if environment:
+        body["environment"] = dict(environment)
+    return body
+
+
+def devices(launch: Launch) -> dict[str, Any]:
+    options, settings = launch.devices, launch.settings
+    body: dict[str, Any] = {}
+    if options.devices:
+        body["devices"] = [f"{path}:{path}" for path in options.devices]
+    if options.group_add:
+        body["group_add"] = list(options.group_add)
+    if options.runtime:
+        body["runtime"] = options.runtime
+    capabilities = [*options.cap_add, *settings.cap_add]
+    if capabilities:
+        body["cap_add"] = capabilities
+    if options.security_opt:
+        body["security_opt"] = list(options.security_opt)
+    body["ipc"] = launch.ipc_mode
+    if settings.ulimits:
+        body["ulimits"] = {name: int(value) if value.lstrip("-").isdigit() else value
+                           for name, value in settings.ulimits}
+    if settings.shm_size:
+        body["shm_size"] = settings.shm_size
+    if options.device_requests:
+        body["deploy"] = {"resources": {"reservations": {"devices": [
+            {"capabilities": list(request.capabilities[0]), "count": "all" if request.count == -1 else request.count}
+            for request in options.device_requests]}}}
+    return body

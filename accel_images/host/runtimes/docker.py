@@ -1,0 +1,53 @@
+"""`docker run`: the vendor's device options as Docker's flags, read from the same DeviceOptions the smoke
+run hands the SDK (accel_images/model/devices.py), then the session's part.
+
+    docker run --rm -it <devices> [--ipc host] <session settings> [--user UID:GID] [-v CWD:/workspace -w /workspace]
+               [-v/-p/-e/--name passed through] [raw engine args] IMAGE [COMMAND...]
+
+The command is run with the docker CLI rather than the SDK: an interactive session needs the CLI's
+terminal handling (raw mode, resizes, detach keys), and the person sees the exact line `--print` shows.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+
+from accel_images.host.launch import WORKSPACE, Launch
+from accel_images.host.runtimes import Rendered
+
+
+def render(launch: Launch) -> Rendered:
+    argv = ("docker", "run", "--rm", "-it" if launch.interactive else "-i", *container_flags(launch),
+            *session_flags(launch), *passed_through(launch), launch.image, *launch.command)
+    return Rendered("docker", shlex.join(argv) + "\n", argv)
+
+
+def container_flags(launch: Launch) -> list[str]:
+    """Device options with the IPC mode, and the session settings: what a devcontainer's runArgs hold too."""
+    return [*replace(launch.devices, ipc_mode=launch.ipc_mode).cli_flags(), *launch.settings.flags()]
+
+
+def session_flags(launch: Launch) -> list[str]:
+    flags: list[str] = []
+    if launch.user is not None:
+        flags += ["--user", f"{launch.user[0]}:{launch.user[1]}"]
+    if launch.workspace is not None:
+        flags += ["-v", f"{launch.workspace}:{WORKSPACE}", "-w", WORKSPACE]
+    return flags
+
+
+def passed_through(launch: Launch) -> list[str]:
+    """-v, -p, -e (the git identity first, so the user's own -e wins), --name, then raw engine arguments;
+    Podman takes the same flags (podman-run(1) mirrors docker-run's)."""
+    extras = launch.extras
+    flags: list[str] = []
+    for mount in extras.mounts:
+        flags += ["-v", mount.spec()]
+    for port in extras.ports:
+        flags += ["-p", port.spec]
+    for name, value in (*launch.identity, *extras.environment):
+        flags += ["-e", f"{name}={value}"]
+    if extras.name:
+        flags += ["--name", extras.name]
+    return flags + list(extras.engine_args)
