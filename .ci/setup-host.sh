@@ -4,14 +4,15 @@
 # internet is reachable), a local registry holding them, and a wheelhouse for offline builds.
 #
 # Run as root. Safe to run again: a second run only checks and prints.
-# Overrides (the test fixtures read the same two): ACCEL_TEST_REGISTRY, ACCEL_TEST_WHEELHOUSE.
+# Overrides (the test fixtures read the same ones): ACCEL_TEST_REGISTRY, ACCEL_TEST_WHEELHOUSE,
+# ACCEL_TEST_PODMAN_USER, ACCEL_TEST_PODMAN_CONF, ACCEL_TEST_DEVCONTAINER_CLI.
 set -euo pipefail
 
 CACHE=/var/cache/accel-images
 REGISTRY="${ACCEL_TEST_REGISTRY:-127.0.0.1:5000}"
 WHEELHOUSE="${ACCEL_TEST_WHEELHOUSE:-$CACHE/wheelhouse}"
 HOST_SOURCES=/etc/apt/sources.list.d/debian.sources
-PACKAGES=(docker.io docker-registry debootstrap skopeo curl make)
+PACKAGES=(docker.io docker-registry debootstrap skopeo curl make podman uidmap)
 SUITE=bookworm
 
 # local image -> debootstrap --include list ("" = minbase only, like the real slim image)
@@ -215,6 +216,57 @@ fill_mismatched() {
     ready "mismatched companion downloaded to $MISMATCHED"
 }
 
+# Rootless Podman for the runtime tests: a user of its own with subordinate ids, and a containers.conf
+# (CONTAINERS_CONF points at it) with what this kind of machine needs:
+# - nofile/nproc no higher than the host's hard limits: Podman raises both by default, and root here has no
+#   CAP_SYS_RESOURCE ("error setting rlimit type 7: operation not permitted");
+# - runc: crun 1.8 refuses these hosts' hybrid cgroups ("cgroups in hybrid mode not supported");
+# - no network: slirp4netns needs /dev/net/tun, which only root may open here.
+# And /dev/mqueue, which systemd mounts on an ordinary host and Podman binds for --ipc host.
+PODMAN_USER="${ACCEL_TEST_PODMAN_USER:-accel-podman}"
+PODMAN_CONF="${ACCEL_TEST_PODMAN_CONF:-$CACHE/podman/containers.conf}"
+
+setup_podman() {
+    id -u "$PODMAN_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$PODMAN_USER"
+    local ids home
+    for ids in subuid subgid; do
+        grep -q "^$PODMAN_USER:" "/etc/$ids" || echo "$PODMAN_USER:300000:65536" >>"/etc/$ids"
+    done
+    mkdir -p "$(dirname "$PODMAN_CONF")"
+    printf '%s\n' '[containers]' 'default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]' 'netns = "none"' '' \
+        '[engine]' 'runtime = "runc"' >"$PODMAN_CONF"
+    chmod 0644 "$PODMAN_CONF"
+    home=$(getent passwd "$PODMAN_USER" | cut -d: -f6)
+    install -d -o "$PODMAN_USER" -g "$PODMAN_USER" "$home/.config" "$home/.config/containers"
+    printf '[storage]\ndriver = "overlay"\n' >"$home/.config/containers/storage.conf"
+    chown "$PODMAN_USER:" "$home/.config/containers/storage.conf"
+    if ! mountpoint -q /dev/mqueue 2>/dev/null; then
+        mkdir -p /dev/mqueue && mount -t mqueue mqueue /dev/mqueue || die "cannot mount /dev/mqueue"
+    fi
+    ready "rootless podman for $PODMAN_USER ($PODMAN_CONF)"
+}
+
+# The devcontainers CLI (npm's @devcontainers/cli; its package.json wants Node.js >= 20), in the cache.
+DEVCONTAINER_CLI="${ACCEL_TEST_DEVCONTAINER_CLI:-$CACHE/devcontainers-cli/node_modules/.bin/devcontainer}"
+DEVCONTAINER_CLI_VERSION=0.89.0
+
+install_devcontainer_cli() {
+    if [[ -x $DEVCONTAINER_CLI && "$("$DEVCONTAINER_CLI" --version 2>/dev/null)" == "$DEVCONTAINER_CLI_VERSION" ]]; then
+        ready "devcontainers CLI $DEVCONTAINER_CLI_VERSION present"
+        return
+    fi
+    command -v npm >/dev/null && (($(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0) >= 20)) ||
+        die "the devcontainers CLI needs Node.js >= 20 and npm on PATH"
+    local prefix=${DEVCONTAINER_CLI%/node_modules/.bin/devcontainer} log=$CACHE/devcontainers-cli.log
+    mkdir -p "$prefix"
+    if ! npm install --prefix "$prefix" --no-audit --no-fund "@devcontainers/cli@$DEVCONTAINER_CLI_VERSION" \
+        >"$log" 2>&1 </dev/null; then
+        tail -n 20 "$log" >&2
+        die "npm install of the devcontainers CLI failed (log: $log)"
+    fi
+    ready "devcontainers CLI $DEVCONTAINER_CLI_VERSION installed in $prefix"
+}
+
 main() {
     ((EUID == 0)) || die "run as root"
     mkdir -p "$CACHE"
@@ -232,6 +284,8 @@ main() {
     push_image "$PYTHON_IMAGE"
     fill_wheelhouse
     fill_mismatched
+    setup_podman
+    install_devcontainer_cli
     say "all ready ($((SECONDS - STARTED)) s)"
 }
 
