@@ -116,9 +116,11 @@ class FakeEngine:
                            "timeout_s": timeout_s, "labels": dict(labels or {})})
         container = dict(self.files)
         for source, mount in (options.get("volumes") or {}).items():
-            target = mount["bind"]
-            container[target] = (self.mounted(source, target) if self.mounted else
-                                 file_entry(target, Path(source).read_bytes()))
+            files = sorted(Path(source).iterdir()) if Path(source).is_dir() else [Path(source)]
+            for file in files:  # a directory's files appear under the mount point
+                target = f"{mount['bind']}/{file.name}" if Path(source).is_dir() else mount["bind"]
+                container[target] = (self.mounted(str(file), target) if self.mounted else
+                                     file_entry(target, file.read_bytes()))
         if before_start is not None:
             before_start(FakeFiles(container))
         if not self.echo_nonce:

@@ -393,11 +393,27 @@ class Engine:
             raise EngineError(f"{action}: {err}") from err
 
 
+_GO_MODE_SYMLINK = 1 << 27
+"""os.ModeSymlink in the Go FileMode the archive API's stat header carries."""
+
+
+def _followed_link(stat: Any) -> str | None:
+    """Where a final link leads, when the stat header says the path is one (see ContainerFiles)."""
+    if not isinstance(stat, Mapping) or not int(stat.get("mode") or 0) & _GO_MODE_SYMLINK:
+        return None
+    target = stat.get("linkTarget")
+    return target if isinstance(target, str) and target else None
+
+
 class ContainerFiles:
     """A container's files as the engine's archive API gives them (accel_images.smoke.integrity.FileReader).
 
     Links in the middle of a path are resolved by the engine inside the container's root; a
-    final link is returned as a link, never followed, so the caller sees every step.
+    final link is returned as a link, never followed, so the caller sees every step. Podman's
+    Docker-compatible service (4.3.1, observed) follows a final link and sends the target's content
+    under the link's name; the stat header it sends beside the archive still marks the path a link
+    (Go's os.ModeSymlink in `mode`) and names where it leads (`linkTarget`, resolved), so such an
+    answer is read back as the link Docker would have sent.
     """
 
     _KEPT_BYTES = 64 << 20
@@ -417,17 +433,20 @@ class ContainerFiles:
     def tree(self, path: str, *, only_top: bool = False) -> dict[str, Entry]:
         """Every entry at and below `path`, by absolute path; empty when nothing is there."""
         try:
-            stream, _ = self._api.get_archive(self.container_id, path, chunk_size=1 << 20)
+            stream, stat = self._api.get_archive(self.container_id, path, chunk_size=1 << 20)
         except docker.errors.NotFound:
             return {}
         except docker.errors.APIError as err:
             raise EngineError(f"reading {path} from container {self.container_id[:12]}: {_explanation(err)}") from err
+        followed = _followed_link(stat)
         parent = posixpath.dirname(path)
         entries: dict[str, Entry] = {}
         by_name: dict[str, Entry] = {}
         with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:
             for member in archive:
                 absolute = posixpath.normpath(posixpath.join(parent, member.name))
+                if followed and absolute == path.rstrip("/") and not member.issym():
+                    return {absolute: Entry(absolute, "link", target=followed)}
                 entry = self._entry(archive, member, absolute, by_name)
                 by_name[member.name] = entry
                 entries[absolute] = entry

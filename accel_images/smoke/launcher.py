@@ -18,7 +18,9 @@ a nonce drawn for the run.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
+import tempfile
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,9 +115,10 @@ def smoke_command(expectation: Expectation, require_accelerator: bool, launch: L
 
 
 def launch_options(interpreter: str, launch: Launch, source: Path) -> dict[str, Any]:
-    """What replaces the image's own start: its entry point, its health check; the workload, read-only."""
+    """What replaces the image's own start: its entry point, its health check; the directory holding the
+    workload, read-only (a directory, not the file: Podman's archive API cannot read a file mounted alone)."""
     return {"entrypoint": [interpreter], "healthcheck": {"test": ["NONE"]},
-            "volumes": {str(source): {"bind": launch.workload, "mode": "ro"}}}
+            "volumes": {str(source): {"bind": launch.mount_dir, "mode": "ro"}}}
 
 
 def container_options(vendor_options: DeviceOptions | None, *, mem_limit: str) -> dict[str, Any]:
@@ -150,17 +153,21 @@ def run_smoke(engine: Runner, image: str, expectation: Expectation, *,
     problems = [*inventory.failures, *(differences(inventory, recorded) if recorded is not None else ())]
     if problems:
         return refused(problems)
-    launch, source = Launch.draw(), WORKLOAD_FILE
-    expected = hashlib.sha256(source.read_bytes()).hexdigest()
+    launch = Launch.draw()
+    workload_bytes = WORKLOAD_FILE.read_bytes()
+    expected = hashlib.sha256(workload_bytes).hexdigest()
     labels = {SMOKE_LABEL: "true", f"{SMOKE_LABEL}.image": image}
-    try:
-        outcome = engine.run(info.id, smoke_command(expectation, require_accelerator, launch),
-                             options={**container_options(vendor_options, mem_limit=mem_limit),
-                                      **launch_options(inventory.interpreter, launch, source)},
-                             timeout_s=timeout_s, labels=labels,
-                             before_start=lambda container: check_mounted(container, launch.workload, expected))
-    except NotMounted as problem:
-        return refused([str(problem)])
+    with tempfile.TemporaryDirectory(prefix="accel-images-smoke-") as mounted:
+        (Path(mounted) / "smoke.py").write_bytes(workload_bytes)
+        os.chmod(mounted, 0o755)
+        try:
+            outcome = engine.run(info.id, smoke_command(expectation, require_accelerator, launch),
+                                 options={**container_options(vendor_options, mem_limit=mem_limit),
+                                          **launch_options(inventory.interpreter, launch, Path(mounted))},
+                                 timeout_s=timeout_s, labels=labels,
+                                 before_start=lambda container: check_mounted(container, launch.workload, expected))
+        except NotMounted as problem:
+            return refused([str(problem)])
     return judge(expectation, outcome.stdout, outcome.exit_code, require_accelerator,
                  stderr=outcome.stderr, timed_out_after_s=timeout_s if outcome.timed_out else None,
                  nonce=launch.nonce)

@@ -178,3 +178,48 @@ def engine() -> Iterator[Engine]:
         unavailable(err.one_line())
     yield connected
     connected.close()
+
+
+# ---- reading a container's files: Docker's archive answer and Podman's ------------------------------
+
+class _ArchiveApi:
+    """`get_archive` answering with one tar member and the stat header beside it."""
+
+    def __init__(self, member: Any, data: bytes, stat: dict[str, Any]) -> None:
+        import io
+        import tarfile
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            archive.addfile(member, io.BytesIO(data) if data else None)
+        self.body, self.stat = buffer.getvalue(), stat
+
+    def get_archive(self, container: str, path: str, chunk_size: int) -> tuple[Iterator[bytes], dict[str, Any]]:
+        return iter([self.body]), self.stat
+
+
+def _member(name: str, *, link: str = "", size: int = 0) -> Any:
+    import tarfile
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname, member.size = (tarfile.SYMTYPE, link, 0) if link else (tarfile.REGTYPE, "", size)
+    return member
+
+
+GO_SYMLINK = 1 << 27
+
+
+def test_a_final_link_is_a_link_from_docker_and_from_podman() -> None:
+    """Docker sends the link itself; Podman 4.3.1's compatible service follows it and sends python3.11's bytes
+    named `python`, with a stat header that still says link (mode has os.ModeSymlink) and where it leads."""
+    from accel_images.build.engine import ContainerFiles
+    docker_answer = _ArchiveApi(_member("python", link="python3.11"), b"",
+                                {"name": "python", "mode": GO_SYMLINK | 0o777, "linkTarget": "python3.11"})
+    podman_answer = _ArchiveApi(_member("python", size=4), b"\x7fELF",
+                                {"name": "python3.11", "mode": GO_SYMLINK | 0o777, "linkTarget": "/usr/bin/python3.11"})
+    plain_file = _ArchiveApi(_member("python3.11", size=4), b"\x7fELF",
+                             {"name": "python3.11", "mode": 0o755, "linkTarget": "/usr/bin/python3.11"})
+    read = {name: ContainerFiles(api, "c").entry(path) for name, api, path in (
+        ("docker", docker_answer, "/opt/venv/bin/python"), ("podman", podman_answer, "/opt/venv/bin/python"),
+        ("file", plain_file, "/usr/bin/python3.11"))}
+    assert (read["docker"].kind, read["docker"].target) == ("link", "python3.11")
+    assert (read["podman"].kind, read["podman"].target) == ("link", "/usr/bin/python3.11")
+    assert read["file"].kind == "file"   # Podman names a plain file's own path as linkTarget: no link bit, no link

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from accel_images.build.engine import RunResult
 from accel_images.smoke.integrity import Entry, ImageConfig, differences, parse_record, take_inventory
 from accel_images.smoke.judge import Expectation, judge
-from accel_images.smoke.launcher import WORKLOAD_FILE, NotMounted, check_mounted, run_smoke
+from accel_images.smoke.launcher import NotMounted, check_mounted, run_smoke
 
 from fakeimage import ELF, PATH, SITE, TORCH_FILES, FakeEngine, FakeFiles, FakeInfo, file_entry, honest_files, link, replaced, \
     without
@@ -51,8 +52,9 @@ def test_an_honest_image_runs_through_its_interpreter_as_the_entry_point() -> No
     assert call["options"]["entrypoint"] == ["/opt/venv/bin/python"]
     assert call["options"]["healthcheck"] == {"test": ["NONE"]}
     [(source, mount)] = call["options"]["volumes"].items()
-    assert source == str(WORKLOAD_FILE)  # the package's own workload, never the image's copy
-    assert mount["mode"] == "ro" and mount["bind"] == call["command"][1]
+    assert Path(source).name.startswith("accel-images-smoke-")  # a fresh directory holding the package's workload
+    assert not Path(source).exists()                              # gone after the run
+    assert mount["mode"] == "ro" and f"{mount['bind']}/smoke.py" == call["command"][1]
     assert mount["bind"].startswith("/run/accel-images-smoke-") and call["command"][0] == "-I"
 
 
