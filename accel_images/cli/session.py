@@ -2,8 +2,9 @@
 
 `run` and `devcontainer` take an image, or choose one for this host as `recommend` does (from the
 registry's catalogue with `--registry`, else from the matrix), and assemble the container's options
-in accel_images.host.session. `catalogue` lists what a registry publishes and which images passed.
-Docker itself is needed only to run: `--print`, `--json` and `devcontainer` work without it.
+in accel_images.host.launch, rendered for `--engine` by accel_images.host.runtimes. `catalogue` lists
+what a registry publishes and which images passed. Docker (or Podman) itself is needed only to run:
+`--print`, `--json`, the other engines and `devcontainer` work without it.
 """
 
 from __future__ import annotations

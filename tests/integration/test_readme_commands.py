@@ -42,6 +42,14 @@ ELSEWHERE = {
         "builds with the Docker engine from the local mirror (tests/integration/test_build_integration.py)",
     "accel-images run --registry ghcr.io/acme --print -- python -c 'import torch; print(torch.cuda.is_available())'":
         "reads ghcr.io/acme (tests/unit/test_session.py prints the same line from a recorded catalogue)",
+    "accel-images recommend --engine kubernetes --registry ghcr.io/acme > pod.yaml":
+        "reads ghcr.io/acme (tests/integration/test_runtimes_integration.py prints a Pod from the local registry)",
+    "accel-images run --engine podman -- python train.py":
+        "starts rootless Podman on an image from ghcr.io/acme (tests/integration/test_runtimes_integration.py)",
+    "accel-images run --print --engine apptainer -- python train.py":
+        "chooses from ghcr.io/acme (tests/unit/test_runtimes.py prints Apptainer lines)",
+    "accel-images run -v /data:/data:ro -p 8888:8888 -e WANDB_MODE=offline --name nb -- jupyter lab --ip 0.0.0.0":
+        "starts a container on an image from ghcr.io/acme (tests/unit/test_runtimes.py renders what is passed through)",
     "accel-images nightly --registry registry.example.com/ml --jobs 2 --max-age 7": "pushes to a registry",
     "openssl genpkey -algorithm ed25519 -out sign.pem && openssl pkey -in sign.pem -pubout -out sign.pub":
         "the key for the nightly below (tests/unit/test_supply.py signs and verifies)",

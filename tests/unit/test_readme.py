@@ -37,3 +37,24 @@ def test_readme_names_the_test_command_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/python -m pytest -q" in readme
     assert ".venv/bin/python -m pytest -q" in ci
+
+
+def test_readme_running_elsewhere_is_what_the_renderers_print(monkeypatch) -> None:
+    from accel_images.host.runtimes.examples import markdown, newest_tags
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"<!-- BEGIN running-elsewhere -->\n(.*?)<!-- END running-elsewhere -->", text, re.S)
+    assert match, "README.md lost its running-elsewhere markers"
+    assert match.group(1) == markdown(newest_tags()), (
+        "README.md's Running elsewhere examples are stale: paste the output of"
+        " `.venv/bin/python -m accel_images.host.runtimes.examples`")
+
+
+def test_readme_running_elsewhere_has_every_runtime_and_vendor() -> None:
+    from accel_images.host.runtimes import ENGINES
+    from accel_images.host.runtimes.examples import TITLES
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("<!-- BEGIN running-elsewhere -->"):text.index("<!-- END running-elsewhere -->")]
+    assert [line[4:] for line in section.splitlines() if line.startswith("### ")] == [TITLES[e] for e in ENGINES]
+    for vendor in ("cpu", "cuda", "rocm", "xpu", "gaudi"):
+        assert section.count(f"# {vendor}\n") == 4 and section.count(f"<summary>{vendor}</summary>") == 2

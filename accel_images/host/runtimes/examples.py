@@ -1,7 +1,7 @@
 """The README's "Running elsewhere" examples, made by the renderers: one per runtime and vendor.
 
-Each example is `accel-images run --print --engine ENGINE IMAGE -- python train.py` for the newest
-runtime image of the vendor in the matrix, published under ghcr.io/acme, as user 1000:1000 in
+Each example is `accel-images run --print --engine ENGINE IMAGE -- python train.py` for the vendor's
+newest image in the matrix, published under ghcr.io/acme, as user 1000:1000 in
 /home/me/project. The device groups are the ids Ubuntu gives video and render (44, 109), where a
 real run reads them from the host's device files. `python -m accel_images.host.runtimes.examples`
 prints the section; tests/unit/test_readme.py holds the README to it.
@@ -44,22 +44,25 @@ def examples(tags: dict[str, str]) -> list[tuple[str, Launch]]:
 
 
 def newest_tags() -> dict[str, str]:
-    """Each vendor's newest runtime image in the matrix (./matrix.yaml, else the packaged one)."""
+    """Each vendor's newest image in the matrix (./matrix.yaml, else the packaged one), a runtime one where
+    the vendor has any (Gaudi's images are all devel)."""
     from accel_images.host.choosing import load_expansion
     from accel_images.kb.compat import load_kb
+    ordered = sorted(load_expansion(None, load_kb()).variants, key=lambda v: (v.flavor != "runtime", v.sort_key()))
     newest: dict[str, str] = {}
-    for variant in sorted(load_expansion(None, load_kb()).variants, key=lambda v: v.sort_key()):
-        if variant.flavor == "runtime":
-            newest.setdefault(variant.vendor, variant.tag)
+    for variant in ordered:
+        newest.setdefault(variant.vendor, variant.tag)
     return newest
 
 
 def markdown(tags: dict[str, str]) -> str:
     sections = []
     for engine in ENGINES:
-        rendered = [(vendor, render(engine, launched)) for vendor, launched in examples(tags)]
+        # A cluster's node has no copy of this directory: its Pod is the one `recommend` prints, with the command.
+        rendered = [(vendor, render(engine, replace(launched, workspace=None) if engine == "kubernetes" else launched))
+                    for vendor, launched in examples(tags)]
         body = _files(rendered) if engine in FILES else _lines(rendered)
-        sections.append(f"#### {TITLES[engine]}\n\n{body}")
+        sections.append(f"### {TITLES[engine]}\n\n{body}")
     return "\n".join(sections)
 
 
