@@ -57,6 +57,11 @@ def session_launch(session: Session, dev_root: Path = Path("/")) -> Launch:
                    workspace=session.workspace, command=session.command, interactive=session.interactive)
 
 
+def container_flags(vendor: str, dev_root: Path = Path("/")) -> list[str]:
+    """Device options, the IPC mode and the vendor's session settings: what both `run` and a devcontainer pass."""
+    return docker.container_flags(launch("", vendor, dev_root, session=True))
+
+
 def docker_run_argv(session: Session, dev_root: Path = Path("/")) -> list[str]:
     """`docker run --rm -it <device and session flags> --user UID:GID -v CWD:/workspace -w /workspace IMAGE [CMD]`."""
     return list(docker.render(session_launch(session, dev_root)).argv or ())
@@ -71,7 +76,7 @@ def devcontainer(image: str, vendor: str, user: str, dev_root: Path = Path("/"))
     return {
         "name": f"accel-images {image.rsplit(':', 1)[-1]}",
         "image": image,
-        "runArgs": docker.container_flags(launch(image, vendor, dev_root, session=True)),
+        "runArgs": container_flags(vendor, dev_root),
         "remoteUser": user,
         "containerUser": user,
         "updateRemoteUserUID": True,

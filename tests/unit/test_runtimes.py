@@ -52,7 +52,8 @@ def chosen(vendor: str, dev_root: Path) -> Launch:
 #   takes the same --device syntax. https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html
 # Intel oneAPI: "docker run --device=/dev/dri -it "$image"" (the same flag under Podman).
 # Habana: Docker's runtime "habana" is "/usr/bin/habana-container-runtime" (Docker_Installation.html); the
-#   Podman form by its path is inferred, and the note says so.
+#   Podman form by its path is inferred, and the note says so. A session's `--net=host` (Pull_Prebuilt_Containers)
+#   is podman-run(1)'s --network host.
 
 PODMAN = {
     "cpu": "podman run --rm -i --ipc host --user 1234:5678 -v /src:/workspace -w /workspace {image} python -V",
@@ -64,9 +65,9 @@ PODMAN = {
             " -v /src:/workspace -w /workspace {image} python -V",
     "xpu": "podman run --rm -i --device /dev/dri --security-opt label=disable --group-add {g0} --group-add {g1}"
            " --ipc host --user 1234:5678 -v /src:/workspace -w /workspace {image} python -V",
-    "gaudi": "podman run --rm -i --runtime /usr/bin/habana-container-runtime -e HABANA_VISIBLE_DEVICES=all"
-             " -e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE --ipc host --user 1234:5678"
-             " -v /src:/workspace -w /workspace {image} python -V",
+    "gaudi": "podman run --rm -i --runtime /usr/bin/habana-container-runtime --network host"
+             " -e HABANA_VISIBLE_DEVICES=all -e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE"
+             " --ipc host --ulimit memlock=-1 --user 1234:5678 -v /src:/workspace -w /workspace {image} python -V",
 }
 
 
@@ -119,7 +120,8 @@ APPTAINER_NOTES = {
     "cuda": ("ulimits memlock=-1 stack=67108864 not set: your own apply",),
     "rocm": ("SYS_PTRACE not added: Apptainer runs with your own privileges",),
     "gaudi": ("no `--runtime habana` under Apptainer: the host's device nodes are shown as they are",
-              "SYS_NICE not added: Apptainer runs with your own privileges"),
+              "SYS_NICE not added: Apptainer runs with your own privileges",
+              "ulimits memlock=-1 not set: your own apply"),
 }
 
 
@@ -162,7 +164,8 @@ ENROOT_NOTES = {
              "SYS_PTRACE not added: Enroot containers run unprivileged"),
     "xpu": ("where the site sets ENROOT_RESTRICT_DEV, add /dev/dri to --container-mounts (unverified)",),
     "gaudi": ("gaudi: no Slurm GRES is known for its devices; ask the site which to request",
-              "SYS_NICE not added: Enroot containers run unprivileged"),
+              "SYS_NICE not added: Enroot containers run unprivileged",
+              "ulimits memlock=-1 not set: the job's apply"),
 }
 
 
@@ -364,6 +367,9 @@ COMPOSE = {
     cap_add:
     - SYS_NICE
     ipc: host
+    network_mode: host
+    ulimits:
+      memlock: -1
 """,
 }
 

@@ -5,7 +5,7 @@
   Specified as an integer or the value all"; "You must set the capabilities field"; V). No `driver`:
   Docker's own `--gpus all` names none either, and the field is optional.
 - Everything else is Docker's flag by its Compose name (compose-spec 05-services: devices, group_add,
-  runtime, cap_add, security_opt, ipc, ulimits, shm_size, environment, ports, volumes; V).
+  runtime, cap_add, security_opt, ipc, network_mode, ulimits, shm_size, environment, ports, volumes; V).
 - `command:` replaces only the image's CMD, so the guard, the entry point, still runs; without a command
   the service keeps a terminal open (`stdin_open`, `tty`), for `docker compose run --rm dev`.
 """
@@ -76,6 +76,8 @@ def devices(launch: Launch) -> dict[str, Any]:
     if options.security_opt:
         body["security_opt"] = list(options.security_opt)
     body["ipc"] = launch.ipc_mode
+    if settings.network:
+        body["network_mode"] = settings.network
     if settings.ulimits:
         body["ulimits"] = {name: int(value) if value.lstrip("-").isdigit() else value
                            for name, value in settings.ulimits}

@@ -7,6 +7,7 @@
 - Shared memory: a memory-backed emptyDir at /dev/shm ("medium: Memory", the API's emptyDir); where the
   vendor itself asks for the host IPC namespace (its Docker `--ipc host`), `hostIPC: true` instead, as
   Habana's job example has it (V).
+- A session's host network (the vendor's, for scale-out over the host's NICs) is `hostNetwork: true`.
 - The pod runs as the image's own user (runAsUser, runAsGroup, and fsGroup so volumes are writable);
   supplementalGroups carry the device groups' ids as this host has them (I: a node's may differ).
 - The image by digest where it is known ("Digests are hashes of the image's content, and are
@@ -38,6 +39,8 @@ def manifest(launch: Launch) -> dict[str, Any]:
     spec: dict[str, Any] = {"restartPolicy": "Never", "securityContext": pod_security(launch)}
     if launch.vendor_wants_host_ipc:
         spec["hostIPC"] = True
+    if launch.settings.network == "host":
+        spec["hostNetwork"] = True
     spec["containers"] = [container(launch)]
     volumes = [] if launch.vendor_wants_host_ipc else [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
     volumes += [{"name": f"volume-{index}", "hostPath": {"path": mount.source}}

@@ -63,7 +63,7 @@ def device_flags(launch: Launch, notes: list[str]) -> list[str]:
 
 def process_flags(launch: Launch, notes: list[str]) -> list[str]:
     options, settings = launch.devices, launch.settings
-    flags: list[str] = []
+    flags: list[str] = ["--network", settings.network] if settings.network else []
     for name, value in options.environment:
         flags += ["-e", f"{name}={value}"]
     for capability in (*options.cap_add, *settings.cap_add):

@@ -350,14 +350,16 @@ fi
 # copies of /etc/passwd and /etc/group that list it (under the image user's name, with the home
 # above), while the real files stay read-only: the technique of docker-library/postgres's
 # docker-entrypoint.sh (docker_init_database_dir; https://cwrap.org/nss_wrapper.html).
-# `docker exec` starts without the entry point, so it goes without the name.
+# `docker exec` starts without the entry point, so it goes without the name. Under a read-only root
+# (`docker run --read-only`, Kubernetes' readOnlyRootFilesystem, Enroot's default) /tmp may not be
+# writable; /dev/shm, a tmpfs in every runtime, holds the copies then.
 name_unknown_user() {
     uid="$(id -u)"
     gid="$(id -g)"
     getent passwd "$uid" > /dev/null 2>&1 && return 0
     for lib in /usr/lib/*/libnss_wrapper.so /usr/lib64/libnss_wrapper.so /usr/lib/libnss_wrapper.so; do
         [ -e "$lib" ] || continue
-        names="$(mktemp -d 2> /dev/null)" || return 0
+        names="$(mktemp -d 2> /dev/null || mktemp -d -p /dev/shm 2> /dev/null)" || return 0
         { echo "${ACCEL_IMAGES_HOME##*/}:x:${uid}:${gid}:accel-images user:${HOME:-/}:/bin/bash"; cat /etc/passwd; } \
             > "$names/passwd"
         cat /etc/group > "$names/group"
