@@ -18,8 +18,10 @@ from accel_images.versions import newest_first
 OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
 LABEL_PREFIX = "io.accel-images"
 GUARD_PATH = "/opt/accel-images/guard.sh"
-"""Where every image keeps its guard (accel_images/smoke/guard.sh), the entry point: the template installs
-it here, and runtimes that skip an image's entry point call it by this path."""
+"""Where every image keeps its guard (accel_images/smoke/guard.sh): the template installs it here."""
+ENTRYPOINT = (GUARD_PATH,)
+"""The images' ENTRYPOINT (the template writes it from here): runtimes that replace an image's entry point
+(a Pod's `command:`, Pyxis) start these words before the command, so the image starts the same way."""
 
 
 @dataclass(frozen=True, order=True)

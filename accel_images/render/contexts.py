@@ -35,7 +35,7 @@ from accel_images.credentials import index_credentials
 from accel_images.errors import InputError
 from accel_images.resources import default_templates
 from accel_images.model.reference import Mirror, mirrored
-from accel_images.model.variant import GUARD_PATH, LABEL_PREFIX, Variant
+from accel_images.model.variant import ENTRYPOINT, GUARD_PATH, LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
 
 PACKAGE_DIR = Path(__file__).parent.parent
@@ -179,6 +179,7 @@ class Renderer:
             "pip_conf": variant.wheel_index is not None,
             "build_backends": companions.BUILD_BACKENDS,
             "guard_path": GUARD_PATH,
+            "entrypoint": list(ENTRYPOINT),
             "wheelhouse": bool(options.pip_find_links),
             "secret_args": sorted(secret_build_args(options)),
             "python_exe": f"python{variant.python}",

@@ -33,7 +33,7 @@ from accel_images.build.engine import Engine, RunResult
 from accel_images.cli import fanout, session as cli_session
 from accel_images.host.launch import launch
 from accel_images.host.runtimes import render
-from accel_images.model.variant import GUARD_PATH
+from accel_images.model.variant import ENTRYPOINT, GUARD_PATH
 from accel_images.render.contexts import guard_script
 from conftest import TEST_LABEL, unavailable
 from test_catalogue_integration import Published, published  # noqa: F401  (the fixture)
@@ -67,7 +67,7 @@ def in_container_command(engine: str, image: str, command: tuple[str, ...]) -> l
     if engine == "kubernetes":
         return list(yaml.safe_load(rendered.text)["spec"]["containers"][0]["command"])
     words = shlex.split(rendered.text)
-    return words[words.index(GUARD_PATH):]
+    return words[words.index(ENTRYPOINT[0]):]
 
 
 # ---- the guard under each runtime's defaults ----------------------------------------------------------
@@ -79,7 +79,7 @@ def test_the_guard_starts_where_no_entry_point_runs_read_only_as_an_arbitrary_ui
     """The Pod's `command:` (or the srun line's command), read-only root, a UID with no name: the user is
     named (nss_wrapper's copies go to /dev/shm when /tmp is read-only) and the command runs."""
     command = in_container_command(engine, cpu_image, ("sh", "-c", "whoami; echo $HOME; python -c 'import torch'"))
-    assert command[0] == GUARD_PATH
+    assert command[:len(ENTRYPOINT)] == list(ENTRYPOINT)
     result = run_in(docker_client, cpu_image, command[1:], entrypoint=[command[0]], read_only=True,
                     user=f"{STRANGER}:{STRANGER}", network_disabled=True, volumes=guard_file(tmp_path, "cpu"))
     assert (result.exit_code, result.stdout) == (0, "dev\n/home/dev\n"), result.stderr

@@ -3,7 +3,7 @@
 - The image is an Enroot URI, `[REGISTRY#]IMAGE[:TAG]`: the `#` separates the registry, and every
   Enroot release parses that form; digests only from Enroot 4.0 (its docker.sh), so the tag is used.
 - Pyxis does not run the image's entry point by default (`--container-entrypoint` turns it on, and
-  sites can disable entry points), so the command starts with the guard itself, by its path.
+  sites can disable entry points), so the command starts with the entry point's own words (the guard).
 - Devices: Slurm allocates them (the vendor's GRES, `--gres=NAME:1`: Slurm gres.html, V) and confines
   the job to them; Enroot binds the host's /dev (its 10-system.fstab; O), and for NVIDIA its 98-nvidia
   hook reads the image's NVIDIA_VISIBLE_DEVICES (set by the CUDA images) and injects the driver (O).
@@ -18,7 +18,7 @@ import shlex
 
 from accel_images.host.launch import WORKSPACE, Launch
 from accel_images.host.runtimes import Rendered
-from accel_images.model.variant import GUARD_PATH
+from accel_images.model.variant import ENTRYPOINT
 
 
 def render(launch: Launch) -> Rendered:
@@ -28,7 +28,7 @@ def render(launch: Launch) -> Rendered:
             *(["--pty"] if not launch.command else []), *resource_flags(launch),
             f"--container-image={enroot_uri(launch.image)}", *mount_flags(launch),
             *([f"--container-name={launch.extras.name}"] if launch.extras.name else []),
-            *launch.extras.engine_args, GUARD_PATH, *command)
+            *launch.extras.engine_args, *ENTRYPOINT, *command)
     return Rendered("enroot", shlex.join(argv) + "\n", None, notes(launch))
 
 

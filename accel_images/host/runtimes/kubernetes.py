@@ -12,8 +12,8 @@
   supplementalGroups carry the device groups' ids as this host has them (I: a node's may differ).
 - The image by digest where it is known ("Digests are hashes of the image's content, and are
   immutable": Kubernetes, Images; V).
-- `command:` replaces the image's entry point, so it starts with the guard, by its path; without a
-  command the pod sleeps, for `kubectl exec -it accel-images -- bash`.
+- `command:` replaces the image's entry point, so it starts with the entry point's own words (the
+  guard); without a command the pod sleeps, for `kubectl exec -it accel-images -- bash`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import yaml
 
 from accel_images.host.launch import Launch
 from accel_images.host.runtimes import Rendered, refuse_engine_args
-from accel_images.model.variant import GUARD_PATH
+from accel_images.model.variant import ENTRYPOINT
 
 SHM_VOLUME = "dshm"
 
@@ -62,7 +62,7 @@ def pod_security(launch: Launch) -> dict[str, Any]:
 def container(launch: Launch) -> dict[str, Any]:
     options, extras = launch.devices, launch.extras
     body: dict[str, Any] = {"name": "main", "image": launch.pinned_image,
-                            "command": [GUARD_PATH, *(launch.command or ("sleep", "infinity"))]}
+                            "command": [*ENTRYPOINT, *(launch.command or ("sleep", "infinity"))]}
     environment = [(name, value) for name, value in options.environment if name not in options.selection_env]
     if environment or extras.environment:
         body["env"] = [{"name": name, "value": value} for name, value in (*environment, *extras.environment)]
