@@ -129,12 +129,12 @@ def run_command(image: str | None, matrix_path: str | None, registry: str | None
                     tuple(parse_env(e) for e in env), name, engine_args)
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  as_json, kwargs)
-    user = choice.user if choice else None
     session = replace(launch(ref, vendor, session=True), user=(os.getuid(), os.getgid()),
                       workspace=workspace.resolve(), command=tuple(command), interactive=sys.stdin.isatty(),
-                      extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0,
-                      digest=choice.recommendation.digest if choice else None,
-                      image_user=(user.uid, user.gid) if user else (1000, 1000))
+                      extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0)
+    if choice is not None:
+        session = replace(session, digest=choice.recommendation.digest,
+                          image_user=(choice.user.uid, choice.user.gid))
     rendered = render(engine, session)
     if as_json:
         click.echo(json.dumps({"image": ref, "vendor": vendor, "engine": engine, "argv": rendered.argv,

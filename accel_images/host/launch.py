@@ -26,6 +26,7 @@ from pathlib import Path
 from accel_images import vendors
 from accel_images.errors import InputError
 from accel_images.model.devices import DeviceOptions, SessionSettings
+from accel_images.plan.matrix import User
 
 WORKSPACE = "/workspace"
 """The images' working directory, where a session mounts the host's directory."""
@@ -107,7 +108,8 @@ class Launch:
     settings: SessionSettings = field(default_factory=SessionSettings)
     user: tuple[int, int] | None = None
     """The host user's UID:GID the container runs as; None: the image's own user."""
-    image_user: tuple[int, int] = (1000, 1000)
+    image_user: tuple[int, int] = (User().uid, User().gid)
+    """The image's own user: the matrix's (a choice carries it), else the matrix's default."""
     workspace: Path | None = None
     command: tuple[str, ...] = ()
     interactive: bool = True
