@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -244,58 +245,68 @@ def devcontainer_cli() -> Path:
     return DEVCONTAINER_CLI
 
 
-def devcontainer_up(cli: Path, workspace: Path, home: Path, docker_client) -> tuple[subprocess.CompletedProcess[str],
-                                                                                   str]:
-    """`devcontainer up` in `workspace` as a user whose home is `home`; (the run, its container's id). The
-    container and the image the CLI derives for the user's UID are removed afterwards by the caller."""
-    label = f"accel-images.test.devcontainer={workspace.name}"
+def devcontainer_up(cli: Path, workspace: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """`devcontainer up` in `workspace` as a user whose home is `home`."""
     env = {**os.environ, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
     env.pop("GIT_CONFIG_GLOBAL", None)
-    done = subprocess.run([str(cli), "up", "--workspace-folder", str(workspace), "--id-label", label,
+    return subprocess.run([str(cli), "up", "--workspace-folder", str(workspace), "--id-label", id_label(workspace),
                            "--id-label", f"{TEST_LABEL}=1"], env=env, capture_output=True, text=True, timeout=600,
                           check=False)
-    found = docker_client.containers.list(all=True, filters={"label": label})
-    return done, found[0].id if found else ""
 
 
-def remove_devcontainer(docker_client, container_id: str) -> None:
-    if not container_id:
-        return
-    container = docker_client.containers.get(container_id)
-    derived = container.attrs["Config"]["Image"]
-    container.remove(force=True)
-    if derived.startswith("vsc-"):  # the CLI's image for updateRemoteUserUID
-        docker_client.images.remove(derived, force=True)
+def id_label(workspace: Path) -> str:
+    return f"accel-images.test.devcontainer={workspace.name}"
+
+
+@pytest.fixture
+def dev_workspace(tmp_path: Path, docker_client) -> Iterator[Path]:
+    """A project folder with a name of its own; afterwards its container goes, and the image the CLI derived
+    for updateRemoteUserUID (`vsc-<folder>-<hash>-uid`)."""
+    import docker.errors
+    workspace = tmp_path / f"dc-{uuid.uuid4().hex[:10]}"
+    yield workspace
+    for container in docker_client.containers.list(all=True, filters={"label": id_label(workspace)}):
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass  # gone already
+    for image in docker_client.images.list():
+        for tag in image.tags:
+            if tag.startswith(f"vsc-{workspace.name}-"):
+                docker_client.images.remove(tag, force=True)
+
+
+def container_of(docker_client, workspace: Path):
+    [container] = docker_client.containers.list(all=True, filters={"label": id_label(workspace)})
+    return container
 
 
 @pytest.mark.engine
 def test_devcontainer_up_runs_the_guard_and_carries_the_git_identity(devcontainer_cli: Path, docker_client,
-                                                                     cpu_image: str, tmp_path: Path) -> None:
-    home, workspace = tmp_path / "home", tmp_path / "project"
+                                                                     cpu_image: str, dev_workspace: Path,
+                                                                     tmp_path: Path) -> None:
+    home = tmp_path / "home"
     home.mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = Jane Doe\n\temail = jane@example.com\n")
     result = CliRunner().invoke(cli_session.devcontainer_command,
-                                [cpu_image, "--out", str(workspace / ".devcontainer" / "devcontainer.json")])
+                                [cpu_image, "--out", str(dev_workspace / ".devcontainer" / "devcontainer.json")])
     assert result.exit_code == 0, result.output
-    done, container = devcontainer_up(devcontainer_cli, workspace, home, docker_client)
-    try:
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert json.loads(done.stdout.splitlines()[-1])["outcome"] == "success"
-        assert "Running the postStartCommand from devcontainer.json" in done.stderr + done.stdout
-        identity = docker_client.containers.get(container).exec_run(["git", "config", "user.email"], user="dev")
-        assert identity.output.decode() == "jane@example.com\n"
-    finally:
-        remove_devcontainer(docker_client, container)
+    done = devcontainer_up(devcontainer_cli, dev_workspace, home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["outcome"] == "success"
+    assert "Running the postStartCommand from devcontainer.json" in done.stderr + done.stdout
+    identity = container_of(docker_client, dev_workspace).exec_run(["git", "config", "user.email"], user="dev")
+    assert identity.output.decode() == "jane@example.com\n"
 
 
 @pytest.mark.engine
-def test_devcontainer_up_shows_the_guards_refusal(devcontainer_cli: Path, docker_client, cpu_image: str,
+def test_devcontainer_up_shows_the_guards_refusal(devcontainer_cli: Path, cpu_image: str, dev_workspace: Path,
                                                   tmp_path: Path) -> None:
     """A CUDA image's guard (mounted over the CPU image's) on this host without a GPU, accelerator required:
     `devcontainer up` fails, and its output says why."""
-    home, workspace = tmp_path / "home", tmp_path / "refused"
+    home = tmp_path / "home"
     home.mkdir()
-    config_file = workspace / ".devcontainer" / "devcontainer.json"
+    config_file = dev_workspace / ".devcontainer" / "devcontainer.json"
     result = CliRunner().invoke(cli_session.devcontainer_command, [cpu_image, "--out", str(config_file)])
     assert result.exit_code == 0, result.output
     config = json.loads(config_file.read_text())
@@ -303,14 +314,11 @@ def test_devcontainer_up_shows_the_guards_refusal(devcontainer_cli: Path, docker
     config["mounts"].append(f"source={next(iter(guard))},target={GUARD_PATH},type=bind,readonly")
     config["containerEnv"]["ACCEL_IMAGES_REQUIRE_ACCELERATOR"] = "1"
     config_file.write_text(json.dumps(config))
-    done, container = devcontainer_up(devcontainer_cli, workspace, home, docker_client)
-    try:
-        said = done.stdout + done.stderr
-        assert done.returncode != 0
-        assert "accel-images: error: no NVIDIA GPU visible in the container" in said
-        assert f"postStartCommand from devcontainer.json failed with exit code {GUARD_EXIT}" in said
-    finally:
-        remove_devcontainer(docker_client, container)
+    done = devcontainer_up(devcontainer_cli, dev_workspace, home)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "accel-images: error: no NVIDIA GPU visible in the container" in said
+    assert f"postStartCommand from devcontainer.json failed with exit code {GUARD_EXIT}" in said
 
 
 # ---- recommend --engine kubernetes --registry REG -------------------------------------------------------
