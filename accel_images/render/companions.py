@@ -32,7 +32,7 @@ pip.conf names it as find-links. The smoke workload's OFFLINE_WHEELS is the same
 class CompanionPlan:
     """What pip installs beside torch, and why anything the release pairs with it is left out."""
 
-    requirements: tuple[str, ...] = ()   # 'torchvision==0.29.*'
+    requirements: tuple[str, ...] = ()   # 'torchvision==0.29.*' ('==0.29.2.*': that release, any local label)
     names: tuple[str, ...] = ()          # 'torchvision'
     notes: tuple[str, ...] = ()
 
@@ -54,9 +54,10 @@ def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
 
 
 def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str, python: str) -> bool:
-    """A wheel `<name>-<line>.N+<local>-<py tag>-...` for this Python (cpXY or py3) is there."""
+    """A wheel `<name>-<line>[.N]+<local>-<py tag>-...` for this Python (cpXY or py3) is there: `line` is a
+    release line ('0.29') or an exact release ('0.29.2')."""
     tag = "cp" + python.replace(".", "")
-    pattern = re.compile(rf"{re.escape(name)}-{re.escape(line)}\.\d+\+{re.escape(local)}-(?:{tag}|py3)-")
+    pattern = re.compile(rf"{re.escape(name)}-{re.escape(line)}(?:\.\d+)*\+{re.escape(local)}-(?:{tag}|py3)-")
     try:
         return any(pattern.match(entry.name) for entry in wheelhouse.iterdir())
     except OSError:

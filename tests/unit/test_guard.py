@@ -224,10 +224,20 @@ def test_one_served_gpu_is_enough(host: Host) -> None:
 
 
 def test_a_fine_nvidia_host_runs_the_command_silently(host: Host) -> None:
-    host.nvidia_smi(A100_580)
+    # the 13.0 wheels carry toolkit 13.0.3 (their Requires-Dist pins cuda-toolkit==13.0.3), whose driver is
+    # 580.126.20: a driver at it runs the image without a word
+    host.nvidia_smi("driver_version, compute_cap, name\n580.126.20, 8.0, NVIDIA A100-SXM4-40GB\n")
     result = host.run("cuda", **cuda13())
     assert_ran(result)
     assert result.stderr == ""
+
+
+def test_a_driver_below_the_wheels_own_toolkit_is_warned_of(host: Host) -> None:
+    """580.126.09 meets 13.0.2's driver (580.95.05), which the knowledge base once claimed for the
+    13.0 wheels; their toolkit is 13.0.3 (580.126.20), so the host runs them under minor-version
+    compatibility and is told so."""
+    host.nvidia_smi(A100_580)
+    assert_warned(host.run("cuda", **cuda13()), "580.126.09", "580.126.20")
 
 
 def test_an_old_nvidia_smi_without_compute_cap_still_gets_the_driver_check(host: Host) -> None:

@@ -112,14 +112,15 @@ def test_h100_compute_capability_is_compiled_into_cuda_12_6(tmp_path, expansion,
 
 
 def test_a100_on_580_gets_cuda_13_0_not_13_2(tmp_path, expansion, kb):
-    """580.126.09 is above the 13.x floor, so 13.2 would run under MVC; but 13.0's toolkit driver
-    (580.95.05) is met outright, and both carry torch 2.14: the clean fit wins. (Torch ranks first:
-    2.15, built for 13.2 alone, would win without the filter; see the test below.)"""
-    host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv"),
+    """A constructed query row with the 13.0 wheels' own toolkit driver: 580.126.20 is above the 13.x
+    floor, so 13.2 would run under MVC; but 13.0's toolkit driver (13.0.3: 580.126.20, the wheels pin
+    cuda-toolkit==13.0.3) is met outright, and both carry torch 2.14: the clean fit wins. (Torch ranks
+    first: 2.15, built for 13.2 alone, would win without the filter; see the test below.)"""
+    host = host_from(tmp_path, {NVIDIA_QUERY: "580.126.20, 8.0, NVIDIA A100-SXM4-40GB\n",
                                 NVIDIA_TABLE: recorded("nvidia-smi-a100-580.txt")})
     rec = choose(host, expansion, kb, tmp_path, filters={"torch": "2.14"})
     assert rec.variant.tag == "2.14.1-cuda13.0-py3.12-ubuntu24.04"
-    assert rec.reasons[0].startswith("2.14.1-cuda13.0-py3.12-ubuntu24.04: driver 580.126.09 meets the CUDA 13.0.2")
+    assert rec.reasons[0].startswith("2.14.1-cuda13.0-py3.12-ubuntu24.04: driver 580.126.20 meets the CUDA 13.0.3")
     passed_over = next(r for r in rec.reasons if r.startswith("2.14.1-cuda13.2-py3.12-ubuntu24.04"))
     assert "passed over" in passed_over and "595.58.03" in passed_over
     assert rec.warnings == ()

@@ -192,7 +192,7 @@ def test_labels(kb: KnowledgeBase) -> None:
     labels = make_variant(kb, "cuda", "13.0", "2.14", "3.12", "ubuntu24.04", "runtime").labels()
     assert labels["io.accel-images.vendor"] == "cuda"
     assert labels["io.accel-images.stack"] == "13.0"
-    assert labels["io.accel-images.min-driver"] == "580.95.05"
+    assert labels["io.accel-images.min-driver"] == "580.126.20"   # toolkit 13.0.3: the wheel pins cuda-toolkit==13.0.3
     assert labels["io.accel-images.gpu-archs"] == "7.5,8.0,8.6,9.0,10.0,12.0"  # no PTX: pytorch/pytorch#175567
     assert labels["io.accel-images.tag"] == "2.14.1-cuda13.0-py3.12-ubuntu24.04"
     assert all(key.startswith("io.accel-images.") for key in labels)

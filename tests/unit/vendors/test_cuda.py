@@ -97,3 +97,22 @@ def test_guard_facts_are_the_knowledge_bases(dockerfile: Callable[..., str]) -> 
 def test_no_cudnn_flavor_base(dockerfile: Callable[..., str]) -> None:
     # pytorch/pytorch#80637: an older cuDNN on LD_LIBRARY_PATH shadows the wheel's own
     assert "cudnn" not in dockerfile(*DEVEL_132).lower().split("label")[0]
+
+
+CU130_214 = ("cuda", "13.0", "2.14", "3.12", "ubuntu24.04", "runtime")
+
+
+def test_cu130_wheels_of_2_13_and_2_14_carry_toolkit_13_0_3(dockerfile: Callable[..., str], kb) -> None:
+    # V, the wheels' own metadata: torch 2.13.0, 2.14.0 and 2.14.1 (the package index's cp311 wheels,
+    # x86_64 and aarch64 alike) declare `Requires-Dist: cuda-toolkit[...]==13.0.3`; the 13.0.3 toolkit's
+    # driver is 580.126.20 (NVIDIA's runfile cuda_13.0.3_580.126.20_linux.run)
+    cuda = kb.facts("cuda")
+    assert [cuda.toolkit(minor, "13.0") for minor in ("2.13", "2.14")] == ["13.0.3", "13.0.3"]
+    text = dockerfile(*CU130_214)
+    assert '    ACCEL_IMAGES_CUDA="13.0.3"' in text
+    assert '    ACCEL_IMAGES_MIN_DRIVER="580.126.20"' in text
+
+
+def test_the_2_15_wheel_carries_toolkit_13_2_2(kb) -> None:
+    # V: torch 2.15.0's Requires-Dist pins cuda-toolkit[...]==13.2.2 (installed: cuda-toolkit 13.2.2)
+    assert kb.facts("cuda").toolkit("2.15", "13.2") == "13.2.2"
