@@ -88,7 +88,7 @@ class TorchRelease:
     python_experimental: tuple[str, ...]
     glibc_min: str | None
     source: str
-    companions: Mapping[str, str] = field(default_factory=dict)   # package -> release line ('0.29') or release ('0.29.2')
+    companions: Mapping[str, str] = field(default_factory=dict)   # package -> line ('0.29') or release ('0.29.2')
     unverified: tuple[str, ...] = ()   # fields a person has yet to fill ('python'): `kb update` never guesses them
 
     @property

@@ -8,8 +8,11 @@ in the variant's own build (the local label of its wheel index), and the rest ar
 note that the build output and the report repeat.
 
 The image keeps pip pointed at that same index (`/etc/pip.conf`, with the package index as the
-extra one), so a later `pip install torchvision` takes the matching build; the constraints file
-(PIP_CONSTRAINT) keeps the installed torch build from being replaced.
+extra one), so a later `pip install torchvision` takes the matching build. pip has no priority
+between the two ("There is no priority in the locations that are searched", pip's install
+documentation): a same-named higher version on the package index would win (the torchtriton
+incident of December 2022). So the constraints file (PIP_CONSTRAINT, written by the facts step,
+accel_images/smoke/facts.py) pins every distribution the build installed, not only torch.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def pip_conf(wheel_index: str | None, pip_index_url: str | None) -> bytes | None
         return None
     return ("# Written by accel-images: later `pip install`s take torch's companions from torch's own\n"
             "# index (the package index's builds do not match this torch), everything else from the\n"
-            "# package index. PIP_CONSTRAINT keeps the installed torch build in place.\n"
+            "# package index. pip prefers neither: PIP_CONSTRAINT pins every installed distribution.\n"
             "# find-links: the build backend, for `pip install .` without a network.\n"
             "[global]\n"
             f"index-url = {index_url(wheel_index, pip_index_url)}\n"

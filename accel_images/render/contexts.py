@@ -40,6 +40,7 @@ from accel_images.plan.variants import Expansion
 
 PACKAGE_DIR = Path(__file__).parent.parent
 SMOKE_SOURCE = PACKAGE_DIR / "smoke" / "workload.py"
+FACTS_SOURCE = PACKAGE_DIR / "smoke" / "facts.py"
 GUARD_SOURCE = PACKAGE_DIR / "smoke" / "guard.sh"
 PROFILE_SOURCE = PACKAGE_DIR / "smoke" / "profile.sh"
 UPSTREAM_WHEEL_INDEX = companions.UPSTREAM_WHEEL_INDEX
@@ -219,8 +220,8 @@ class Renderer:
     def static_files(self, vendor: str) -> dict[str, bytes]:
         """The files every context of a vendor carries, made once per vendor (not once per variant)."""
         if vendor not in self._static:
-            self._static[vendor] = {"smoke.py": SMOKE_SOURCE.read_bytes(), "guard.sh": guard_script(vendor),
-                                    "profile.sh": PROFILE_SOURCE.read_bytes()}
+            self._static[vendor] = {"smoke.py": SMOKE_SOURCE.read_bytes(), "facts.py": FACTS_SOURCE.read_bytes(),
+                                    "guard.sh": guard_script(vendor), "profile.sh": PROFILE_SOURCE.read_bytes()}
         return self._static[vendor]
 
     def render_all(self, expansion: Expansion, variants: Iterable[Variant],

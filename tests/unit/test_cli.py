@@ -333,7 +333,8 @@ def test_render_with_mirror_and_index(tmp_path: Path) -> None:
     assert dockerfile.count("FROM 127.0.0.1:5000/library/debian:bookworm-slim") == 3   # build, files, image
     assert "--index-url http://127.0.0.1:8080/whl/cpu " in dockerfile
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "cpu/2.13.0-cpu-py3.11-debian12/Dockerfile", "cpu/2.13.0-cpu-py3.11-debian12/guard.sh",
+        "cpu/2.13.0-cpu-py3.11-debian12/Dockerfile", "cpu/2.13.0-cpu-py3.11-debian12/facts.py",
+        "cpu/2.13.0-cpu-py3.11-debian12/guard.sh",
         "cpu/2.13.0-cpu-py3.11-debian12/pip.conf", "cpu/2.13.0-cpu-py3.11-debian12/profile.sh",
         "cpu/2.13.0-cpu-py3.11-debian12/smoke.py"]
     pip_conf = (out / "cpu" / "2.13.0-cpu-py3.11-debian12" / "pip.conf").read_text()

@@ -74,3 +74,36 @@ def test_the_environment_comes_before_the_os_packages(dockerfile: Path) -> None:
     layers = [rest for keyword, rest in final_stage(dockerfile) if keyword in LAYER_MAKING]
     assert layers[0] == "--from=build /stage/ /", layers[0]
     assert any("apt-get install" in rest for rest in layers[1:-1])
+
+
+FACTS_STEP = "-I -B /opt/accel-images/facts.py --out /opt/accel-images/facts.json --constraints /opt/accel-images/constraints.txt"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_the_final_stage_asks_its_own_torch_what_it_holds_before_the_updates(dockerfile: Path) -> None:
+    """The facts step runs in the final stage (the image's python, its torch as installed there), as
+    root, after the image's files brought facts.py, and just below the OS updates, so a security
+    update still changes only the top layer (accel_images/smoke/facts.py; partials/common.j2 finish())."""
+    stage = final_stage(dockerfile)
+    layers = [(keyword, rest) for keyword, rest in stage if keyword in LAYER_MAKING]
+    facts, updates = layers[-2], layers[-1]
+    assert facts[0] == "RUN" and FACTS_STEP in " ".join(facts[1].split()), facts
+    python = "python3" if dockerfile.parts[-3] == "gaudi" else "/opt/venv/bin/python"
+    assert f"&& {python} -I -B /opt/accel-images/facts.py" in facts[1]
+    assert layers[-3] == ("COPY", "--from=files /files/ /")
+    assert is_updates(updates[1])
+    assert sum("facts.py --out" in rest for _, rest in instructions(dockerfile)) == 1
+    assert not any("constraints.txt" in rest and "facts.py" not in rest for keyword, rest in instructions(dockerfile)
+                   if keyword == "RUN"), "the constraints come from the facts step alone"
+
+
+@pytest.mark.parametrize("dockerfile", [p for p in DOCKERFILES if p.parts[-3] != "gaudi"],
+                         ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_the_environment_is_group_writable_with_setgid_directories_not_world_writable(dockerfile: Path) -> None:
+    # jupyter/docker-stacks images/docker-stacks-foundation/fix-permissions: `chmod g+rwX` and setgid
+    # (with setuid, +6000) on directories; never 2777
+    build = next(" ".join(rest.split()) for keyword, rest in instructions(dockerfile)
+                 if keyword == "RUN" and "-m venv /opt/venv" in rest)
+    assert ('&& chown -R "${USER_UID}:100" /opt/venv && chmod -R g+rwX /opt/venv'
+            ' && find /opt/venv -type d -exec chmod 2775 {} +') in build
+    assert "2777" not in dockerfile.read_text()

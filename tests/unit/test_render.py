@@ -17,7 +17,7 @@ from accel_images.render import companions
 from accel_images.kb.compat import KnowledgeBase, load_kb
 from accel_images.errors import InputError
 from accel_images.plan.matrix import User, load_matrix
-from accel_images.render.contexts import (GUARD_SOURCE, SMOKE_SOURCE, guard_script, RenderedContext, Renderer,
+from accel_images.render.contexts import (FACTS_SOURCE, GUARD_SOURCE, SMOKE_SOURCE, guard_script, RenderedContext, Renderer,
                                            RenderOptions, existing_tree, pip_source_args, stale_paths, tree_of,
                                            write_build_context, write_tree)
 from accel_images.model.reference import Mirror, mirrored, split_reference
@@ -137,8 +137,9 @@ def test_gaudi_never_installs_torch(renderer: Renderer, kb: KnowledgeBase) -> No
 def test_context_holds_dockerfile_smoke_and_guard(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
     context = renderer.context(variant, bare_expansion(), RenderOptions())
-    assert set(context.files) == {"Dockerfile", "smoke.py", "guard.sh", "profile.sh", "pip.conf"}
+    assert set(context.files) == {"Dockerfile", "smoke.py", "facts.py", "guard.sh", "profile.sh", "pip.conf"}
     assert context.files["smoke.py"] == SMOKE_SOURCE.read_bytes()
+    assert context.files["facts.py"] == FACTS_SOURCE.read_bytes()
     assert context.files["guard.sh"] == guard_script("cpu")
     assert guard_script("cpu").startswith(GUARD_SOURCE.read_bytes().split(b"# @VENDOR_CHECK@")[0])
     assert context.template == "vendors/cpu.Dockerfile.j2"
@@ -307,9 +308,9 @@ def test_rendering_is_byte_identical_across_runs(kb: KnowledgeBase, published: E
 
 
 def expected_files(context: RenderedContext) -> set[str]:
-    """Dockerfile, guard, smoke workload, profile; pip.conf where torch comes from an index (not
+    """Dockerfile, guard, smoke workload, facts script, profile; pip.conf where torch comes from an index (not
     Gaudi: its base has Intel's own torch); an apt key and sources list per repository it COPYs."""
-    names = {"Dockerfile", "guard.sh", "smoke.py", "profile.sh"}
+    names = {"Dockerfile", "guard.sh", "smoke.py", "facts.py", "profile.sh"}
     if context.variant.wheel_index is not None:
         names.add("pip.conf")
     dockerfile = context.files["Dockerfile"].decode()
@@ -368,8 +369,8 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     options = RenderOptions(pip_find_links=wheelhouse)
     context: RenderedContext = renderer.context(variant, bare_expansion(), options)
     dest = write_build_context(tmp_path / "ctx", context, wheelhouse)
-    assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "guard.sh", "pip.conf", "profile.sh", "smoke.py",
-                                                      "wheels"]
+    assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "facts.py", "guard.sh", "pip.conf", "profile.sh",
+                                                      "smoke.py", "wheels"]
     assert [p.name for p in (dest / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     with pytest.raises(InputError, match="wheelhouse directory not found"):
         write_build_context(tmp_path / "ctx2", context, tmp_path / "absent")

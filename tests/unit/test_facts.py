@@ -1,0 +1,149 @@
+"""The in-image facts script (accel_images/smoke/facts.py), its schema, and the value that reads it.
+
+The script runs inside every image with the image's torch; here it is handed fake torch modules
+that answer as each vendor's build does (or lacks the API), and the real CUDA wheel's answer is a
+recorded fixture: tests/data/facts/torch-2.15.0-cu132-x86_64.json is the script's output for torch
+2.15.0 installed from the package index (tests/integration/test_facts_wheel.py makes it again).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import jsonschema
+import pytest
+
+from accel_images.model.imagefacts import SCHEMA_FILE, FactsError, ImageFacts
+from accel_images.smoke import facts as script
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
+CUDA_215 = DATA / "torch-2.15.0-cu132-x86_64.json"
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
+DISTS = {"numpy": "2.4.6", "pip": "24.0", "torch": "2.15.0+cu132", "torchvision": "0.29.2", "typing-extensions": "4.16.0"}
+
+
+def fake_torch(version: str, *, cuda: str | None = None, hip: str | None = None, xpu: str | None = None,
+               flags: str | None = None, xpu_archs: list[str] | None = None, cudnn: int | None = None,
+               nccl: Any = None) -> SimpleNamespace:
+    """A torch module as far as the script reads it; an API it lacks raises AttributeError."""
+    torch_c = SimpleNamespace()
+    if flags is not None:
+        torch_c._cuda_getArchFlags = lambda: flags
+    return SimpleNamespace(
+        __version__=version, version=SimpleNamespace(cuda=cuda, hip=hip, xpu=xpu), _C=torch_c,
+        backends=SimpleNamespace(cudnn=SimpleNamespace(version=lambda: cudnn)),
+        cuda=SimpleNamespace(nccl=SimpleNamespace(version=lambda: nccl), get_arch_list=lambda: []),
+        xpu=SimpleNamespace(get_arch_list=lambda: xpu_archs or []))
+
+
+def valid(document: dict[str, Any]) -> dict[str, Any]:
+    jsonschema.validate(document, SCHEMA)
+    return document
+
+
+def test_the_recorded_cuda_wheel_facts_are_schema_1_with_its_measured_values() -> None:
+    # measured from torch 2.15.0 of the package index: _cuda_getArchFlags() "sm_75 ... sm_120" (no
+    # compute_XX: SASS only, cuobjdump finds no PTX), cudnn.version() 92600, nccl.version() (2, 30, 7),
+    # cuda-toolkit 13.2.2 installed by its Requires-Dist
+    document = valid(json.loads(CUDA_215.read_text()))
+    assert document["torch"] == {"version": "2.15.0+cu132", "public": "2.15.0", "local": "cu132"}
+    assert document["backend"] == "cuda"
+    assert document["archs"] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"] and document["ptx"] == []
+    assert {k: v for k, v in document["toolkit"].items() if v} == {"cuda": "13.2", "cudnn": "9.26.0", "nccl": "2.30.7"}
+    assert document["distributions"]["cuda-toolkit"] == "13.2.2"
+    assert document["companions"] == {"numpy": "2.4.6", "torchaudio": "2.11.1", "torchvision": "0.29.2"}
+
+
+def test_a_cuda_build_splits_sass_from_ptx() -> None:
+    torch = fake_torch("2.9.0+cu126", cuda="12.6", flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90 compute_90",
+                       cudnn=91002, nccl=(2, 27, 3))
+    document = valid(script.collect(torch, DISTS))
+    assert document["archs"] == ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    assert document["ptx"] == ["compute_90"]
+    assert document["toolkit"] == {"cuda": "12.6", "hip": None, "xpu": None, "cudnn": "9.10.2", "nccl": "2.27.3",
+                                   "gaudi": None}
+
+
+def test_a_rocm_build_reports_its_gfx_targets_and_no_cudnn() -> None:
+    torch = fake_torch("2.13.0+rocm7.2", hip="7.2.41134-0", flags="gfx90a gfx942 gfx1100", nccl=(2, 26, 6))
+    document = valid(script.collect(torch, DISTS))
+    assert (document["backend"], document["archs"], document["ptx"]) == ("rocm", ["gfx90a", "gfx942", "gfx1100"], [])
+    assert document["toolkit"]["hip"] == "7.2.41134-0" and document["toolkit"]["cudnn"] is None
+
+
+def test_an_xpu_build_reports_torch_xpu_get_arch_list() -> None:
+    # torch/xpu/__init__.py get_arch_list(): "if not _is_compiled(): return []", so no device is needed
+    torch = fake_torch("2.14.0+xpu", xpu="20260100", xpu_archs=["pvc", "bmg", "dg2", "arl-h", "mtl-h"])
+    document = valid(script.collect(torch, DISTS))
+    assert (document["backend"], document["archs"]) == ("xpu", ["pvc", "bmg", "dg2", "arl-h", "mtl-h"])
+    assert document["toolkit"]["xpu"] == "20260100"
+
+
+def test_a_gaudi_build_is_known_by_its_plugin_distribution() -> None:
+    torch = fake_torch("2.11.0+hpu.synapse.v1.24.1")
+    document = valid(script.collect(torch, {**DISTS, "habana-torch-plugin": "1.24.1.482"}))
+    assert (document["backend"], document["archs"], document["toolkit"]["gaudi"]) == ("hpu", None, "1.24.1.482")
+
+
+def test_a_cpu_build_has_no_targets_and_no_toolkit() -> None:
+    document = valid(script.collect(fake_torch("2.13.0+cpu"), DISTS))
+    assert (document["backend"], document["archs"], document["ptx"]) == ("cpu", [], [])
+    assert set(document["toolkit"].values()) == {None}
+    assert document["torch"] == {"version": "2.13.0+cpu", "public": "2.13.0", "local": "cpu"}
+    assert document["companions"] == {"numpy": "2.4.6", "torchvision": "0.29.2"}
+
+
+def test_a_missing_api_is_null_never_a_failed_build() -> None:
+    torch = SimpleNamespace(__version__="2.0.1", version=SimpleNamespace(cuda="11.8"), _C=SimpleNamespace())
+    document = valid(script.collect(torch, DISTS))
+    assert document["backend"] == "cuda" and document["archs"] is None and document["ptx"] is None
+    assert document["toolkit"]["cudnn"] is None and document["toolkit"]["nccl"] is None
+    assert document["torch"]["local"] is None
+
+
+@pytest.mark.parametrize(("number", "text"), [(92600, "9.26.0"), (91002, "9.10.2"), (8907, "8.9.7"), (None, None)])
+def test_cudnn_versions_read_as_cudnn_numbers_them(number: int | None, text: str | None) -> None:
+    # cudnn_version.h: CUDNN_VERSION = MAJOR * 10000 + MINOR * 100 + PATCH from cuDNN 9, * 1000 before
+    assert script.cudnn_version(number) == text
+
+
+def test_the_constraints_pin_every_distribution_as_installed() -> None:
+    assert script.constraints(DISTS) == ("numpy==2.4.6\npip==24.0\ntorch==2.15.0+cu132\ntorchvision==0.29.2\n"
+                                         "typing-extensions==4.16.0\n")
+
+
+def test_a_torch_that_does_not_import_fails_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise OSError('libtorch_cpu.so: cannot open shared object')\n")
+    run = subprocess.run([sys.executable, script.__file__, "--out", str(tmp_path / "facts.json")],
+                         env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert run.returncode == script.EXIT_NO_TORCH
+    assert run.stderr.strip() == "facts: torch does not import: OSError: libtorch_cpu.so: cannot open shared object"
+    assert not (tmp_path / "facts.json").exists()
+
+
+def test_the_reader_refuses_a_file_that_is_not_schema_1() -> None:
+    document = json.loads(CUDA_215.read_text())
+    with pytest.raises(FactsError, match="schema 2, this accel-images reads schema 1"):
+        ImageFacts.from_document({**document, "schema": 2})
+    with pytest.raises(FactsError, match=r"^backend: 'gpu' is not one of"):
+        ImageFacts.from_document({**document, "backend": "gpu"})
+    with pytest.raises(FactsError, match=r"^not JSON"):
+        ImageFacts.from_bytes(b"{")
+
+
+def test_the_compact_form_travels_and_reads_back() -> None:
+    facts = ImageFacts.from_bytes(CUDA_215.read_bytes())
+    compact = facts.compact()
+    assert compact == {"torch": "2.15.0+cu132", "python": "3.11.7", "backend": "cuda", "machine": "x86_64",
+                       "toolkit": {"cuda": "13.2", "cudnn": "9.26.0", "nccl": "2.30.7"},
+                       "archs": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], "ptx": [],
+                       "companions": {"numpy": "2.4.6", "torchaudio": "2.11.1", "torchvision": "0.29.2"}}
+    again = ImageFacts.from_compact(json.loads(json.dumps(compact)))
+    assert again is not None and again.compact() == compact
+    assert ImageFacts.from_compact({"torch": "2.15.0"}) is None
