@@ -109,6 +109,13 @@ class BuildFailed(AccelError):
         self.log_path = log_path
 
 
+class FactsContradicted(AccelError):
+    """A built image's facts (/opt/accel-images/facts.json) are missing, unreadable, or contradict the
+    knowledge base's row for the variant: a failed build, whose message names the row."""
+
+    exit_code = 1
+
+
 class SmokeFailed(AccelError):
     """The workload inside an image reported a failed check."""
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from accel_images.build.engine import RunResult
+from accel_images.model.imagefacts import FACTS_PATH
 from accel_images.smoke.integrity import Entry
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
@@ -55,6 +56,7 @@ def honest_files(site_files: Mapping[str, bytes] | None = None) -> dict[str, Ent
                         "torch-2.13.0+cpu.dist-info/RECORD,,"]) + "\n"
     packages["torch-2.13.0+cpu.dist-info/RECORD"] = record.encode()
     entries = [
+        facts_entry(json.dumps(facts_document()).encode()),
         link("/opt/venv/bin/python", "python3"), link("/opt/venv/bin/python3", "/usr/bin/python3"),
         link("/usr/bin/python3", "python3.11"), file_entry("/usr/bin/python3.11", ELF + b"python"),
         file_entry("/opt/venv/pyvenv.cfg", b"home = /usr/bin\ninclude-system-site-packages = false\n"),
@@ -63,6 +65,58 @@ def honest_files(site_files: Mapping[str, bytes] | None = None) -> dict[str, Ent
         *(file_entry(f"{SITE}/{name}", data) for name, data in packages.items()),
     ]
     return {entry.path: entry for entry in entries}
+
+
+def facts_document(*, torch: str = "2.13.0+cpu", python: str = "3.11.2", backend: str = "cpu",
+                   toolkit: Mapping[str, str] | None = None, archs: list[str] | None = None,
+                   companions: Mapping[str, str] | None = None, distributions: Mapping[str, str] | None = None
+                   ) -> dict[str, Any]:
+    """A schema 1 facts document (accel_images/smoke/facts.py) of an honest CPU image unless told otherwise."""
+    public, _, local = torch.partition("+")
+    kits = {"cuda": None, "hip": None, "xpu": None, "cudnn": None, "nccl": None, "gaudi": None, **(toolkit or {})}
+    extras = dict(companions or {})
+    return {"schema": 1, "platform": {"os": "linux", "machine": "x86_64"}, "python": python,
+            "torch": {"version": torch, "public": public, "local": local or None}, "backend": backend,
+            "toolkit": kits, "archs": [] if archs is None else archs, "ptx": [], "companions": extras,
+            "distributions": dict(sorted({"torch": torch, "numpy": "2.4.6", **extras, **(distributions or {})}.items()))}
+
+
+def facts_of_dockerfile(text: str) -> bytes:
+    """The facts an honest build of a rendered Dockerfile would write: what its labels promise (torch, Python,
+    the companions it installs, at the knowledge base's release), and CUDA's toolkit and architectures."""
+    import re
+
+    from accel_images import vendors
+
+    from accel_images.kb.compat import load_kb
+
+    labels = dict(re.findall(r'io\.accel-images\.([a-z-]+)="([^"]*)"', text))
+    vendor, stack = labels.get("vendor", "cpu"), labels.get("stack", "")
+    local = {"cpu": "cpu", "cuda": "cu" + stack.replace(".", ""), "rocm": f"rocm{stack}", "xpu": "xpu"}.get(vendor)
+    pairings = load_kb().release(labels.get("torch", "2.13.0")).companions
+    companions = {name: f"{pairings[name]}.0" if pairings[name].count(".") == 1 else pairings[name]
+                  for name in labels.get("companions", "").split(",") if name in pairings}
+    toolkit: dict[str, str] = {}
+    distributions: dict[str, str] = {}
+    archs: list[str] = []
+    if vendor == "cuda":
+        toolkit["cuda"] = stack
+        found = re.search(r'ACCEL_IMAGES_CUDA="([0-9.]+)"', text)
+        if found:
+            distributions["cuda-toolkit"] = found.group(1)
+        archs = ["sm_" + arch.replace(".", "") for arch in labels.get("gpu-archs", "").split(",") if arch]
+    elif vendor == "rocm":
+        toolkit["hip"] = f"{stack}.0-fake"
+        archs = [arch for arch in labels.get("gpu-archs", "").split(",") if arch]
+    document = facts_document(torch=labels.get("torch", "2.13.0") + (f"+{local}" if local else ""),
+                              python=labels.get("python", "3.11") + ".2", backend=vendors.get(vendor).smoke_backend,
+                              toolkit=toolkit, archs=archs, companions=companions, distributions=distributions)
+    return json.dumps(document).encode()
+
+
+def facts_entry(data: bytes) -> Entry:
+    """/opt/accel-images/facts.json as the engine's reader gives it: its content kept."""
+    return Entry(FACTS_PATH, "file", hashlib.sha256(data).hexdigest(), head=data[:64], data=data)
 
 
 @dataclass

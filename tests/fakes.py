@@ -45,6 +45,9 @@ class FakeEngine:
     push_failures: dict[str, list[BaseException]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     pushed_digest: str = PUSHED
+    facts: dict[str, bytes] = field(default_factory=dict)
+    """What each image's facts.json holds, by image ID: a build records what its Dockerfile promises
+    (fakeimage.facts_of_dockerfile); a test may put other facts there. Absent: an honest CPU image's."""
 
     def pull(self, ref: str, on_line: object = None) -> ImageInfo:
         self.calls.append(("pull", ref))
@@ -57,13 +60,17 @@ class FakeEngine:
 
     @contextmanager
     def image_files(self, image: str) -> Iterator[fakeimage.FakeFiles]:
-        """An honest image's files, for the build's record (accel_images.smoke.integrity)."""
-        yield fakeimage.FakeFiles(fakeimage.honest_files())
+        """An honest image's files, for the build's record (accel_images.smoke.integrity) and its facts."""
+        files = fakeimage.honest_files()
+        if image in self.facts:
+            files[fakeimage.FACTS_PATH] = fakeimage.facts_entry(self.facts[image])
+        yield fakeimage.FakeFiles(files)
 
     def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
         self.calls.append(("build", tag))
         if tag.split(":")[-1] in self.failing_builds:
             raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
+        self.facts.setdefault(f"sha256:built-{tag}", fakeimage.facts_of_dockerfile((context / "Dockerfile").read_text()))
         return BuiltImage(f"sha256:built-{tag}", tag, 1)
 
     def tag(self, image: str, ref: str) -> None:

@@ -22,14 +22,15 @@ from accel_images.build import failure
 from accel_images.build.bases import pinned_base, with_newer_bases
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.build.engine import Engine, ImageInfo
-from accel_images.errors import AccelError, BuildFailed, EngineError, RegistryError
+from accel_images.errors import AccelError, BuildFailed, EngineError, FactsContradicted, RegistryError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
 from accel_images.build.outcome import Outcome, describe
 from accel_images.render.contexts import Renderer, write_build_context
 from accel_images.model.reference import mirrored
 from accel_images.build.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
-from accel_images.smoke.launcher import inventory_of, run_smoke
+from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
+from accel_images.kb.claims import contradiction
 from accel_images.smoke.records import last_smoke_pass, recorded_build, remember_build, remember_smoke_pass
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
@@ -55,6 +56,8 @@ class Prepared:
     """Build args that must reach the build but not the fingerprint, a log or a report (the renderer's)."""
     notes: tuple[str, ...] = ()
     """What the render left out on purpose (a companion the wheelhouse lacks): shown, and kept in the record."""
+    companions: tuple[str, ...] = ()
+    """The companions the render installs: what the image's facts must show (accel_images.kb.claims)."""
 
 
 class Builder:
@@ -108,8 +111,9 @@ class Builder:
         prepared = self.prepare(variant)
         existing = self.engine.inspect_image(ref)
         if existing and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint and not self.settings.force:
-            return Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
-                           prepared.base_digest, notes=prepared.notes)
+            skipped = Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
+                              prepared.base_digest, notes=prepared.notes)
+            return self.check_facts(prepared, skipped)
         return replace(self.build_prepared(prepared), notes=prepared.notes)
 
     def prepare(self, variant: Variant) -> Prepared:
@@ -129,7 +133,7 @@ class Builder:
         args = build_args(variant, self.expansion, self.settings)
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest, dict(rendered.secret_args),
-                        rendered.notes)
+                        rendered.notes, rendered.companions)
 
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.
@@ -157,8 +161,28 @@ class Builder:
         except AccelError as error:
             return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
                            error=error.one_line(), log_path=log_path, exit_code=error.exit_code)
-        return Outcome(variant, "built", ref, built.id, built.size, time.monotonic() - started, print_,
-                       base_digest, log_path=log_path)
+        return self.check_facts(prepared, Outcome(variant, "built", ref, built.id, built.size,
+                                                  time.monotonic() - started, print_, base_digest, log_path=log_path))
+
+    def check_facts(self, prepared: Prepared, outcome: Outcome) -> Outcome:
+        """The outcome with the image's facts, failed where they are missing or contradict the knowledge base.
+
+        After every build, and for an unchanged image taken instead of one (a skip here, a local build a
+        nightly publishes): the image that failed the check stays under its name, so it must fail again
+        rather than pass as unchanged. Before the smoke test, so a nightly never publishes it.
+        """
+        if not outcome.ok or outcome.image_id is None:
+            return outcome
+        variant = prepared.variant
+        self.status(variant, "checking its facts against the knowledge base")
+        try:
+            facts = facts_of(self.engine, outcome.image_id)
+        except AccelError as error:
+            return replace(outcome, status="failed", error=error.one_line(), exit_code=error.exit_code)
+        problem = contradiction(self.renderer.kb, variant, facts, prepared.companions)
+        if problem is not None:
+            return replace(outcome, status="failed", facts=facts, error=problem, exit_code=FactsContradicted.exit_code)
+        return replace(outcome, facts=facts)
 
     def record_build(self, prepared: Prepared, image_id: str) -> None:
         """Keep the hashes of the interpreter and torch of the image just built (builds/<fingerprint>.json).

@@ -7,6 +7,7 @@ from pathlib import Path
 from collections.abc import Mapping
 
 from accel_images.formatting import human_size
+from accel_images.model.imagefacts import ImageFacts
 from accel_images.smoke.judge import SmokeResult
 from accel_images.model.variant import Variant
 
@@ -33,6 +34,9 @@ class Outcome:
     earlier_smoke: str | None = None
     """An unchanged image not tested again: where its recorded pass was ('cpu', 'the run of 2026-12-01'),
     so every table and report says "passed earlier" for it instead of "not run"."""
+    facts: ImageFacts | None = None
+    """What the image's own torch said it holds at build time (/opt/accel-images/facts.json), as read back
+    after the build and checked against the knowledge base; None where it was not read."""
 
     @property
     def ok(self) -> bool:
@@ -69,6 +73,7 @@ def outcome_record(outcome: Outcome) -> Mapping[str, object]:
         "build_s": outcome.build_s, "fingerprint": outcome.fingerprint, "base_digest": outcome.base_digest,
         "error": outcome.error, "log": str(outcome.log_path) if outcome.log_path else None,
         "notes": list(outcome.notes), "smoke_earlier": outcome.earlier_smoke,
+        "facts": outcome.facts.compact() if outcome.facts is not None else None,
         "smoke": None if smoke is None else {
             "ok": smoke.ok, "ran_on": smoke.ran_on, "cpu_fallback": smoke.cpu_fallback,
             "failures": list(smoke.failures),

@@ -23,6 +23,20 @@ SCHEMA_FILE = Path(__file__).resolve().parent.parent / "smoke" / "facts.schema.j
 """The JSON Schema of the facts file, shipped beside the script that writes it."""
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+"""The directory holding the accel_images package: knowledge-base files are named relative to it."""
+PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+
+
+def kb_row(path: Path, *keys: str) -> str:
+    """How a message names a knowledge-base row: `accel_images/data/vendors/cuda.yaml archs."2.15"."13.2"`."""
+    try:
+        shown = path.resolve().relative_to(PACKAGE_ROOT).as_posix()
+    except ValueError:
+        shown = str(path)
+    return f"{shown} " + ".".join(key if PLAIN_KEY.match(key) else f'"{key}"' for key in keys)
+
+
 class FactsError(ValueError):
     """A facts file that is not schema 1 facts: what is wrong, in one line."""
 
@@ -139,7 +153,7 @@ class Claim:
     key: str                       # 'torch', 'python', 'backend', 'stack', 'toolkit', 'archs', 'companion:torchvision'
     row: str
     expected: str | tuple[str, ...]
-    measured: str | tuple[str, ...] | None
+    measured: str | tuple[str, ...] | None   # '': measured and absent (a companion not installed)
     compare: str = "equal"
 
     @property
@@ -153,8 +167,8 @@ class Claim:
         return self.measured != self.expected
 
     def line(self) -> str:
-        """'accel_images/data/vendors/cuda.yaml archs."2.15"."13.2" says sm_75 sm_80, the image holds sm_80'."""
-        return f"{self.row} says {_shown(self.expected)}, the image holds {_shown(self.measured)}"
+        """'accel_images/data/vendors/cuda.yaml archs."2.15"."13.2" says sm_75 sm_80; the image has sm_80'."""
+        return f"{self.row} says {_shown(self.expected)}; the image has {_shown(self.measured)}"
 
 
 def _as_tuple(value: str | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -164,7 +178,7 @@ def _as_tuple(value: str | tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 def _shown(value: str | tuple[str, ...] | None) -> str:
-    if value is None:
+    if not value and not isinstance(value, tuple):
         return "nothing"
     if isinstance(value, tuple):
         return " ".join(value) if value else "none"

@@ -379,8 +379,8 @@ class _Night:
         if created is None or self.options.now - created > timedelta(days=self.options.max_age_days):
             return None
         self.status(prepared.variant, f"publishing the local build of {created:%Y-%m-%d %H:%M}")
-        return Outcome(prepared.variant, "built", prepared.ref, local.id, local.size, None, prepared.fingerprint,
-                       prepared.base_digest)
+        return self.builder.check_facts(prepared, Outcome(prepared.variant, "built", prepared.ref, local.id,
+                                                          local.size, None, prepared.fingerprint, prepared.base_digest))
 
     def _heal(self, variant: Variant, entry: SmokedDigest) -> tuple[str, ...]:
         """Point every other real tag of an unchanged, smoke-tested image at it; the tags moved.

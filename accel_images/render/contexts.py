@@ -93,6 +93,7 @@ class RenderedContext:
     files: Mapping[str, bytes] = field(default_factory=dict)
     template: str = ""
     notes: tuple[str, ...] = ()   # what the render left out and why, for the build output and report
+    companions: tuple[str, ...] = ()   # the companions the image installs (the plan's names)
     secret_args: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Build args the build needs but no file, fingerprint, log or report may hold (credentials)."""
 
@@ -214,7 +215,8 @@ class Renderer:
         conf = companions.pip_conf(variant.wheel_index, options.pip_index_url)
         if conf is not None:
             files[companions.PIP_CONF] = conf
-        return RenderedContext(variant, files, self.template_name(variant), self.companions(variant, options).notes,
+        plan = self.companions(variant, options)
+        return RenderedContext(variant, files, self.template_name(variant), plan.notes, plan.names,
                                secret_build_args(options))
 
     def static_files(self, vendor: str) -> dict[str, bytes]:

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from accel_images.model.imagefacts import FACTS_PATH
+
 ELF_MAGIC = b"\x7fELF"
 MAX_LINKS = 16
 LD_VARIABLES = ("LD_PRELOAD", "LD_AUDIT")
@@ -45,8 +47,8 @@ what Debian's and Ubuntu's own sitecustomize imports)."""
 DPKG_STATUS = "/var/lib/dpkg/status"
 SHADOWED = ("torch", "numpy")
 """Packages a same-named module earlier on sys.path (the standard library's directories) would replace."""
-KEEP_SUFFIXES = ("/RECORD", ".pth", "/pyvenv.cfg", "/sitecustomize.py", DPKG_STATUS)
-"""Files whose content the checks read, besides hashing them."""
+KEEP_SUFFIXES = ("/RECORD", ".pth", "/pyvenv.cfg", "/sitecustomize.py", DPKG_STATUS, FACTS_PATH)
+"""Files whose content the checks read, besides hashing them (and the image's facts, which the builder reads)."""
 KEY_FILES = ("torch/__init__.py", "torch/version.py")
 RECORD_VERSION = 1
 

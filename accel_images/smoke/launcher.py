@@ -28,7 +28,8 @@ from typing import Any, Protocol
 from collections.abc import Callable, Mapping
 
 from accel_images.model.devices import DeviceOptions
-from accel_images.errors import EngineError
+from accel_images.errors import EngineError, FactsContradicted
+from accel_images.model.imagefacts import FACTS_PATH, FactsError, ImageFacts
 from accel_images.smoke import workload
 from accel_images.smoke.integrity import (FileReader, ImageConfig, Inventory, Recorded, differences, shown,
                                           take_inventory)
@@ -57,7 +58,7 @@ class RunOutcome(Protocol):
     def timed_out(self) -> bool: ...
 
 
-class ImageFacts(Protocol):
+class Inspection(Protocol):
     """What the launcher reads of an image's inspection (engine.ImageInfo)."""
 
     @property
@@ -80,7 +81,7 @@ class ContainerRunner(Protocol):
 class Runner(ContainerRunner, Protocol):
     """The part of accel_images.build.engine.Engine the launcher uses: runs, and reads an image from outside."""
 
-    def inspect_image(self, ref: str) -> ImageFacts | None: ...
+    def inspect_image(self, ref: str) -> Inspection | None: ...
 
     def image_files(self, image: str) -> AbstractContextManager[FileReader]: ...
 
@@ -173,10 +174,33 @@ def run_smoke(engine: Runner, image: str, expectation: Expectation, *,
                  nonce=launch.nonce)
 
 
-def inventory_of(engine: Runner, info: ImageFacts, python: str) -> Inventory:
+def inventory_of(engine: Runner, info: Inspection, python: str) -> Inventory:
     """The integrity checks' reading of an image, through a container that never starts."""
     with engine.image_files(info.id) as files:
         return take_inventory(files, ImageConfig(info.env, info.user), python)
+
+
+def facts_of(engine: Runner, image: str) -> ImageFacts:
+    """What the image's build recorded of its own torch (/opt/accel-images/facts.json), read from
+    outside through a container that never starts; FactsContradicted when it is absent or unreadable."""
+    with engine.image_files(image) as files:
+        entry = files.entry(FACTS_PATH)
+    if entry is None or entry.kind != "file" or entry.data is None:
+        found = "absent" if entry is None else entry.digest()
+        raise FactsContradicted(f"the image has no facts file {FACTS_PATH} ({found}): its build did not ask its torch"
+                                " what it holds (the final stage must end with partials/common.j2 finish())")
+    try:
+        return ImageFacts.from_bytes(entry.data)
+    except FactsError as error:
+        raise FactsContradicted(f"the image's {FACTS_PATH} is not schema 1 facts: {error}") from None
+
+
+def facts_or_none(engine: Runner, image: str) -> ImageFacts | None:
+    """The image's facts where it has readable ones (an image built before they existed has none)."""
+    try:
+        return facts_of(engine, image)
+    except FactsContradicted:
+        return None
 
 
 def check_mounted(container: FileReader, path: str, expected_sha256: str) -> None:

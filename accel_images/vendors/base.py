@@ -23,6 +23,7 @@ from accel_images.versions import parse, sort_versions
 
 if TYPE_CHECKING:
     from accel_images.model.hostinfo import HostInfo, Runner
+    from accel_images.model.imagefacts import Claim, ImageFacts
     from accel_images.model.variant import Variant
 
 TEMPLATE_DIR = "vendors"
@@ -70,6 +71,8 @@ class Vendor(Protocol):
     def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]: ...
     def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]: ...
     def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]: ...
+    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]: ...
+    def archs_of(self, facts: ImageFacts) -> tuple[str, ...] | None: ...
     def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]: ...
     def device_options(self, dev_root: Path) -> DeviceOptions: ...
@@ -241,6 +244,19 @@ class VendorBase:
         """Environment the image sets for its guard and its runtime; `variants` is the whole
         matrix, so a refusal can name the sibling image that would work. None by default."""
         return {}
+
+    # ---- facts: what a built image holds (accel_images/smoke/facts.py) ----------------------
+
+    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """What this vendor's section predicts about the image beside the shared claims (torch, Python,
+        backend, companions: accel_images.kb.claims), each with its row; a claim keyed like a shared
+        one replaces it. None by default."""
+        return []
+
+    def archs_of(self, facts: ImageFacts) -> tuple[str, ...] | None:
+        """The image's compiled GPU targets in the knowledge base's notation (what `gpu_archs` and
+        `fit` use); None where the facts say nothing this vendor reads. The facts' own names by default."""
+        return facts.archs if facts.archs else None
 
     # ---- hardware -------------------------------------------------------------------------
 

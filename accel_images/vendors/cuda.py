@@ -27,11 +27,13 @@ from accel_images.model.devices import (APPTAINER_GPU_DOCS, K8S_GPU_DOCS, SLURM_
                                          GpuRequest, SessionSettings, under)
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
                                           pci_vendor_absent, quote, read, said, summary, unusable_host)
+from accel_images.model.imagefacts import Claim, kb_row
 from accel_images.model.knowledge import Combo, Resolution, minor_of
 from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import compare_driver, parse
 
 if TYPE_CHECKING:
+    from accel_images.model.imagefacts import ImageFacts
     from accel_images.model.knowledge import Knowledge, TorchRelease
     from accel_images.model.variant import Variant
 
@@ -150,6 +152,36 @@ class Cuda(VendorBase):
         return [f"nvidia/cuda:{version}-{variant.flavor}-{variant.os}"
                 for version in sorted(versions, key=parse, reverse=True)]
 
+    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """The CUDA the wheel was built for (torch.version.cuda, `builds`), the exact toolkit its
+        Requires-Dist installed (the cuda-toolkit distribution, `toolkits`; not checked where a wheel
+        predates that package), and on x86_64 the SASS and PTX targets (torch._C._cuda_getArchFlags(),
+        `archs`: those rows are the x86_64 wheels')."""
+        minor, stack = variant.torch_minor, variant.stack or ""
+        claims = [Claim("stack", kb_row(self.kb_file, "builds", minor), stack, facts.toolkit.get("cuda"), "release")]
+        if variant.toolkit:
+            claims.append(Claim("toolkit", kb_row(self.kb_file, "toolkits", minor, stack), variant.toolkit,
+                                facts.distributions.get("cuda-toolkit"), "release"))
+        if variant.gpu_archs and facts.platform.get("machine") == "x86_64":
+            sass, ptx = split_archs(variant.gpu_archs)
+            row = kb_row(self.kb_file, "archs", minor, stack)
+            claims.append(Claim("archs", row, tuple(SASS_PREFIX + _digits(a) for a in sass), facts.archs))
+            claims.append(Claim("ptx", row, (PTX_PREFIX + _digits(ptx),) if ptx else (), facts.ptx))
+        return claims
+
+    def archs_of(self, facts: ImageFacts) -> tuple[str, ...] | None:
+        """sm_75 ... sm_120 (+ compute_120) -> 7.5 ... 12.0 (+ 12.0+PTX); arch-specific targets (sm_90a)
+        run on that one GPU alone and are left out, as the knowledge base's rows leave them out."""
+        if not facts.archs:
+            return None
+        sass = [_capability(flag, SASS_PREFIX) for flag in facts.archs]
+        ptx = [_capability(flag, PTX_PREFIX) for flag in facts.ptx or ()]
+        found = [cc for cc in sass if cc]
+        newest_ptx = max((cc for cc in ptx if cc), key=parse, default=None)
+        if newest_ptx:
+            found = [cc for cc in found if cc != newest_ptx] + [newest_ptx + PTX_MARK]
+        return tuple(found) or None
+
     # ---- hardware -------------------------------------------------------------------------
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
@@ -231,6 +263,9 @@ class Cuda(VendorBase):
 # ---------------------------------------------------------------------------------------------
 
 PTX_MARK = "+PTX"
+SASS_PREFIX = "sm_"
+PTX_PREFIX = "compute_"
+"""How torch._C._cuda_getArchFlags() names a SASS target (sm_90) and a PTX one (compute_90)."""
 
 
 CONSUMER_BRANDS = ("GeForce", "TITAN", "NVS")
@@ -830,3 +865,15 @@ VENDOR = Cuda(
     guard_check=GUARD,
     sources=(NVIDIA_DOCS,),
 )
+
+
+def _digits(capability: str) -> str:
+    """'7.5' -> '75', '12.0' -> '120': a compute capability as nvcc's arch names spell it."""
+    return capability.replace(".", "")
+
+
+def _capability(flag: str, prefix: str) -> str | None:
+    """'sm_120' -> '12.0', 'compute_90' -> '9.0'; None for another prefix or an arch-specific 'sm_90a'."""
+    found = re.fullmatch(re.escape(prefix) + r"(\d+)(\d)", flag)
+    return f"{found.group(1)}.{found.group(2)}" if found else None
+

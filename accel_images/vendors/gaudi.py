@@ -18,11 +18,13 @@ from collections.abc import Mapping, Sequence
 
 from accel_images.model.devices import APPTAINER_GPU_DOCS, DeviceOptions, SessionSettings, nodes, pci_vendor_is
 from accel_images.model.hostinfo import Gpu, HostInfo, Runner, host_from, leading_version, quote, summary
+from accel_images.model.imagefacts import Claim, kb_row
 from accel_images.model.knowledge import Combo, Resolution, minor_of, version_matches
 from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import compare_driver, parse, sort_versions
 
 if TYPE_CHECKING:
+    from accel_images.model.imagefacts import ImageFacts
     from accel_images.model.knowledge import Knowledge, TorchRelease
     from accel_images.model.variant import Variant
 
@@ -130,6 +132,18 @@ class Gaudi(VendorBase):
 
     def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         return {"gaudi": [v for v in self.releases(kb) if version_matches(stack or "", v)]} if stack else {}
+
+    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """A Gaudi image's torch, Python and release all come from its `releases` row: Intel's torch
+        build (its public version), the base's python3, and the habana-torch-plugin distribution
+        (1.24.1.482 is release 1.24.1)."""
+        stack = variant.stack or ""
+        return [Claim("torch", kb_row(self.kb_file, "releases", stack, "torch"), variant.torch, facts.public,
+                      "release"),
+                Claim("python", kb_row(self.kb_file, "releases", stack, "os", variant.os), variant.python,
+                      facts.python, "release"),
+                Claim("stack", kb_row(self.kb_file, "releases", stack), stack, facts.toolkit.get("gaudi") or "",
+                      "release")]
 
     # ---- hardware -------------------------------------------------------------------------
 

@@ -20,11 +20,13 @@ from accel_images.model.devices import (APPTAINER_GPU_DOCS, K8S_GPU_DOCS, SLURM_
                                          SessionSettings, host_group_ids, under)
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Remembering, Runner, answer, first_answer, host_from,
                                           leading_version, listing, quote, read, said, summary, unusable_host, wsl)
+from accel_images.model.imagefacts import Claim, kb_row
 from accel_images.model.knowledge import Combo, Resolution, minor_of
 from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import parse
 
 if TYPE_CHECKING:
+    from accel_images.model.imagefacts import ImageFacts
     from accel_images.model.knowledge import Knowledge
     from accel_images.model.variant import Variant
 
@@ -117,6 +119,18 @@ class Rocm(VendorBase):
         images = [by_os[variant.os] for stack, by_os in self.facts(kb).devel_images.items()
                   if variant.os in by_os and parse(stack) > parse(variant.stack or "0")]
         return sorted(images, reverse=True)
+
+    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """The ROCm the wheel was built for (torch.version.hip starts with it, `builds`; TheRock's 7.14
+        HIP numbering is unverified) and its gfx targets (torch._C._cuda_getArchFlags() of a ROCm
+        build, `archs.streams` where the stream has its own list, less `archs.since`)."""
+        stack = variant.stack or ""
+        claims = [Claim("stack", kb_row(self.kb_file, "builds", variant.torch_minor), stack,
+                        facts.toolkit.get("hip"), "release")]
+        if variant.gpu_archs:
+            keys = ("archs", "streams", stack) if stack in self.facts(kb).streams else ("archs",)
+            claims.append(Claim("archs", kb_row(self.kb_file, *keys), variant.gpu_archs, facts.archs))
+        return claims
 
     # ---- hardware -------------------------------------------------------------------------
 

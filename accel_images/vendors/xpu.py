@@ -20,10 +20,12 @@ from accel_images.model.devices import (APPTAINER_GPU_DOCS, SLURM_GRES_DOCS, Dev
                                          pci_vendor_is, under)
 from accel_images.model.hostinfo import (Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read,
                                           summary)
+from accel_images.model.imagefacts import Claim, kb_row
 from accel_images.model.knowledge import Combo, Resolution
 from accel_images.vendors.base import Fit, VendorBase
 
 if TYPE_CHECKING:
+    from accel_images.model.imagefacts import ImageFacts
     from accel_images.model.knowledge import Knowledge, TorchRelease
     from accel_images.model.variant import Variant
 
@@ -83,6 +85,13 @@ class Xpu(VendorBase):
 
     def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         return {"oneapi": list(self.stacks(kb, row.minor)), "wheel_index": self.wheel_index(kb, stack)}
+
+    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """The oneAPI release the +xpu wheel was built with (`builds`): torch.version.xpu is the SYCL
+        compiler's YYYYMMPP, whose year.month is the oneAPI release (20260100 -> 2026.1, the reading the
+        smoke workload also makes). The knowledge base states no XPU architecture list to check."""
+        return [Claim("stack", kb_row(self.kb_file, "builds", variant.torch_minor), variant.stack or "",
+                      oneapi_release(facts.toolkit.get("xpu")), "release")]
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
         # Apptainer needs no flag: "By default, Apptainer makes all host devices available in the container" (V).
@@ -362,3 +371,14 @@ VENDOR = Xpu(
     guard_check=GUARD,
     sources=(XPU_DOCS,),
 )
+
+
+def oneapi_release(torch_xpu: str | None) -> str | None:
+    """torch.version.xpu, the SYCL compiler version YYYYMMPP, as a release: '20260100' -> '2026.1.0'."""
+    if not torch_xpu:
+        return None
+    digits = torch_xpu.strip()
+    if re.fullmatch(r"\d{8}", digits):
+        return f"{int(digits[:4])}.{int(digits[4:6])}.{int(digits[6:])}"
+    return digits
+

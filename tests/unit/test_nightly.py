@@ -39,6 +39,7 @@ from accel_images.registry import RemoteImage
 from accel_images.smoke.judge import SmokeResult
 from accel_images.publish.tested import RECORD_LABEL, SmokedRecord
 from accel_images.plan.variants import Expansion
+import fakeimage
 from fakes import FakeEngine, FakeRegistry
 
 FIXTURE = Path(__file__).parents[1] / "nightly_fixture"
@@ -234,13 +235,41 @@ def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion
 @pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
 def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expansion: Expansion, tmp_path: Path,
                                                                           built_at: str, reused: bool) -> None:
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    first = FakeEngine()
+    [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
     labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: built_at}
-    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())})
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())},
+                        facts={"sha256:local": first.facts[f"sha256:built-team/pytorch:{DEBIAN}"]})
     [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
     assert night.status == "built" and night.publication is not None and night.publication.ok
     assert (("build", f"team/pytorch:{DEBIAN}") in engine.calls) is not reused
     assert (night.outcome.image_id == "sha256:local") is reused
+
+
+def test_an_image_whose_facts_contradict_the_knowledge_base_is_refused_before_its_smoke_test(
+        expansion: Expansion, tmp_path: Path) -> None:
+    """Its torch says it holds torch 2.13.1: a failed build, named by the knowledge-base row, and nothing
+    of it is pushed; the other variant is published as usual."""
+    engine = FakeEngine(facts={f"sha256:built-team/pytorch:{DEBIAN}": json.dumps(
+        fakeimage.facts_document(torch="2.13.1+cpu", companions={"torchvision": "0.28.0"})).encode()})
+    ubuntu, debian = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    assert debian.status == "failed" and debian.publication is None
+    assert debian.outcome.error == ('the image\'s facts contradict the knowledge base: accel_images/data/kb.yaml'
+                                    ' torch."2.13".versions says 2.13.0; the image has 2.13.1')
+    assert not any(DEBIAN in ref for call, ref in engine.calls if call == "push")
+    assert ubuntu.status == "built" and ubuntu.publication is not None and ubuntu.publication.ok
+    assert ubuntu.outcome.facts is not None and ubuntu.outcome.facts.torch == "2.14.1+cpu"
+
+
+def test_a_fresh_local_build_whose_facts_contradict_is_not_published(expansion: Expansion, tmp_path: Path) -> None:
+    first = FakeEngine()
+    [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
+    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-02T02:00:00Z"}
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())},
+                        facts={"sha256:local": json.dumps(fakeimage.facts_document(python="3.12.3")).encode()})
+    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    assert night.status == "failed" and night.publication is None
+    assert "accel_images/data/kb.yaml os.debian12.python says 3.11; the image has 3.12.3" in (night.outcome.error or "")
 
 
 LAYERS = ("sha256:" + "1" * 64, "sha256:" + "2" * 64)

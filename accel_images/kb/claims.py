@@ -1,0 +1,67 @@
+"""The knowledge base's predictions for a variant, checked against what its built image holds.
+
+The knowledge base says what a variant's image will hold before it is built (which torch, Python,
+backend, companions, toolkit, GPU architectures), so the matrix can be pruned and `recommend
+--from-matrix` can answer. Once built, the image's own torch says what it holds
+(/opt/accel-images/facts.json, accel_images/smoke/facts.py): where the two disagree, the table is
+wrong, and the build fails naming the row to fix, so a wrong table is caught at the first build and
+not on a user's host. The rows every vendor shares are made here; each vendor adds its own
+(`facts_claims`), replacing a shared one with the same key where its section decides it (Gaudi's
+torch and Python come from its release row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from accel_images import vendors
+from accel_images.kb.compat import DATA_FILE
+from accel_images.model.imagefacts import Claim, ImageFacts, kb_row
+from accel_images.model.knowledge import Knowledge
+from accel_images.model.variant import Variant
+
+__all__ = ["claims", "contradiction", "contradictions"]
+
+
+def shared_claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str]) -> list[Claim]:
+    """torch (kb.yaml `torch`), Python (the OS row), backend (the vendor's wheel index) and each
+    companion the build installed (kb.yaml `companions`)."""
+    vendor = vendors.get(variant.vendor)
+    row = kb.release(variant.torch)
+    os_info = kb.os.get(variant.os)
+    python_key = "python" if os_info is None or variant.python == os_info.python else "extra_python"
+    index_row = ("rules", "index") if kb.section(variant.vendor).rules.index else ("builds", row.minor)
+    found = [
+        Claim("torch", kb_row(DATA_FILE, "torch", row.minor, "versions"), variant.torch, facts.public, "release"),
+        Claim("python", kb_row(DATA_FILE, "os", variant.os, python_key), variant.python, facts.python, "release"),
+        Claim("backend", kb_row(vendor.kb_file, *index_row), vendor.smoke_backend, facts.backend),
+    ]
+    found += [Claim(f"companion:{name}", kb_row(DATA_FILE, "torch", row.minor, "companions", name),
+                    row.companions[name], facts.companions.get(name, ""), "release")
+              for name in companions if name in row.companions]
+    return found
+
+
+def claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str] = ()) -> list[Claim]:
+    """Every prediction the knowledge base makes for the variant's image, beside what the image measured.
+
+    `companions` are those the build installed (the render's plan, which leaves out what the user
+    asked to leave out): only they are claimed.
+    """
+    own = vendors.get(variant.vendor).facts_claims(kb, variant, facts)
+    replaced = {claim.key for claim in own}
+    return [claim for claim in shared_claims(kb, variant, facts, companions) if claim.key not in replaced] + own
+
+
+def contradictions(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str] = ()) -> list[Claim]:
+    return [claim for claim in claims(kb, variant, facts, companions) if claim.contradicted]
+
+
+def contradiction(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str] = ()) -> str | None:
+    """One line naming the first knowledge-base row the image contradicts, and what the image has;
+    None when the image holds what the knowledge base predicts."""
+    found = contradictions(kb, variant, facts, companions)
+    if not found:
+        return None
+    more = f" (and {len(found) - 1} more: {', '.join(claim.key for claim in found[1:])})" if len(found) > 1 else ""
+    return f"the image's facts contradict the knowledge base: {found[0].line()}{more}"
