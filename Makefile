@@ -18,6 +18,9 @@ REGISTRY_MIRROR ?=
 TORCH_INDEX_URL ?=
 WHEELHOUSE      ?=
 APT_MIRROR      ?=
+# Companions of torch to build without (space-separated, e.g. WITHOUT_COMPANION=torchaudio): otherwise each
+# is installed, and a wheelhouse that lacks one fails the build.
+WITHOUT_COMPANION ?=
 REGISTRY   ?=
 
 FILTERS = --vendor $(or $(VENDOR),auto) \
@@ -26,7 +29,8 @@ FILTERS = --vendor $(or $(VENDOR),auto) \
 SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
           $(if $(TORCH_INDEX_URL),--pip-index-url '$(TORCH_INDEX_URL)') \
           $(if $(WHEELHOUSE),--pip-find-links $(WHEELHOUSE)) \
-          $(if $(APT_MIRROR),--apt-mirror $(APT_MIRROR))
+          $(if $(APT_MIRROR),--apt-mirror $(APT_MIRROR)) \
+          $(foreach name,$(WITHOUT_COMPANION),--without-companion $(name))
 
 # The local stand-ins CI uses (made by .ci/setup-host.sh).
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000
@@ -75,8 +79,8 @@ image: $(CLI) ## One image: the newest the filters match (none: this host's vend
 images: $(CLI) ## Every image the filters match (no VENDOR: all of this host's vendor), e.g. make images VENDOR=cpu
 	$(CLI) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
 
-image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`).
-	$(CLI) build --vendor cpu --torch 2.13 --os debian12 --registry-mirror $(LOCAL_MIRROR) --pip-find-links $(LOCAL_WHEELS)
+image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`; its wheelhouse has no +cpu torchvision).
+	$(CLI) build --vendor cpu --torch 2.13 --os debian12 --registry-mirror $(LOCAL_MIRROR) --pip-find-links $(LOCAL_WHEELS) --without-companion torchvision
 
 # Without REGISTRY the command line would read `--registry --jobs 1`: say what is missing instead.
 ifneq ($(filter nightly,$(MAKECMDGOALS)),)

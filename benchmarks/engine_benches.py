@@ -32,7 +32,8 @@ BASE_SOURCES = ("127.0.0.1:5000/library/debian:bookworm-slim", "local/debian:boo
 WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
 CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
 CPU_BUILD = ["build", "--vendor", "cpu", "--torch", "2.13", "--os", "debian12",
-             "--registry-mirror", "docker.io=127.0.0.1:5000", "--pip-find-links", str(WHEELHOUSE)]
+             "--registry-mirror", "docker.io=127.0.0.1:5000", "--pip-find-links", str(WHEELHOUSE),
+             "--without-companion", "torchvision"]   # the local wheelhouse holds no +cpu torchvision
 BASELINE_REPO = "accel-images-bench/baseline"
 NAIVE_REPO = "accel-images-bench/naive"
 LIGHT_CPU_VARIANTS = 4
@@ -210,7 +211,8 @@ def prepare_noop(space: Workspace, variants: int, namespace: str, result: BenchR
     matrix.write_text(cpu_matrix_yaml(variants))
     state = space.root / f"state-{variants}"
     common = ["--matrix", str(matrix), "--templates", str(space.templates), "--registry-mirror", REAL_MIRROR,
-              "--pip-find-links", str(WHEELHOUSE), "--vendor", "cpu", "--state-dir", str(state)]
+              "--pip-find-links", str(WHEELHOUSE), "--without-companion", "torchvision", "--vendor", "cpu",
+              "--state-dir", str(state)]
     build = [PYTHON, "-m", "accel_images", "build", *common, "--no-smoke", "--network", "none"]
     nightly = [PYTHON, "-m", "accel_images", "nightly", *common, "--registry", f"{BENCH_REGISTRY_HOST}/{namespace}",
                "--report-dir", str(space.root / f"nightly-{variants}")]

@@ -274,7 +274,7 @@ def _push(ref: str, result: BenchResult) -> list[str]:
 def _build(matrix: Path, templates: Path, state: Path, namespace: str, result: BenchResult) -> None:
     command = [PYTHON, "-m", "accel_images", "build", "--matrix", str(matrix), "--templates", str(templates),
                "--no-cache", "--no-smoke", "--registry-mirror", f"docker.io={REGISTRY}/{namespace}", "--pip-find-links",
-               str(WHEELHOUSE), "--state-dir", str(state)]
+               str(WHEELHOUSE), "--without-companion", "torchvision", "--state-dir", str(state)]
     line = shown(command).replace(str(matrix.parent) + "/", "<work>/").replace(namespace, "<bench-base>")
     if line not in result.commands:
         result.commands.append(line)

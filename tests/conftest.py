@@ -127,9 +127,16 @@ UNIT_TESTS = Path(__file__).resolve().parent / "unit"
 ENGINE_FIXTURES = {"docker_client", "registry", "base_images", "wheelhouse"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """tests/unit runs without an engine: a test there that asks for one (a fixture above, or a
-    marker that brings it) is refused at collection, so it moves to tests/integration instead."""
+    marker that brings it) is refused at collection, so it moves to tests/integration instead.
+    A test marked `network` (gigabytes from the package index) runs only when `-m` names it: CI's
+    run and `make test` leave it out."""
+    if "network" not in (config.getoption("markexpr", "") or ""):
+        skipped = [item for item in items if item.get_closest_marker("network")]
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            items[:] = [item for item in items if not item.get_closest_marker("network")]
     def fixtures(item: pytest.Item) -> set[str]:
         callspec = getattr(item, "callspec", None)  # a parameter named like a fixture is not one
         return set(getattr(item, "fixturenames", ())) - set(callspec.params if callspec else ())
@@ -137,7 +144,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     misplaced = [item.nodeid for item in items
                  if UNIT_TESTS in item.path.parents
                  and (ENGINE_FIXTURES & fixtures(item)
-                      or any(item.get_closest_marker(marker) for marker in ("engine", "registry", "slow")))]
+                      or any(item.get_closest_marker(marker) for marker in ("engine", "registry", "slow", "network")))]
     if misplaced:
         raise pytest.UsageError("tests/unit must not need the engine or the registry; move to tests/integration: "
                                 + ", ".join(misplaced))

@@ -58,6 +58,8 @@ class Prepared:
     """What the render left out on purpose (a companion the wheelhouse lacks): shown, and kept in the record."""
     companions: tuple[str, ...] = ()
     """The companions the render installs: what the image's facts must show (accel_images.kb.claims)."""
+    left_out: tuple[str, ...] = ()
+    """The companions the user left out (--without-companion): every report and the catalogue say so."""
 
 
 class Builder:
@@ -112,9 +114,9 @@ class Builder:
         existing = self.engine.inspect_image(ref)
         if existing and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint and not self.settings.force:
             skipped = Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
-                              prepared.base_digest, notes=prepared.notes)
+                              prepared.base_digest, notes=prepared.notes, without_companions=prepared.left_out)
             return self.check_facts(prepared, skipped)
-        return replace(self.build_prepared(prepared), notes=prepared.notes)
+        return replace(self.build_prepared(prepared), notes=prepared.notes, without_companions=prepared.left_out)
 
     def prepare(self, variant: Variant) -> Prepared:
         """Render the context, resolve the base per the pull policy and fingerprint the result.
@@ -133,7 +135,7 @@ class Builder:
         args = build_args(variant, self.expansion, self.settings)
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest, dict(rendered.secret_args),
-                        rendered.notes, rendered.companions)
+                        rendered.notes, rendered.companions, rendered.left_out)
 
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.

@@ -28,12 +28,14 @@ class Outcome:
     error: str | None = None
     """The short cause of a failure (accel_images.build.failure): never the variant's name, never a log."""
     log_path: Path | None = None
-    notes: tuple[str, ...] = ()      # what the render left out (a companion a wheelhouse lacks)
+    notes: tuple[str, ...] = ()      # what the render left out and why (--without-companion torchvision)
     exit_code: int = 0
     """The exit code of the failure (1 a build or smoke test, 4 a registry out of reach)."""
     earlier_smoke: str | None = None
     """An unchanged image not tested again: where its recorded pass was ('cpu', 'the run of 2026-12-01'),
     so every table and report says "passed earlier" for it instead of "not run"."""
+    without_companions: tuple[str, ...] = ()
+    """Companions the user left out (--without-companion): the image lacks them on purpose, and says so."""
     facts: ImageFacts | None = None
     """What the image's own torch said it holds at build time (/opt/accel-images/facts.json), as read back
     after the build and checked against the knowledge base; None where it was not read."""
@@ -74,6 +76,7 @@ def outcome_record(outcome: Outcome) -> Mapping[str, object]:
         "error": outcome.error, "log": str(outcome.log_path) if outcome.log_path else None,
         "notes": list(outcome.notes), "smoke_earlier": outcome.earlier_smoke,
         "facts": outcome.facts.compact() if outcome.facts is not None else None,
+        "without_companions": list(outcome.without_companions),
         "smoke": None if smoke is None else {
             "ok": smoke.ok, "ran_on": smoke.ran_on, "cpu_fallback": smoke.cpu_fallback,
             "failures": list(smoke.failures),

@@ -78,7 +78,8 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @json_option
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
-                  pip_index_url: str | None, pip_find_links: Path | None, templates_dir: Path | None,
+                  pip_index_url: str | None, pip_find_links: Path | None,
+                  without_companions: tuple[str, ...], templates_dir: Path | None,
                   pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
                   require_accelerator: bool,
@@ -87,7 +88,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions)
     expansion, every = chosen_variants(matrix_path, kwargs, options)
     variants = newest_per_vendor(every) if newest else every
     variants = pinned_variants(variants, pin_bases, lock_path, options)

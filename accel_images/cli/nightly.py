@@ -83,7 +83,8 @@ from accel_images.report.reports import compare, read_previous, write_reports
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
-                    pip_find_links: Path | None, templates_dir: Path | None, jobs: int, max_age_days: float,
+                    pip_find_links: Path | None,
+                    without_companions: tuple[str, ...], templates_dir: Path | None, jobs: int, max_age_days: float,
                     lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
                     state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int, keep_days: float | None,
@@ -100,7 +101,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     """
     level = verbosity(quiet, verbose)
     destination = Destination.parse(registry_text)
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
     state = StateDir.at(state_dir)
     state.check()

@@ -205,6 +205,10 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--apt-mirror", "apt_mirrors", multiple=True, metavar="HOST=URL",
                         help="Fetch OS packages of HOST (the base's own archive or an extra repository, e.g."
                              " deb.debian.org=http://mirror.example.com) from URL (repeatable).")(func)
+    func = click.option("--without-companion", "without_companions", multiple=True, metavar="NAME",
+                        help="Build without this companion of torch (torchvision, torchaudio), which is otherwise"
+                             " installed, and a wheelhouse that lacks it an error; the image, its reports and the"
+                             " catalogue say it is left out (repeatable).")(func)
     return func
 
 
@@ -235,12 +239,27 @@ def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
 # ---- what the options select ----------------------------------------------------------------
 
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
-                   pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = ()) -> RenderOptions:
+                   pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = (),
+                   without_companions: tuple[str, ...] = ()) -> RenderOptions:
     from accel_images.render.apt import AptMirror
     from accel_images.model.reference import Mirror
     from accel_images.render.contexts import RenderOptions
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links,
-                         tuple(AptMirror.parse(m) for m in apt_mirrors))
+                         tuple(AptMirror.parse(m) for m in apt_mirrors), checked_companions(without_companions))
+
+
+def checked_companions(names: tuple[str, ...]) -> tuple[str, ...]:
+    """--without-companion values: each must be a companion some torch release is paired with."""
+    if not names:
+        return ()
+    from accel_images.kb import compat
+    from accel_images.render.companions import WITHOUT_OPTION, known_names
+    known = known_names(row.companions for row in compat.load_kb().torch.values())
+    for name in names:
+        if name not in known:
+            raise InputError(f"{name!r} is not a companion of torch (companions: {', '.join(known)})",
+                             field=WITHOUT_OPTION)
+    return tuple(sorted(set(names)))
 
 
 def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: Path | None,

@@ -217,8 +217,8 @@ def catalogue_command(registry: str, image_name: str | None, matrix_path: str | 
         return
     rows = [(entry.tag, entry.created.strftime("%Y-%m-%d") if entry.created else "-",
              entry.smoke.summary() if entry.smoke else "no smoke record",
-             "yes" if entry.offered else "no") for entry in catalogue.entries]
+             "yes" if entry.offered else "no", entry.holds()) for entry in catalogue.entries]
     if rows:
-        print_table(("tag", "built", "smoke", "offered"), rows)
+        print_table(("tag", "built", "smoke", "offered", "holds"), rows)
     click.echo(f"{catalogue.where}: {len(catalogue.entries)} image(s), {len(catalogue.offered())} offered"
                f" (read in {elapsed:.2f} s)", err=True)

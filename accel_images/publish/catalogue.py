@@ -8,6 +8,8 @@ manifests, config blobs); nothing is pulled.
 Two sources, both in the images' own repository:
 - each image's labels (`io.accel-images.*`: vendor, stack, torch, Python, OS, flavor, driver floor,
   GPU architectures), read from its config blob, as accel_images.model.variant.Variant.labels wrote them;
+  where the smoke record carries the image's facts (what its own torch said it holds at build time),
+  those decide instead: its compiled architectures are what `recommend` judges a GPU against;
 - one smoke record per image digest: an OCI artifact that `nightly` pushes under the tag
   `sha256-<hex>.smoke` (accel_images.model.tags.record_tag) after the candidate's smoke test passed and
   before any real tag moves. Its annotations say the result, the backend and device it ran on, the
@@ -38,6 +40,7 @@ from accel_images import vendors
 from accel_images.model import tags
 from accel_images.errors import AccelError, RegistryError
 from accel_images.registry import Artifact, RemoteImage, parse_time
+from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import make_variant
 
@@ -50,6 +53,9 @@ RECORD_PREFIX = f"{LABEL_PREFIX}.smoke"
 CREATED = "org.opencontainers.image.created"
 LABELS_ANNOTATION = f"{RECORD_PREFIX}.labels"
 """The image's own labels, as JSON, copied into its record."""
+FACTS_ANNOTATION = f"{RECORD_PREFIX}.facts"
+"""What the image's own torch said it holds at build time (/opt/accel-images/facts.json, the compact form:
+torch, Python, backend, toolkit, compiled architectures, PTX, companions), as JSON."""
 READ_WORKERS = 16
 """Concurrent registry reads; registries serve far more, and 16 keeps a 40-image read to 3 rounds."""
 
@@ -77,6 +83,7 @@ class SmokeRecord:
     device: str = ""
     run_id: str = ""
     checked: datetime | None = None
+    facts: Mapping[str, Any] | None = None   # ImageFacts.compact() of the image, where it has facts
 
     def summary(self) -> str:
         where = self.ran_on + (" (CPU mode)" if self.cpu_mode else "") + (f", {self.device}" if self.device else "")
@@ -84,10 +91,11 @@ class SmokeRecord:
 
     def annotations(self) -> dict[str, str]:
         stamp = (self.checked or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        facts = {FACTS_ANNOTATION: json.dumps(self.facts, sort_keys=True)} if self.facts is not None else {}
         return {f"{RECORD_PREFIX}.ok": "true" if self.ok else "false", f"{RECORD_PREFIX}.ran-on": self.ran_on,
                 f"{RECORD_PREFIX}.cpu-mode": "true" if self.cpu_mode else "false",
                 f"{RECORD_PREFIX}.device": self.device, f"{RECORD_PREFIX}.run": self.run_id,
-                CREATED: stamp.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                CREATED: stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), **facts}
 
     @classmethod
     def from_annotations(cls, annotations: Mapping[str, str]) -> SmokeRecord | None:
@@ -98,7 +106,8 @@ class SmokeRecord:
                    ran_on=annotations.get(f"{RECORD_PREFIX}.ran-on", "") or "unknown",
                    cpu_mode=annotations.get(f"{RECORD_PREFIX}.cpu-mode") == "true",
                    device=annotations.get(f"{RECORD_PREFIX}.device", ""),
-                   run_id=annotations.get(f"{RECORD_PREFIX}.run", ""), checked=parse_time(annotations.get(CREATED)))
+                   run_id=annotations.get(f"{RECORD_PREFIX}.run", ""), checked=parse_time(annotations.get(CREATED)),
+                   facts=_facts(annotations.get(FACTS_ANNOTATION)))
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,36 @@ class Entry:
 
     def label(self, name: str) -> str:
         return self.labels.get(f"{LABEL_PREFIX}.{name}", "")
+
+    @property
+    def facts(self) -> ImageFacts | None:
+        """What the image's torch said it holds, from its smoke record; None for an image without facts."""
+        return ImageFacts.from_compact(self.smoke.facts) if self.smoke is not None and self.smoke.facts else None
+
+    def holds(self) -> str:
+        """What the catalogue's table says the image holds: '2.15.0+cu132 sm_75..sm_120 torchvision 0.29.2',
+        'without torchvision'; '-' when the image published neither facts nor a left-out companion."""
+        facts, parts = self.facts, []
+        if facts is not None:
+            parts.append(facts.torch)
+            if facts.archs:
+                parts.append(facts.archs[0] if len(facts.archs) == 1 else f"{facts.archs[0]}..{facts.archs[-1]}")
+            parts += [f"{name} {version}" for name, version in sorted(facts.companions.items()) if name != "numpy"]
+        if self.without_companions:
+            parts.append(f"without {', '.join(self.without_companions)}")
+        return " ".join(parts) or "-"
+
+    @property
+    def without_companions(self) -> list[str]:
+        """Companions the image was built without on purpose (its io.accel-images.without-companions label)."""
+        return [name for name in self.label("without-companions").split(",") if name]
+
+    @property
+    def gpu_archs(self) -> tuple[str, ...]:
+        """The compiled GPU targets: from the image's facts where published, else from its label."""
+        facts, vendor = self.facts, self.label("vendor")
+        measured = vendors.get(vendor).archs_of(facts) if facts is not None and vendor in vendors.names() else None
+        return measured if measured is not None else tuple(a for a in self.label("gpu-archs").split(",") if a)
 
     @property
     def offered(self) -> bool:
@@ -131,9 +170,10 @@ class Entry:
         return {"tag": self.tag, "digest": self.digest, "vendor": self.label("vendor"),
                 "stack": self.label("stack") or None, "torch": self.label("torch"), "python": self.label("python"),
                 "os": self.label("os"), "flavor": self.label("flavor"), "min_driver": self.label("mvc-driver")
-                or self.label("min-driver") or None, "gpu_archs": [a for a in self.label("gpu-archs").split(",") if a],
+                or self.label("min-driver") or None, "gpu_archs": list(self.gpu_archs),
                 "created": self.created.isoformat() if self.created else None, "offered": self.offered,
-                "why_not": self.why_not,
+                "why_not": self.why_not, "facts": dict(smoke.facts) if smoke is not None and smoke.facts else None,
+                "without_companions": self.without_companions,
                 "smoke": None if smoke is None else {
                     "ok": smoke.ok, "ran_on": smoke.ran_on, "cpu_mode": smoke.cpu_mode, "device": smoke.device,
                     "run_id": smoke.run_id, "checked": smoke.checked.isoformat() if smoke.checked else None}}
@@ -213,13 +253,15 @@ def write_record(registry: CatalogueRegistry, repository: str, digest: str, smok
     if image is None:
         raise RegistryError(f"registry {registry.host} lacks {repository}@{digest}, whose smoke record this is")
     raw = smoke.raw or {}
+    facts = smoke.facts.compact() if smoke.facts is not None else None
     record = SmokeRecord(ok=smoke.ok, ran_on=smoke.ran_on or "unknown", cpu_mode=smoke.cpu_fallback,
                          device=str(raw.get("device_name") or raw.get("device") or ""), run_id=run_id,
-                         checked=now or datetime.now(timezone.utc))
+                         checked=now or datetime.now(timezone.utc), facts=facts)
     labels = {key: value for key, value in image.labels.items() if key.startswith(f"{LABEL_PREFIX}.")
               or key == CREATED}
     annotations = {**record.annotations(), LABELS_ANNOTATION: json.dumps(labels, sort_keys=True)}
-    payload = json.dumps({"image": digest, "smoke": raw, "failures": list(smoke.failures)}, sort_keys=True).encode()
+    payload = json.dumps({"image": digest, "smoke": raw, "failures": list(smoke.failures), "facts": facts},
+                         sort_keys=True).encode()
     artifact = Artifact(ARTIFACT_TYPE, payload, "application/json", annotations,
                         registry.descriptor(repository, digest))
     return registry.put_artifact(repository, tags.record_tag(digest), artifact)
@@ -241,7 +283,18 @@ def variant_of(entry: Entry, kb: KnowledgeBase) -> Variant | None:
         variant = Variant(vendor=vendor, stack=stack, torch=axes[0], python=axes[1], os=axes[2], flavor=axes[3],
                           base_image=entry.labels.get("org.opencontainers.image.base.name", ""), toolkit=stack)
     return replace(variant, min_driver=entry.label("min-driver") or None, mvc_driver=entry.label("mvc-driver") or None,
-                   gpu_archs=tuple(arch for arch in entry.label("gpu-archs").split(",") if arch))
+                   gpu_archs=entry.gpu_archs)
+
+
+def _facts(text: str | None) -> Mapping[str, Any] | None:
+    """A record's facts annotation; None when absent or not the compact facts (a damaged one counts as none)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and ImageFacts.from_compact(value) is not None else None
 
 
 def _newest_first(entry: Entry) -> tuple[Any, ...]:

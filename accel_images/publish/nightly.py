@@ -303,7 +303,8 @@ class _Night:
         created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
         skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag),
                           fingerprint=prepared.fingerprint, base_digest=prepared.base_digest,
-                          earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}")
+                          earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}", notes=prepared.notes,
+                          without_companions=prepared.left_out)
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
                               registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
@@ -318,7 +319,8 @@ class _Night:
         variant, target = prepared.variant, self.options.target
         fresh = same_inputs is not None
         local = None if fresh else self._local_build(prepared)
-        built = local or self.builder.build_prepared(prepared, nocache=fresh)
+        built = replace(local or self.builder.build_prepared(prepared, nocache=fresh), notes=prepared.notes,
+                        without_companions=prepared.left_out)
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
         if same_inputs is not None and self._identical(built.image_id, same_inputs):

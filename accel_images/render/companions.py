@@ -2,10 +2,13 @@
 
 torchvision (and torchaudio while it is released) must come from the same wheel index as torch:
 the default index's builds do not load beside a +cpu/+rocm/+xpu torch ("operator
-torchvision::nms does not exist"). From an index (upstream or a mirror) the companions the
-knowledge base pairs with the torch release are installed; from a wheelhouse only those it holds
-in the variant's own build (the local label of its wheel index), and the rest are left out with a
-note that the build output and the report repeat.
+torchvision::nms does not exist"). Every companion the knowledge base pairs with the torch release
+is installed, from an index (upstream or a mirror) or a wheelhouse. One is left out only when the
+user says so (`--without-companion NAME`): the image then carries the label
+`io.accel-images.without-companions`, and the build output, every report and the catalogue say it.
+A wheelhouse that lacks a companion's build for the variant (the local label of its wheel index) is
+an error naming the way out, never a silent omission: an image without torchvision is not the
+image the README promises.
 
 The image keeps pip pointed at that same index (`/etc/pip.conf`, with the package index as the
 extra one), so a later `pip install torchvision` takes the matching build. pip has no priority
@@ -20,8 +23,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
+
+from accel_images.errors import InputError
 
 UPSTREAM_WHEEL_INDEX = "https://download.pytorch.org/whl"
 PACKAGE_INDEX = "https://pypi.org/simple"
@@ -31,29 +36,48 @@ BUILD_BACKENDS = "/opt/accel-images/wheels"
 pip.conf names it as find-links. The smoke workload's OFFLINE_WHEELS is the same path."""
 
 
+WITHOUT_OPTION = "--without-companion"
+WITHOUT_LABEL = "without-companions"
+"""The label (under io.accel-images.) that lists the companions an image was built without."""
+
+
 @dataclass(frozen=True)
 class CompanionPlan:
-    """What pip installs beside torch, and why anything the release pairs with it is left out."""
+    """What pip installs beside torch, and what the release pairs with it that the user left out."""
 
     requirements: tuple[str, ...] = ()   # 'torchvision==0.29.*' ('==0.29.2.*': that release, any local label)
     names: tuple[str, ...] = ()          # 'torchvision'
     notes: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()       # the companions left out by --without-companion
 
 
 def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
-         wheelhouse: Path | None) -> CompanionPlan:
-    """The companions to install for a torch release whose pairings are `companions`."""
+         wheelhouse: Path | None, without: Iterable[str] = ()) -> CompanionPlan:
+    """The companions to install for a torch release whose pairings are `companions`, less `without`.
+
+    Raises InputError when the wheelhouse lacks one that is not left out on purpose.
+    """
     if wheel_index is None:
         return CompanionPlan()  # the vendor's base image brings its own (Gaudi)
-    requirements, names, notes = [], [], []
+    unwanted = set(without)
+    requirements, names, notes, left_out = [], [], [], []
     for name, line in sorted(companions.items()):
-        if wheelhouse is not None and not in_wheelhouse(wheelhouse, name, line, wheel_index, python):
-            notes.append(f"{name} {line} left out: the wheelhouse {wheelhouse} has no +{wheel_index} build of it"
-                         f" for Python {python}")
+        if name in unwanted:
+            left_out.append(name)
+            notes.append(f"{name} {line} left out ({WITHOUT_OPTION} {name})")
             continue
+        if wheelhouse is not None and not in_wheelhouse(wheelhouse, name, line, wheel_index, python):
+            raise InputError(f"the wheelhouse has no +{wheel_index} build of {name} {line} for Python {python};"
+                             f" add one, or leave {name} out with {WITHOUT_OPTION} {name}",
+                             file=str(wheelhouse), field="--pip-find-links")
         requirements.append(f"{name}=={line}.*")
         names.append(name)
-    return CompanionPlan(tuple(requirements), tuple(names), tuple(notes))
+    return CompanionPlan(tuple(requirements), tuple(names), tuple(notes), tuple(left_out))
+
+
+def known_names(pairings: Iterable[Mapping[str, str]]) -> tuple[str, ...]:
+    """Every companion any torch release is paired with: what `--without-companion` accepts."""
+    return tuple(sorted({name for pairing in pairings for name in pairing}))
 
 
 def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str, python: str) -> bool:

@@ -75,6 +75,8 @@ class RenderOptions:
     pip_index_url: str | None = None
     pip_find_links: Path | None = None
     apt_mirrors: tuple[apt.AptMirror, ...] = ()
+    without_companions: tuple[str, ...] = ()
+    """Companions the user leaves out (`--without-companion NAME`): the image is built without them and says so."""
 
     def __post_init__(self) -> None:
         url = self.pip_index_url
@@ -84,7 +86,8 @@ class RenderOptions:
 
     @property
     def is_default(self) -> bool:
-        return not self.mirrors and not self.pip_index_url and not self.pip_find_links and not self.apt_mirrors
+        return (not self.mirrors and not self.pip_index_url and not self.pip_find_links and not self.apt_mirrors
+                and not self.without_companions)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class RenderedContext:
     template: str = ""
     notes: tuple[str, ...] = ()   # what the render left out and why, for the build output and report
     companions: tuple[str, ...] = ()   # the companions the image installs (the plan's names)
+    left_out: tuple[str, ...] = ()     # the companions left out by --without-companion
     secret_args: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Build args the build needs but no file, fingerprint, log or report may hold (credentials)."""
 
@@ -158,7 +162,8 @@ class Renderer:
 
     def companions(self, variant: Variant, options: RenderOptions) -> companions.CompanionPlan:
         release = self.kb.release(variant.torch)
-        return companions.plan(release.companions, variant.wheel_index, variant.python, options.pip_find_links)
+        return companions.plan(release.companions, variant.wheel_index, variant.python, options.pip_find_links,
+                               options.without_companions)
 
     def dockerfile(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> str:
         return self._render(variant, expansion, options)[0]
@@ -171,6 +176,8 @@ class Renderer:
         plan = self.companions(variant, options)
         labels = {**oci_labels(variant, expansion.image), **variant.labels(),
                   f"{LABEL_PREFIX}.companions": ",".join(plan.names)}
+        if plan.left_out:
+            labels[f"{LABEL_PREFIX}.{companions.WITHOUT_LABEL}"] = ",".join(plan.left_out)
         context = {
             "header": HEADER.format(template=name),
             "v": variant,
@@ -216,7 +223,7 @@ class Renderer:
         if conf is not None:
             files[companions.PIP_CONF] = conf
         plan = self.companions(variant, options)
-        return RenderedContext(variant, files, self.template_name(variant), plan.notes, plan.names,
+        return RenderedContext(variant, files, self.template_name(variant), plan.notes, plan.names, plan.left_out,
                                secret_build_args(options))
 
     def static_files(self, vendor: str) -> dict[str, bytes]:

@@ -27,6 +27,7 @@ import jinja2
 
 from accel_images import vendors
 from accel_images.errors import InputError
+from accel_images.model.imagefacts import ImageFacts
 from accel_images.versions import key as version_key, newest_first
 
 SCHEMA = 1
@@ -91,6 +92,13 @@ class VariantView:
     supply_ok: bool | None = None   # None: nothing attached or checked
     reason: str = ""                # why a nightly rebuilt it, or why it was skipped ('unchanged since ...')
     full_ref: str = ""              # registry/repository:tag a nightly published it under
+    holds: str = ""                 # what the image's own torch said it holds ('torch 2.13.0+cpu · Python 3.11.2 · …')
+    without: tuple[str, ...] = ()   # companions left out on purpose (--without-companion)
+
+    @property
+    def without_text(self) -> str:
+        """'without torchvision (--without-companion)', or '' when nothing was left out."""
+        return f"without {', '.join(self.without)} (--without-companion)" if self.without else ""
 
     @property
     def pull(self) -> str:
@@ -157,7 +165,15 @@ def view(record: Mapping[str, Any]) -> VariantView:
         digest=_text(record.get("digest")),
         supply=supply_text(record), supply_ok=supply_ok(record),
         reason=clean_text(record.get("reason")), full_ref=_text(record.get("full_ref")),
+        holds=holds_text(record.get("facts")),
+        without=tuple(clean_text(n) for n in record.get("without_companions") or () if isinstance(n, str)),
     )
+
+
+def holds_text(facts: Any) -> str:
+    """A record's facts (ImageFacts.compact) as one line for people; '' when the record has none."""
+    parsed = ImageFacts.from_compact(facts) if isinstance(facts, Mapping) else None
+    return clean_text(parsed.summary()) if parsed is not None else ""
 
 
 def supply_text(record: Mapping[str, Any]) -> str:
@@ -435,6 +451,11 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     lines += ["", "## Since the previous run", ""] + [f"- {_md_cell(line)}" for line in change_lines(changes)]
     for vendor, items in by_vendor(views).items():
         lines += ["", f"## {vendors.title(vendor)}", ""] + _md_table(items)
+    held = [item for item in views if item.holds or item.without]
+    if held:
+        lines += ["", "## What each image holds", ""] + [
+            f"- {_md_code(item.key)}: " + _md_cell(" · ".join(part for part in (item.holds, item.without_text) if part))
+            for item in held]
     pulls = [item for item in views if item.pull]
     if pulls:
         lines += ["", "## What to pull", ""] + [f"- {_md_code(item.key)}: {_md_code(item.pull)}" for item in pulls]
@@ -656,6 +677,8 @@ def _testcase(suite: ET.Element, item: VariantView) -> None:
     elif item.status == "skipped":
         ET.SubElement(case, "skipped", message="unchanged image: its fingerprint matches, not rebuilt")
     out = [f"image: {item.image}", f"size: {item.size_gb} GB", f"smoke: {item.smoke}"]
+    out += [f"holds: {item.holds}"] if item.holds else []
+    out += [item.without_text] if item.without else []
     out += [f"timings: {item.timings_text()}"] if item.timings else []
     out += [f"pushed: {' '.join(item.pushed_tags)}"] if item.pushed_tags else []
     out += [f"log: {item.log}"] if item.log else []

@@ -14,6 +14,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from accel_images import vendors
+from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import Variant
 from accel_images.smoke import workload
 
@@ -70,6 +71,9 @@ class SmokeResult:
     raw: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
     timings: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
     output_tail: str = ""           # end of the output, kept for reports when something failed
+    facts: ImageFacts | None = field(default=None, hash=False, compare=False)
+    """What the image's build recorded of its own torch (/opt/accel-images/facts.json), read from outside
+    before the run; None for an image built without them. Carried into the smoke record and the catalogue."""
 
     def summary(self) -> str:
         """One line for a report or an error message."""

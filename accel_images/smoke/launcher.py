@@ -22,7 +22,7 @@ import os
 import secrets
 import tempfile
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 from collections.abc import Callable, Mapping
@@ -169,9 +169,10 @@ def run_smoke(engine: Runner, image: str, expectation: Expectation, *,
                                  before_start=lambda container: check_mounted(container, launch.workload, expected))
         except NotMounted as problem:
             return refused([str(problem)])
-    return judge(expectation, outcome.stdout, outcome.exit_code, require_accelerator,
-                 stderr=outcome.stderr, timed_out_after_s=timeout_s if outcome.timed_out else None,
-                 nonce=launch.nonce)
+    result = judge(expectation, outcome.stdout, outcome.exit_code, require_accelerator,
+                   stderr=outcome.stderr, timed_out_after_s=timeout_s if outcome.timed_out else None,
+                   nonce=launch.nonce)
+    return replace(result, facts=facts_or_none(engine, info.id))
 
 
 def inventory_of(engine: Runner, info: Inspection, python: str) -> Inventory:

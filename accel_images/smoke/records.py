@@ -37,7 +37,8 @@ def last_smoke_pass(state: StateDir, image_id: str | None) -> dict[str, object] 
 def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResult) -> None:
     path = state.smoke_record(image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"ok": result.ok, "ran_on": result.ran_on, "cpu_fallback": result.cpu_fallback}))
+    path.write_text(json.dumps({"ok": result.ok, "ran_on": result.ran_on, "cpu_fallback": result.cpu_fallback,
+                                "facts": result.facts.compact() if result.facts is not None else None}))
 
 
 def remember_build(state: StateDir, fingerprint: str, image_id: str, inventory: Inventory) -> None:

@@ -9,6 +9,7 @@ skip, in CI when the engine is missing (see conftest.py).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,16 @@ from pathlib import Path
 import pytest
 
 import containers
+from accel_images.build.builder import Builder, Prepared
+from accel_images.build.engine import Engine
+from accel_images.build.outcome import Outcome
+from accel_images.build.settings import BuildSettings
+from accel_images.kb.compat import load_kb
+from accel_images.model.imagefacts import ImageFacts
+from accel_images.plan.matrix import load_matrix
+from accel_images.plan.variants import expand, make_variant
+from accel_images.smoke.launcher import facts_of
+from accel_images.state import StateDir
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ["--vendor", "cpu", "--torch", "2.13", "--python", "3.11", "--os", "debian12", "--flavor", "runtime"]
@@ -31,7 +42,9 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def offline(registry: str, wheelhouse: Path) -> list[str]:
-    return ["--registry-mirror", f"docker.io={registry}", "--pip-find-links", str(wheelhouse)]
+    """The local mirror and wheelhouse; the wheelhouse holds torch alone, so torchvision is left out on purpose."""
+    return ["--registry-mirror", f"docker.io={registry}", "--pip-find-links", str(wheelhouse),
+            "--without-companion", "torchvision"]
 
 
 def report(state: Path) -> list[dict]:
@@ -161,3 +174,105 @@ def test_a_broken_variant_fails_while_the_good_one_still_builds(published_build:
     finally:
         for image in docker_client.images.list(name="accel-images-test/pytorch"):
             docker_client.images.remove(image.id, force=True)
+
+# ---- the facts the image's build asked of its own torch, and what follows from them ---------------------
+# On this module's real build (no build of their own): facts.json says what the variant promises, the
+# report carries it, the constraints pin every installed distribution, pip refuses a same-named higher
+# version from another index (the torchtriton class of incident), the environment is 2775 and nothing in
+# it world-writable, and a deliberately wrong knowledge-base row fails against the real image's facts.
+
+EVIL_INDEX = """
+import json, subprocess, sys, tempfile, zipfile
+from importlib import metadata
+index = tempfile.mkdtemp()
+with zipfile.ZipFile(f"{index}/filelock-99.0-py3-none-any.whl", "w") as wheel:
+    wheel.writestr("filelock/__init__.py", "TAKEN_OVER = True\\n")
+    wheel.writestr("filelock-99.0.dist-info/METADATA", "Metadata-Version: 2.1\\nName: filelock\\nVersion: 99.0\\n")
+    wheel.writestr("filelock-99.0.dist-info/WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+    wheel.writestr("filelock-99.0.dist-info/RECORD", "")
+pip = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", index]
+before = metadata.version("filelock")
+upgrade = subprocess.run([*pip, "--upgrade", "filelock"], capture_output=True, text=True)
+asked = subprocess.run([*pip, "filelock==99.0"], capture_output=True, text=True)
+print(json.dumps({"before": before, "after": metadata.version("filelock"), "upgrade_rc": upgrade.returncode,
+                  "asked_rc": asked.returncode, "asked": asked.stdout + asked.stderr}))
+"""
+
+
+@pytest.fixture(scope="module")
+def facts(published_build: dict) -> ImageFacts:
+    engine = Engine.connect()
+    try:
+        return facts_of(engine, IMAGE)
+    finally:
+        engine.close()
+
+
+def in_image(docker_client, command: list[str]) -> str:
+    return containers.output(docker_client, IMAGE, command, network_disabled=True, stderr=True)
+
+
+def test_the_image_holds_facts_its_own_torch_gave_and_they_are_the_variants(facts: ImageFacts) -> None:
+    assert (facts.torch, facts.public, facts.local) == ("2.13.0+cpu", "2.13.0", "cpu")
+    assert facts.backend == "cpu" and facts.archs == () and facts.ptx == ()
+    assert set(facts.toolkit.values()) == {None}
+    assert facts.python.startswith("3.11.")
+    assert "torchvision" not in facts.companions and "numpy" in facts.companions   # left out on purpose
+    assert facts.platform == {"os": "linux", "machine": "x86_64"}
+    assert facts.distributions["torch"] == "2.13.0+cpu"
+
+
+def test_the_build_report_carries_the_facts_and_the_left_out_companion(published_build: dict,
+                                                                      facts: ImageFacts) -> None:
+    [record] = published_build["records"]
+    assert record["facts"] == facts.compact()
+    assert record["without_companions"] == ["torchvision"]
+    assert "torchvision 0.28 left out (--without-companion torchvision)" in record["notes"]
+    summary = (published_build["state"] / "reports" / "build-latest" / "summary.md").read_text()
+    assert "without torchvision (--without-companion)" in summary and "torch 2.13.0+cpu" in summary
+
+
+def test_the_constraints_pin_every_installed_distribution(docker_client, facts: ImageFacts) -> None:
+    said = in_image(docker_client, ["sh", "-c", "cat /opt/accel-images/constraints.txt; echo ---;"
+                               " pip list --format=freeze --disable-pip-version-check"])
+    constraints, installed = said.split("---\n")
+    pinned = dict(line.split("==", 1) for line in constraints.split())
+    listed = {name.lower().replace("_", "-"): version for name, version in
+              (line.split("==", 1) for line in installed.split() if "==" in line)}
+    assert pinned == listed == dict(facts.distributions)
+    assert {"torch", "numpy", "filelock", "pip", "setuptools"} <= set(pinned)
+
+
+def test_a_same_named_higher_version_from_another_index_does_not_win(docker_client) -> None:
+    """pip has no priority between indexes (pip's install docs); the constraints keep what the build
+    installed: an upgrade finds it satisfied, asking for the other version is refused."""
+    report = json.loads(in_image(docker_client, ["python", "-c", EVIL_INDEX]).strip().splitlines()[-1])
+    assert report["before"] == report["after"] == "4.3.2"
+    assert report["upgrade_rc"] == 0
+    assert report["asked_rc"] == 1 and "(constraint) filelock==4.3.2" in report["asked"], report["asked"]
+
+
+def test_the_environment_is_group_writable_with_setgid_directories_and_nothing_world_writable(docker_client) -> None:
+    said = in_image(docker_client, ["sh", "-c", "stat -c '%a %G' /opt/venv; find /opt/venv -type d ! -perm 2775 | head -3;"
+                               " find /opt/venv ! -type l -perm -o+w | head -3; echo end"])
+    assert said.splitlines() == ["2775 users", "end"], said
+
+
+def test_a_wrong_knowledge_base_row_fails_against_the_real_images_facts(published_build: dict, tmp_path: Path) -> None:
+    """The torch row claims 2.13.1; the image's own torch says 2.13.0: the build fails naming the row."""
+    kb = load_kb()
+    wrong = replace(kb, torch={**kb.torch, "2.13": replace(kb.torch["2.13"], versions=("2.13.1",))})
+    variant = make_variant(wrong, "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    engine = Engine.connect()
+    try:
+        info = engine.inspect_image(IMAGE)
+        assert info is not None
+        builder = Builder(engine, wrong, expand(load_matrix(ROOT / "matrix.yaml"), wrong),
+                          BuildSettings(state_dir=StateDir(tmp_path / "state"), smoke=False))
+        prepared = Prepared(variant, IMAGE, tmp_path, {}, "sha256:x", "base@sha256:y")
+        checked = builder.check_facts(prepared, Outcome(variant, "built", IMAGE, info.id))
+    finally:
+        engine.close()
+    assert checked.status == "failed"
+    assert checked.error == ("the image's facts contradict the knowledge base: accel_images/data/kb.yaml"
+                             ' torch."2.13".versions says 2.13.1; the image has 2.13.0')

@@ -55,7 +55,7 @@ def test_every_checked_in_dockerfile_is_clean(hadolint: str) -> None:
 @pytest.mark.parametrize("options", [
     RenderOptions(mirrors=(Mirror.parse("docker.io=127.0.0.1:5000/hub"), Mirror.parse("vault.habana.ai=127.0.0.1:5000")),
                   pip_index_url="http://127.0.0.1:8080/simple/{index}"),
-    RenderOptions(pip_find_links=Path("/srv/wheels")),
+    RenderOptions(pip_find_links=Path("/srv/wheels"), without_companions=("torchaudio", "torchvision")),
     RenderOptions(pip_index_url="https://builder:s3cr3t@127.0.0.1:8080/simple/{index}"),
 ], ids=["mirrored", "wheelhouse", "index-credentials"])
 def test_mirrored_and_offline_renders_are_clean(hadolint: str, tmp_path: Path, options: RenderOptions) -> None:

@@ -38,7 +38,7 @@ ELSEWHERE = {
     "accel-images devcontainer": "chooses from ghcr.io/acme (tests/unit/test_session.py)",
     "make device-check": "needs an accelerator and its tools (tests/unit/test_devicecheck.py runs the module against fake ones)",
     "accel-images build --vendor cpu --torch 2.13 --os debian12 --registry-mirror docker.io=127.0.0.1:5000"
-    " --pip-find-links /var/cache/accel-images/wheelhouse":
+    " --pip-find-links /var/cache/accel-images/wheelhouse --without-companion torchvision":
         "builds with the Docker engine from the local mirror (tests/integration/test_build_integration.py)",
     "accel-images run --registry ghcr.io/acme --print -- python -c 'import torch; print(torch.cuda.is_available())'":
         "reads ghcr.io/acme (tests/unit/test_session.py prints the same line from a recorded catalogue)",

@@ -23,6 +23,7 @@ from accel_images.publish.catalogue import (ARTIFACT_TYPE, Entry, SmokeRecord, r
 from accel_images.host.choosing import load_expansion
 from accel_images.registry import Artifact, RemoteImage
 from accel_images.smoke.judge import SmokeResult
+from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +142,48 @@ def test_the_variant_of_an_entry_is_the_knowledge_base_s_with_the_image_s_own_fl
     assert described is not None and described.tag == "9.9.0-cuda13.0-py3.12-ubuntu24.04"
     assert described.gpu_archs == variant.gpu_archs and described.mvc_driver == variant.mvc_driver
     assert variant_of(Entry("x", "d", {"io.accel-images.vendor": "tpu"}), KB) is None
+
+
+# ---- the image's facts travel with its smoke record (accel_images/smoke/facts.py) ----------------------
+
+CUDA_215 = "2.15.0-cuda13.2-py3.12-ubuntu24.04"
+WHEEL_FACTS = ImageFacts.from_bytes((ROOT / "tests" / "data" / "facts" / "torch-2.15.0-cu132-x86_64.json").read_bytes())
+
+
+def test_the_smoke_record_carries_the_images_facts_and_the_catalogue_shows_them() -> None:
+    registry = MemoryRegistry()
+    digest = registry.publish(VARIANTS[CUDA_215])
+    write_record(registry, "r", digest, replace(PASSED, facts=WHEEL_FACTS), "r1")
+    artifact = registry.artifacts[tags.record_tag(digest)]
+    assert json.loads(artifact.annotations["io.accel-images.smoke.facts"]) == WHEEL_FACTS.compact()
+    assert json.loads(artifact.payload)["facts"] == WHEEL_FACTS.compact()
+    [entry] = read_catalogue(registry, "r").entries
+    assert entry.facts == ImageFacts.from_compact(WHEEL_FACTS.compact())
+    assert entry.record()["facts"] == WHEEL_FACTS.compact()
+    assert entry.holds() == "2.15.0+cu132 sm_75..sm_120 torchaudio 2.11.1 torchvision 0.29.2"
+
+
+def test_recommend_judges_the_published_facts_architectures_not_the_label() -> None:
+    """A label can say what the knowledge base predicted; the facts say what the image's torch holds: a
+    GPU is judged against those (here a label that lost sm_75, and facts that have it)."""
+    variant = VARIANTS[CUDA_215]
+    labels = {**variant.labels(), "io.accel-images.gpu-archs": "8.0,8.6,9.0,10.0,12.0"}
+    record = SmokeRecord(ok=True, ran_on="cuda", facts=WHEEL_FACTS.compact())
+    with_facts = variant_of(Entry(CUDA_215, digest_of(CUDA_215), labels, smoke=record), KB)
+    assert with_facts is not None and with_facts.gpu_archs == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+    label_only = variant_of(Entry(CUDA_215, digest_of(CUDA_215), labels, smoke=replace(record, facts=None)), KB)
+    assert label_only is not None and label_only.gpu_archs == ("8.0", "8.6", "9.0", "10.0", "12.0")
+
+
+def test_a_record_without_facts_or_with_damaged_ones_reads_as_none() -> None:
+    annotations = SmokeRecord(ok=True, ran_on="cpu").annotations()
+    assert "io.accel-images.smoke.facts" not in annotations
+    assert SmokeRecord.from_annotations({**annotations, "io.accel-images.smoke.facts": "{"}) == SmokeRecord(
+        ok=True, ran_on="cpu", checked=datetime.fromisoformat(annotations["org.opencontainers.image.created"]))
+
+
+def test_an_image_built_without_a_companion_says_so_in_the_catalogue() -> None:
+    labels = {**VARIANTS[CPU_OLD].labels(), "io.accel-images.without-companions": "torchvision"}
+    entry = Entry(CPU_OLD, digest_of(CPU_OLD), labels)
+    assert entry.record()["without_companions"] == ["torchvision"]
+    assert entry.holds() == "without torchvision"

@@ -344,11 +344,36 @@ def test_render_with_mirror_and_index(tmp_path: Path) -> None:
 def test_render_with_a_wheelhouse(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run("render", "--matrix", SMALL, "--out", str(out), "--vendor", "cpu",
-                 "--pip-find-links", str(tmp_path))
+                 "--pip-find-links", str(tmp_path), "--without-companion", "torchvision")
     assert result.exit_code == 0, result.output
     dockerfile = (out / "cpu" / "2.13.0-cpu-py3.11-debian12" / "Dockerfile").read_text()
     assert "--no-index --find-links /tmp/wheels" in dockerfile
     assert "COPY wheels/ /tmp/wheels/" in dockerfile
+    assert 'io.accel-images.without-companions="torchvision"' in dockerfile
+    assert "torchvision==" not in dockerfile
+
+
+def test_a_wheelhouse_without_a_companion_is_an_error_naming_the_way_out(tmp_path: Path) -> None:
+    """Before: torchvision was left out with a note a terminal overwrote, and the image published without it."""
+    result = run("render", "--matrix", SMALL, "--out", str(tmp_path / "out"), "--vendor", "cpu", "--torch", "2.13",
+                 "--pip-find-links", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr == (f"accel-images: error: {tmp_path}: --pip-find-links: the wheelhouse has no +cpu build of"
+                             " torchvision 0.28 for Python 3.11; add one, or leave torchvision out with"
+                             " --without-companion torchvision\n")
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "torchvision-0.28.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    served = run("render", "--matrix", SMALL, "--out", str(tmp_path / "out"), "--vendor", "cpu", "--torch", "2.13",
+                 "--python", "3.11", "--os", "debian12", "--pip-find-links", str(tmp_path))
+    assert served.exit_code == 0, served.output
+    assert '"torchvision==0.28.*"' in (tmp_path / "out" / "cpu" / "2.13.0-cpu-py3.11-debian12" / "Dockerfile").read_text()
+
+
+def test_an_unknown_companion_to_leave_out_is_one_line() -> None:
+    result = run("render", "--matrix", SMALL, "--out", "/nonexistent", "--without-companion", "torchvisoin")
+    assert result.exit_code == 2
+    assert result.stderr == ("accel-images: error: --without-companion: 'torchvisoin' is not a companion of torch"
+                             " (companions: torchaudio, torchvision)\n")
 
 
 def test_render_bad_mirror_exits_2(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from accel_images.build.engine import RunResult
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import SMOKE_LABEL, Launch, container_options, run_smoke, smoke_command
 
+import fakeimage
 from fakeimage import FakeEngine
 
 from test_smoke_judge import RECORDED_CPU, cuda_build, report
@@ -74,6 +75,17 @@ def test_run_smoke_passes_expectation_options_timeout_and_labels():
     assert call["options"]["mem_limit"] == "2g"
     assert call["labels"][SMOKE_LABEL] == "true"
     assert call["labels"][f"{SMOKE_LABEL}.image"] == "img:1"
+
+
+def test_the_smoke_result_carries_the_images_facts_read_from_outside():
+    """The facts file the build wrote (accel_images/smoke/facts.py) travels with the verdict into the smoke
+    record and the catalogue; an image built before facts existed simply has none."""
+    engine = answer(RECORDED_CPU)
+    result = run_smoke(engine, "img:1", CPU, vendor_options=None, require_accelerator=False)
+    assert result.facts is not None and result.facts.torch == "2.13.0+cpu" and result.facts.backend == "cpu"
+    del engine.files[fakeimage.FACTS_PATH]
+    again = run_smoke(engine, "img:1", CPU, vendor_options=None, require_accelerator=False)
+    assert again.ok and again.facts is None
 
 
 def test_gpu_image_without_device_options_runs_in_cpu_mode_and_says_so():

@@ -45,3 +45,14 @@ def test_the_projects_own_variables_do(tmp_path: Path) -> None:
                                     "WHEELHOUSE=/w", "APT_MIRROR=deb.debian.org=http://apt.example") if "build" in c)
     assert "--pip-index-url 'http://m.example/whl/{index}'" in build
     assert "--pip-find-links /w" in build and "--apt-mirror deb.debian.org=http://apt.example" in build
+
+
+def test_companions_to_build_without_reach_build_and_nightly(tmp_path: Path) -> None:
+    build = next(c for c in dry_run(tmp_path, "image", "VENDOR=cpu", "WITHOUT_COMPANION=torchaudio torchvision")
+                 if "accel-images build" in c)
+    assert "--without-companion torchaudio --without-companion torchvision" in build
+    nightly = next(c for c in dry_run(tmp_path, "nightly", "REGISTRY=r.example", "WITHOUT_COMPANION=torchaudio")
+                   if "accel-images nightly" in c)
+    assert "--without-companion torchaudio" in nightly
+    offline = next(c for c in dry_run(tmp_path, "image-offline") if "accel-images build" in c)
+    assert offline.endswith("--without-companion torchvision")   # CI's wheelhouse holds no +cpu torchvision

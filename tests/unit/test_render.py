@@ -39,7 +39,7 @@ OPTION_SETS = {
     "mirrored": RenderOptions(mirrors=(Mirror.parse("docker.io=127.0.0.1:5000"),
                                        Mirror.parse("vault.habana.ai=mirror.example.com/habana")),
                               pip_index_url="http://127.0.0.1:8080/simple/{index}"),
-    "wheelhouse": RenderOptions(pip_find_links=Path("/srv/wheels")),
+    "wheelhouse": RenderOptions(pip_find_links=Path("/srv/wheels"), without_companions=("torchaudio", "torchvision")),
 }
 
 
@@ -232,7 +232,7 @@ def test_pip_index_override_reaches_the_dockerfile(renderer: Renderer, kb: Knowl
 
 def test_wheelhouse_means_no_index_and_a_copy_in_the_build_stage_only(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
-    text = render(renderer, variant, RenderOptions(pip_find_links=Path("/srv/wheels")))
+    text = render(renderer, variant, RenderOptions(pip_find_links=Path("/srv/wheels"), without_companions=("torchvision",)))
     assert '--no-index --find-links /tmp/wheels "torch==2.13.0"' in text
     assert "--index-url" not in text
     steps = instructions(text)
@@ -366,7 +366,7 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     (wheelhouse / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
     (wheelhouse / "subdir").mkdir()
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
-    options = RenderOptions(pip_find_links=wheelhouse)
+    options = RenderOptions(pip_find_links=wheelhouse, without_companions=("torchvision",))
     context: RenderedContext = renderer.context(variant, bare_expansion(), options)
     dest = write_build_context(tmp_path / "ctx", context, wheelhouse)
     assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "facts.py", "guard.sh", "pip.conf", "profile.sh",

@@ -336,3 +336,37 @@ def test_duration_text(seconds: float | None, text: str) -> None:
 @pytest.mark.parametrize(("size", "text"), [(None, "–"), (True, "–"), (9_874_000_000, "9.87"), (5_000_000, "0.01")])
 def test_size_in_gigabytes(size: object, text: str) -> None:
     assert size_gb(size) == text
+
+
+# ---- what an image holds, and what it was built without -----------------------------------------------
+
+def held_record() -> dict:
+    """A built CPU image's record whose companion was left out on purpose, with the facts its build read."""
+    from accel_images.kb.compat import load_kb
+    from accel_images.model.imagefacts import ImageFacts
+    from accel_images.plan.variants import make_variant
+
+    variant = make_variant(load_kb(), "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    facts = ImageFacts.from_document({
+        "schema": 1, "platform": {"os": "linux", "machine": "x86_64"}, "python": "3.11.2",
+        "torch": {"version": "2.13.0+cpu", "public": "2.13.0", "local": "cpu"}, "backend": "cpu",
+        "toolkit": dict.fromkeys(("cuda", "hip", "xpu", "cudnn", "nccl", "gaudi")), "archs": [], "ptx": [],
+        "companions": {"numpy": "2.4.6"}, "distributions": {"numpy": "2.4.6", "torch": "2.13.0+cpu"}})
+    outcome = Outcome(variant, "built", "accel-images/pytorch:2.13.0-cpu-py3.11-debian12", "sha256:1", 10**9, 300.0,
+                      notes=("torchvision 0.28 left out (--without-companion torchvision)",),
+                      without_companions=("torchvision",), facts=facts)
+    return dict(outcome_record(outcome))
+
+
+def test_every_report_says_what_the_image_holds_and_which_companion_it_lacks() -> None:
+    record = held_record()
+    assert record["without_companions"] == ["torchvision"]
+    assert record["facts"] == {"torch": "2.13.0+cpu", "python": "3.11.2", "backend": "cpu", "machine": "x86_64",
+                               "toolkit": {}, "archs": [], "ptx": [], "companions": {"numpy": "2.4.6"}}
+    texts = report.render_all([record], META)
+    assert json.loads(texts["json"])["variants"][0]["without_companions"] == ["torchvision"]
+    assert ("- `cpu/2.13.0-cpu-py3.11-debian12`: torch 2.13.0+cpu · Python 3.11.2 · numpy 2.4.6"
+            " · without torchvision (--without-companion)") in texts["markdown"]
+    assert ('<span class="flag">without torchvision (--without-companion)</span>' in texts["html"])
+    assert "holds torch 2.13.0+cpu · Python 3.11.2 · numpy 2.4.6</div>" in texts["html"]
+    assert "without torchvision (--without-companion)" in texts["junit"]

@@ -65,7 +65,8 @@ def test_an_index_without_credentials_or_a_wheelhouse_needs_no_secret(tmp_path: 
     assert plain.secret_args == {}
     assert b"--index-url https://127.0.0.1:9/simple/cpu " in plain.files["Dockerfile"]
     assert CREDENTIALS_ARG.encode() not in plain.files["Dockerfile"]
-    offline = _cpu_context(RenderOptions(pip_index_url=INDEX_URL, pip_find_links=tmp_path))
+    offline = _cpu_context(RenderOptions(pip_index_url=INDEX_URL, pip_find_links=tmp_path,
+                                         without_companions=("torchvision",)))
     assert offline.secret_args == {} and CREDENTIALS_ARG.encode() not in offline.files["Dockerfile"]
 
 
