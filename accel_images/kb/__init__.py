@@ -5,6 +5,8 @@
     sources.py  the upstream sources (package index, wheel index, registries), fetched and parsed
     check.py    `accel-images kb check`: what the knowledge base lacks or has wrong
     update.py   `accel-images kb update`: write what `kb check` found into the data files
+    claims.py   what the knowledge base predicts a variant's image holds, checked against the facts the
+                image's own torch gave at build time; a contradiction names the row to fix
 
 May import: vendors (each vendor reads its own section), model, and the shared leaves.
 """

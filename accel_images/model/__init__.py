@@ -8,6 +8,8 @@
                    the look-ups under a host's /dev and /sys that vendors share
     hostinfo.py    what a host offers (HostInfo), and the small tools vendor probes share
     reference.py   image references and registry mirrors
+    imagefacts.py  a built image's facts (/opt/accel-images/facts.json) and a knowledge-base Claim
+                   about them, with the row that makes it
 
 May import: the shared leaves at the package's top (errors, versions). Everything else imports
 these; a vendor module names them while the knowledge base looks vendors up, so they sit below both.

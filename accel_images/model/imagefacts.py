@@ -101,10 +101,9 @@ class ImageFacts:
                 "companions": dict(sorted(self.companions.items()))}
 
     def summary(self) -> str:
-        """One line for people: 'torch 2.15.0+cu132 · Python 3.12.3 · CUDA 13.2 · … · sm_75 … sm_120 · …'."""
-        names = {"cuda": "CUDA", "hip": "HIP", "xpu": "XPU", "cudnn": "cuDNN", "nccl": "NCCL", "gaudi": "Gaudi"}
+        """One line for people: 'torch 2.15.0+cu132 · Python 3.12.3 · cuda 13.2 · … · sm_75 … sm_120 · …'."""
         parts = [f"torch {self.torch}", f"Python {self.python}"]
-        parts += [f"{names.get(key, key)} {value}" for key, value in self.toolkit.items() if value]
+        parts += [f"{key} {value}" for key, value in self.toolkit.items() if value]   # the schema's own names
         if self.archs:
             parts.append(" ".join(self.archs))
         if self.ptx:

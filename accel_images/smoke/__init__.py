@@ -2,6 +2,8 @@
 
     workload.py   the stdlib-and-torch script copied into every image: finds the backend, checks the
                   build is what the tag says, runs a small real workload, prints one JSON report
+    facts.py      the stdlib-and-torch script each build runs in its final stage, with no device:
+                  writes what the image's torch holds (facts.json) and the constraints pinning it all
     guard.sh      the image's entry point: refuses a host the image cannot serve, with the reason
     judge.py      the report against what the variant promises
     launcher.py   runs the workload in a container with the vendor's device options
