@@ -16,7 +16,8 @@ other (tests/unit/test_architecture.py holds the rule, docs/architecture.md draw
     vendors               one module per vendor behind one protocol: the only place that names one
     model                 the values every floor trades in: knowledge rows, Variant, tags, devices
     (modules here)        shared leaves: errors, versions, state, lock, stopping, formatting,
-                          resources, credentials, registry (the Registry HTTP API client)
+                          resources, credentials, untrusted (bounded reads of outside input),
+                          registry (the Registry HTTP API client)
 """
 
 __version__ = "0.1.0"

@@ -85,6 +85,12 @@ class RegistryError(AccelError):
     """The registry's or daemon's own words, for logs; the message is the short reason."""
 
 
+class MalformedAnswer(RegistryError):
+    """The registry answered, but not in the shape its API defines (JSON nested past any sane depth,
+    a field of the wrong type, a list where an object belongs): permanent, exit 4 like any registry
+    that will not serve what is asked. Readers of many images (the catalogue) leave that image out."""
+
+
 class NotInRegistry(RegistryError):
     """The registry answered and does not have the image (or tag): the registry is fine, the
     reference is not. Exit 1, like any operation that failed; 4 stays "a registry is unreachable

@@ -13,11 +13,17 @@ are never printed and never taken from the command line.
 Copying a tag (a floating alias that must follow an image that was not rebuilt) is a manifest
 put of the same bytes: no layer moves, and no local image is needed.
 
+Everything a registry answers is checked against the shape the API defines before it is used
+(`MANIFEST`, `INDEX`, `CONFIG`, `TAG_LIST`, `TOKEN` below, and `parse` for bytes read elsewhere):
+JSON nested past accel_images.untrusted's limit, a field of the wrong type, an entry that is not an
+object are one permanent `MalformedAnswer` naming the field, never an exception further on.
+
 Deleting a tag: the distribution registry (v2.x) deletes manifests by digest only, and
 that removes every tag pointing at the digest. A candidate tag shares its digest with the
 real tags it was promoted to, so `delete_tag` first points the tag at a tiny manifest of
 its own (a "tombstone") and deletes that; other tags never move. This needs
-`storage.delete.enabled` on the registry.
+`storage.delete.enabled` on the registry, and a token with the delete action: both are asked
+for (`check_deletes`) before the first tag of a repository moves onto a tombstone.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import re
 import threading
 import uuid
@@ -37,7 +44,8 @@ import docker.auth
 import docker.errors
 import requests
 
-from accel_images.errors import InputError, RegistryError
+from accel_images import untrusted
+from accel_images.errors import InputError, MalformedAnswer, RegistryError
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -60,6 +68,7 @@ _HOST_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9
 _PATH_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+log = logging.getLogger(__name__)
 
 Credentials = Callable[[str], Mapping[str, str] | None]
 
@@ -149,6 +158,7 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._tokens: dict[str, str] = {}
         self._basic: str | None = None
+        self._deletable: set[str] = set()
 
     @classmethod
     def for_destination(cls, destination: Destination, **kwargs: Any) -> RegistryClient:
@@ -177,6 +187,9 @@ class RegistryClient:
             manifest = inner[1]
         config = self._config(repository, manifest, f"{repository}:{tag}")
         labels = _config_labels(config, f"{self.host}/{repository}:{tag}")
+        problem = mismatch(config, CONFIG)
+        if problem is not None:
+            raise malformed(f"{self.host}/{repository}:{tag}", f"the image config's {problem}")
         diff_ids = tuple(str(d) for d in (config.get("rootfs") or {}).get("diff_ids") or ())
         sizes = tuple(int(layer.get("size") or 0) for layer in manifest.get("layers") or ())
         return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")), diff_ids, sizes)
@@ -218,9 +231,7 @@ class RegistryClient:
                                      what=f"listing the tags of {repository}")
             if response is None:
                 return names
-            page = _json(response, f"listing the tags of {repository}").get("tags") or []
-            if not isinstance(page, list) or not all(isinstance(name, str) for name in page):
-                raise malformed(f"{self.host}/{repository}", "the tag list is not a list of names")
+            page = _json(response, f"listing the tags of {repository}", TAG_LIST).get("tags") or []
             names += page
             path = _next_page(response.headers.get("Link"))
         return names
@@ -242,15 +253,49 @@ class RegistryClient:
         """Remove one tag and nothing else; False when it was not there.
 
         The tag is first pointed at a tombstone manifest of its own, which is then deleted by
-        digest: deleting the real digest would take every other tag on it along.
+        digest: deleting the real digest would take every other tag on it along. So deletes are
+        asked for first (`check_deletes`): a registry or token that cannot delete refuses before
+        any tag moves. Should the delete still fail, the tag is pointed back at its image: a tag
+        is never left on a tombstone.
         """
-        if self.manifest_digest(repository, tag) is None:
+        previous = self.manifest_digest(repository, tag)
+        if previous is None:
             return False
         scope = _scope(repository, "pull,push,delete")
+        self.check_deletes(repository)
         tombstone = self._put_tombstone(repository, tag, scope)
-        self._request("DELETE", f"/v2/{repository}/manifests/{tombstone}", scope=scope,
-                      ok=(200, 202), what=f"deleting {repository}:{tag}", missing_ok=True)
+        try:
+            self._request("DELETE", f"/v2/{repository}/manifests/{tombstone}", scope=scope,
+                          ok=(200, 202), what=f"deleting {repository}:{tag}", missing_ok=True)
+        except RegistryError:
+            self._put_back(repository, tag, previous)
+            raise
         return True
+
+    def check_deletes(self, repository: str) -> None:
+        """Raise the registry's refusal (RegistryError) unless it lets this client delete manifests here.
+
+        Asked once per repository, without changing anything: a DELETE of a digest no manifest has.
+        The distribution registry answers 404 MANIFEST_UNKNOWN when deletes are on, and 405 UNSUPPORTED
+        for any digest when its storage.delete setting is off (observed with docker-registry 2.8); a
+        token without the delete action gets 401 or 403.
+        """
+        with self._lock:
+            if repository in self._deletable:
+                return
+        self._request("DELETE", f"/v2/{repository}/manifests/sha256:{'0' * 64}",
+                      scope=_scope(repository, "pull,push,delete"), ok=(200, 202), missing_ok=True,
+                      what=f"checking that {repository} allows deletes")
+        with self._lock:
+            self._deletable.add(repository)
+
+    def _put_back(self, repository: str, tag: str, digest: str) -> None:
+        """Point `tag` at `digest` again after a failed delete; a failure here is logged, not raised,
+        so the delete's own error is what the caller sees."""
+        try:
+            self.copy_tag(repository, digest, tag)
+        except RegistryError as error:
+            log.warning("%s:%s left on a tombstone after a failed delete: %s", repository, tag, error.one_line())
 
     def _put_tombstone(self, repository: str, tag: str, scope: str) -> str:
         return self._put_labels_image(repository, tag, {TOMBSTONE_LABEL: f"{tag} {uuid.uuid4().hex}"}, scope,
@@ -363,7 +408,7 @@ class RegistryClient:
                                  what=f"listing the referrers of {repository}@{digest[:19]}")
         if response is None:
             return None
-        return _json(response, f"listing the referrers of {repository}@{digest[:19]}")
+        return _json(response, f"listing the referrers of {repository}@{digest[:19]}", INDEX)
 
     # -- manifests and blobs ----------------------------------------------------------------
 
@@ -379,7 +424,7 @@ class RegistryClient:
             return None
         digest = (response.headers.get("Docker-Content-Digest")
                   or "sha256:" + hashlib.sha256(response.content).hexdigest())
-        return digest, _json(response, what)
+        return digest, _json(response, what, MANIFEST)
 
     def _config(self, repository: str, manifest: Mapping[str, Any], what: str) -> dict[str, Any]:
         descriptor = manifest.get("config")
@@ -478,7 +523,7 @@ class RegistryClient:
             raise denied(self.host, what, "the token service refused the credentials")
         if response.status_code != 200:
             raise self._failure(response, f"getting a token for {what}")
-        body = _json(response, f"getting a token for {what}")
+        body = _json(response, f"getting a token for {what}", TOKEN)
         token = body.get("token") or body.get("access_token")
         if not token:
             raise RegistryError(f"the token service of {self.host} returned no token while {what}")
@@ -493,7 +538,7 @@ class RegistryClient:
                               + f" while {what}")
         error.transient = status >= 500 or status == 429
         if status == 405 and "DELETE" in (response.request.method or ""):
-            error.hint = "the registry does not allow deletes (registry setting storage.delete.enabled)"
+            error.hint = "the registry does not allow deletes: its setting storage.delete.enabled is off"
         return error
 
 
@@ -546,31 +591,119 @@ def _scope(repository: str, actions: str = "pull") -> str:
     return f"repository:{repository}:{actions}"
 
 
-def _json(response: requests.Response, what: str) -> dict[str, Any]:
+def _json(response: requests.Response, what: str, shape: Shape | None = None) -> dict[str, Any]:
+    return parse(response.content, f"while {what}", shape)
+
+
+def parse(data: bytes, what: str, shape: Shape | None = None) -> dict[str, Any]:
+    """A JSON object the registry served, checked against `shape`; MalformedAnswer (exit 4,
+    permanent) for anything else. `what` ends the message: "while reading team/image:tag"."""
     try:
-        value = response.json()
+        value = untrusted.loads(data)
+    except untrusted.JSONTooDeep as error:
+        raise MalformedAnswer(f"the registry answered {error} {what}") from None
     except ValueError:
-        raise RegistryError(f"the registry answered something that is not JSON while {what}") from None
+        raise MalformedAnswer(f"the registry answered something that is not JSON {what}") from None
     if not isinstance(value, dict):
-        raise RegistryError(f"the registry answered JSON that is not an object while {what}")
+        raise MalformedAnswer(f"the registry answered JSON that is not an object {what}")
+    problem = mismatch(value, shape) if shape is not None else None
+    if problem is not None:
+        raise MalformedAnswer(f"the registry answered {shape.name if shape else 'JSON'} whose {problem} {what}")
     return value
 
 
 def _error_text(response: requests.Response) -> str:
     """The registry's own `errors[].code: message`, when it sent one."""
     try:
-        errors = response.json().get("errors") or []
+        errors = untrusted.loads(response.content).get("errors") or []
         return "; ".join(f"{e.get('code', '')}: {e.get('message', '')}".strip(": ") for e in errors)[:300]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError):
         return ""
 
 
 def malformed(what: str, problem: str) -> RegistryError:
     """Registry content that does not have the shape the API defines: permanent, one line."""
-    error = RegistryError(f"{what}: {problem}", hint="the registry holds an image this tool cannot read; "
-                                                    "push a good one under the tag or delete it")
-    error.transient = False
-    return error
+    return MalformedAnswer(f"{what}: {problem}", hint="the registry holds an image this tool cannot read; "
+                                                     "push a good one under the tag or delete it")
+
+
+# -- the shapes of what a registry answers ----------------------------------------------------
+
+@dataclass(frozen=True)
+class Shape:
+    """A JSON object whose named fields, when present, have the given kinds; other fields pass.
+
+    A kind is "string", "integer", "digest" (a sha256 digest string), "object" (any object),
+    ("list", kind), ("map", kind) (an object whose every value has the kind) or another Shape.
+    Fields a reader needs are checked for presence by that reader, where the message says why.
+    """
+
+    name: str
+    fields: Mapping[str, Any]
+
+
+def mismatch(value: Any, shape: Shape | Any, path: str = "") -> str | None:
+    """`layers[0].size is a string, not an integer`: the first place `value` differs from `shape`; None
+    when it conforms."""
+    if isinstance(shape, Shape):
+        if not isinstance(value, Mapping):
+            return f"{path or 'document'} is {_kind_of(value)}, not an object"
+        for name, kind in shape.fields.items():
+            if name in value and value[name] is not None:
+                found = mismatch(value[name], kind, f"{path}.{name}" if path else name)
+                if found is not None:
+                    return found
+        return None
+    if isinstance(shape, tuple):
+        container, kind = shape
+        return _items_mismatch(value, container, kind, path)
+    return _scalar_mismatch(value, shape, path)
+
+
+def _items_mismatch(value: Any, container: str, kind: Any, path: str) -> str | None:
+    """Of ("list", kind) or ("map", kind): the container, then each item."""
+    if container == "list":
+        if not isinstance(value, list):
+            return f"{path} is {_kind_of(value)}, not a list"
+        pairs: Any = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        if not isinstance(value, Mapping):
+            return f"{path} is {_kind_of(value)}, not an object"
+        pairs = ((f"{path}[{str(key)[:40]!r}]", item) for key, item in value.items())
+    return next((found for where, item in pairs if (found := mismatch(item, kind, where)) is not None), None)
+
+
+def _scalar_mismatch(value: Any, kind: str, path: str) -> str | None:
+    if kind == "string" and not isinstance(value, str):
+        return f"{path} is {_kind_of(value)}, not a string"
+    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        return f"{path} is {_kind_of(value) if not isinstance(value, int) else 'negative'}, not a size"
+    if kind == "digest" and not (isinstance(value, str) and DIGEST_RE.match(value)):
+        return f"{path} is {_kind_of(value) if not isinstance(value, str) else repr(value[:80])}, not a sha256 digest"
+    if kind == "object" and not isinstance(value, Mapping):
+        return f"{path} is {_kind_of(value)}, not an object"
+    return None
+
+
+ANNOTATIONS = ("map", "string")
+PLATFORM_SHAPE = Shape("platform", {"os": "string", "architecture": "string", "variant": "string"})
+DESCRIPTOR = Shape("descriptor", {"mediaType": "string", "digest": "digest", "size": "integer",
+                                  "artifactType": "string", "annotations": ANNOTATIONS, "platform": PLATFORM_SHAPE})
+"""image-spec descriptor.md: mediaType, digest and size, annotations a string map, platform (in an index)."""
+MANIFEST = Shape("a manifest", {"schemaVersion": "integer", "mediaType": "string", "artifactType": "string",
+                                "config": DESCRIPTOR, "layers": ("list", DESCRIPTOR), "subject": DESCRIPTOR,
+                                "annotations": ANNOTATIONS, "manifests": ("list", DESCRIPTOR)})
+"""image-spec manifest.md (and image-index.md's `manifests`: a tag may name either)."""
+INDEX = Shape("an index", {"schemaVersion": "integer", "mediaType": "string", "manifests": ("list", DESCRIPTOR),
+                           "annotations": ANNOTATIONS})
+"""image-spec image-index.md; the referrers API answers one (distribution-spec, "Listing Referrers")."""
+CONFIG = Shape("an image config", {"created": "string", "config": Shape("config", {"Labels": ANNOTATIONS}),
+                                   "rootfs": Shape("rootfs", {"diff_ids": ("list", "digest")})})
+"""image-spec config.md: `created`, `config.Labels` a string map, `rootfs.diff_ids` digests."""
+TAG_LIST = Shape("a tag list", {"name": "string", "tags": ("list", "string")})
+"""distribution-spec, "Listing Tags": {"name": ..., "tags": [...]}."""
+TOKEN = Shape("a token", {"token": "string", "access_token": "string"})
+"""The token service's answer (distribution's token authentication specification)."""
 
 
 def _config_labels(config: Mapping[str, Any], what: str) -> dict[str, str]:

@@ -152,6 +152,9 @@ class FakeRegistry:
         self.deleted.append(tag)
         return True
 
+    def check_deletes(self, repository: str) -> None:
+        pass
+
     def descriptor(self, repository: str, reference: str) -> dict | None:
         return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
 
@@ -199,11 +202,12 @@ class FakeTagStore:
 @dataclass
 class FakeTagRegistry:
     """The tags retention lists and deletes: `digests[tag]` (None: no manifest), every other tag an
-    error; a delete of a tag in `refuse` is answered 405."""
+    error; a delete of a tag in `refuse` is answered 405, and every delete when `no_deletes` (asked first)."""
 
     digests: dict[str, str | None]
     deleted: list[str] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)
+    no_deletes: bool = False
 
     def tags(self, repository: str) -> list[str]:
         return list(self.digests)
@@ -216,6 +220,11 @@ class FakeTagRegistry:
             raise RegistryError(f"registry r answered 405 while deleting {repository}:{tag}")
         self.deleted.append(tag)
         return True
+
+    def check_deletes(self, repository: str) -> None:
+        if self.no_deletes:
+            raise RegistryError(f"registry r answered 405 while checking that {repository} allows deletes",
+                                hint="the registry does not allow deletes: its setting storage.delete.enabled is off")
 
 
 # What mypy checks: each fake is the protocol production code takes it as.

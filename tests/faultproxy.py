@@ -3,8 +3,9 @@
 - `FaultProxy`: a threaded HTTP proxy on 127.0.0.1:<free port> in front of the real registry.
   Docker treats every 127.0.0.x registry as insecure, so a push to the proxy's port speaks
   plain HTTP and passes through it. It can refuse connections, answer 401 to everything,
-  answer 500 for the Nth PUT of a manifest or a blob, cut the connection mid-upload, or add
-  latency to every request.
+  answer 500 for the Nth PUT of a manifest or a blob, cut the connection mid-upload, add
+  latency to every request, or answer chosen requests itself (`Canned`): a referrers list
+  that lies, a registry that cannot delete (`NO_DELETE`), a 503 on a blob.
 - `DisposableDaemon`: a second, throw-away dockerd on its own socket and data root, so tests
   can stop and kill a daemon without touching the shared one at /var/run/docker.sock.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -40,6 +42,27 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Canned:
+    """An answer the proxy gives itself, instead of the registry's, to every `method` request whose
+    path (with its query) `path` matches (re.search)."""
+
+    method: str
+    path: str
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+
+    def matches(self, method: str, path: str) -> bool:
+        return method == self.method and re.search(self.path, path) is not None
+
+
+NO_DELETE = Canned("DELETE", r"/v2/.+/manifests/", 405,
+                   b'{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}')
+"""What the distribution registry (2.8) answers every manifest DELETE with when storage.delete is off,
+for a digest it holds or not (observed on docker-registry 2.8 here, with and without the setting)."""
+
+
 @dataclass
 class Faults:
     """What the proxy does wrong; counters are per proxy, 1-based."""
@@ -51,6 +74,7 @@ class Faults:
     in_flight: int = 0                                         # requests being answered now
     peak_in_flight: int = 0                                    # the most at any one time
     seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
+    canned: list[Canned] = field(default_factory=list)         # answered by the proxy, first match wins
 
 
 _Proxy = TypeVar("_Proxy", bound="FaultProxy")
@@ -163,6 +187,11 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             body = self._body()
+            canned = next((answer for answer in faults.canned if answer.matches(self.command, self.path)), None)
+            if canned is not None:
+                self._answer(canned.status, canned.body, {"Content-Type": canned.content_type,
+                                                          "Docker-Distribution-API-Version": "registry/2.0"})
+                return
             kind = _kind(self.command, self.path)
             if kind and proxy.count(kind) in faults.fail_put.get(kind, set()):
                 self._answer(500, b'{"errors":[{"code":"UNKNOWN","message":"injected server error"}]}',

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from docker.utils.build import exclude_paths
 
+from accel_images import untrusted
 from accel_images.errors import InputError
 
 FINGERPRINT_LABEL = "io.accel-images.fingerprint"
@@ -105,7 +106,7 @@ def _file_digest(path: Path, info: os.stat_result) -> str:
 def load_digest_cache(path: Path) -> None:
     """Merge digests saved by an earlier run (a missing or corrupt file is ignored)."""
     try:
-        saved = json.loads(Path(path).read_text())
+        saved = untrusted.loads(Path(path).read_text())
     except (OSError, ValueError):
         return
     if isinstance(saved, dict):

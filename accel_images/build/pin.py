@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 from collections.abc import Iterable, Mapping, Sequence
 
+from accel_images import untrusted
 from accel_images.errors import InputError, RegistryError
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import Variant
@@ -118,7 +119,7 @@ def write_lock(lock: Lock, path: Path) -> Path:
 def read_lock(path: Path) -> Lock:
     """The lock at `path`; a missing or malformed one is an InputError naming the file."""
     try:
-        document = json.loads(path.read_text())
+        document = untrusted.loads(path.read_text())
     except FileNotFoundError:
         raise InputError("lock file not found (create it with --pin)", file=str(path), field="--lock") from None
     except (OSError, ValueError) as error:

@@ -213,12 +213,16 @@ def catalogue_command(registry: str, image_name: str | None, matrix_path: str | 
     if as_json:
         click.echo(json.dumps({"registry": catalogue.host, "repository": catalogue.repository,
                                "images": [entry.record() for entry in catalogue.entries],
-                               "read_s": round(elapsed, 3)}, indent=2))
+                               "left_out": list(catalogue.unreadable), "read_s": round(elapsed, 3)}, indent=2))
+        for line in catalogue.unreadable:
+            click.echo(f"left out {line}", err=True)
         return
     rows = [(entry.tag, entry.created.strftime("%Y-%m-%d") if entry.created else "-",
              entry.smoke.summary() if entry.smoke else "no smoke record",
              "yes" if entry.offered else "no", entry.holds()) for entry in catalogue.entries]
     if rows:
         print_table(("tag", "built", "smoke", "offered", "holds"), rows)
+    for line in catalogue.unreadable:
+        click.echo(f"left out {line}", err=True)
     click.echo(f"{catalogue.where}: {len(catalogue.entries)} image(s), {len(catalogue.offered())} offered"
                f" (read in {elapsed:.2f} s)", err=True)

@@ -10,13 +10,13 @@ accel_images.host.recommend's, the same for both.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from accel_images import untrusted
 from accel_images import vendors
 from accel_images.kb import compat
 from accel_images.errors import AcceleratorUnusable, IncompatibleError, InputError
@@ -110,6 +110,7 @@ def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | No
     rec = recommend(host, variants, kb, image=catalogue.repository, registry=destination.host,
                     prefer_flavor=request.flavor)
     unoffered = [f"{entry.tag}: {entry.why_not}" for entry in catalogue.entries if not entry.offered]
+    unoffered += [f"{line} (left out)" for line in catalogue.unreadable]
     warnings = list(rec.warnings)
     chosen = by_variant.get(rec.variant) if rec.variant else None
     if chosen is not None and chosen.smoke is not None and chosen.smoke.cpu_mode and rec.variant is not None:
@@ -131,7 +132,7 @@ def load_host(host_json: Path | None) -> HostInfo:
         from accel_images.host.detect import detect_host
         return detect_host()
     try:
-        data = json.loads(host_json.read_text())
+        data = untrusted.loads(host_json.read_text())
     except (OSError, ValueError) as err:
         raise InputError(f"cannot read a host from {host_json}: {err}", field="--host-json") from None
     known = {field.name for field in dataclasses.fields(HostInfo)}

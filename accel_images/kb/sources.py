@@ -20,7 +20,6 @@ naming the source and its URL. A 404 is an answer ("no such page"), so the calle
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
+from accel_images import untrusted
 from accel_images.errors import AccelError, InputError, RegistryError
 
 PYPI_URL = "https://pypi.org/pypi"
@@ -172,7 +172,7 @@ def parse_pypi_project(body: bytes, url: str, package: str) -> Project:
     """The project JSON (`/pypi/<package>/json`) as releases; SourceUnreachable for anything else."""
     source = f"pypi:{package}"
     try:
-        data = json.loads(body)
+        data = untrusted.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise SourceUnreachable(source, url, "answered something that is not JSON") from None
     releases = data.get("releases") if isinstance(data, dict) else None

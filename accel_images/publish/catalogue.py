@@ -36,9 +36,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from accel_images import vendors
+from accel_images import untrusted, vendors
 from accel_images.model import tags
-from accel_images.errors import AccelError, RegistryError
+from accel_images.errors import AccelError, MalformedAnswer, RegistryError
 from accel_images.registry import Artifact, RemoteImage, parse_time
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import LABEL_PREFIX, Variant
@@ -186,6 +186,8 @@ class Catalogue:
     host: str
     repository: str
     entries: tuple[Entry, ...]
+    unreadable: tuple[str, ...] = ()
+    """`TAG: why` for each image under a full tag whose manifest or config the registry serves malformed."""
 
     @property
     def where(self) -> str:
@@ -199,15 +201,23 @@ def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = 
     """Every image published under a full tag in `repository`, with its labels and smoke record.
 
     Tags that are not full tags (aliases, dated, candidates, records) are not read: each image has
-    exactly one full tag, and its labels name it. An image without accel-images labels is left out.
+    exactly one full tag, and its labels name it. An image without accel-images labels is left out;
+    so is one the registry serves malformed (its tag and why in `unreadable`), and a malformed smoke
+    record vouches for nothing. A registry out of reach still fails the whole read.
     """
     found = registry.tags(repository)
     records = {tag for tag in found if tag.endswith(tags.RECORD_SUFFIX)}
     full = [tag for tag in found if tags.is_full_tag(tag)]
 
-    def one(tag: str) -> Entry | None:
+    def one(tag: str) -> Entry | str | None:
+        try:
+            return _entry(tag)
+        except MalformedAnswer as error:
+            return f"{tag}: {error.message}"
+
+    def _entry(tag: str) -> Entry | None:
         digest = registry.manifest_digest(repository, tag)
-        record = read_record(registry, repository, tags.record_tag(digest)) \
+        record = _record_or_none(registry, repository, tags.record_tag(digest)) \
             if digest and tags.record_tag(digest) in records else None
         if record is not None and record[1].get(f"{LABEL_PREFIX}.tag") == tag:
             labels = record[1]
@@ -221,8 +231,19 @@ def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = 
         return Entry(tag, digest, labels, parse_time(labels.get(CREATED)), record[0] if record else None)
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(full) or 1))) as pool:
-        entries = [entry for entry in pool.map(one, full) if entry is not None]
-    return Catalogue(registry.host, repository, tuple(sorted(entries, key=_newest_first)))
+        read = list(pool.map(one, full))
+    entries = [entry for entry in read if isinstance(entry, Entry)]
+    return Catalogue(registry.host, repository, tuple(sorted(entries, key=_newest_first)),
+                     tuple(entry for entry in read if isinstance(entry, str)))
+
+
+def _record_or_none(registry: CatalogueRegistry, repository: str,
+                    record_tag: str) -> tuple[SmokeRecord, dict[str, str]] | None:
+    """read_record, with a record the registry serves malformed counted as none: it vouches for nothing."""
+    try:
+        return read_record(registry, repository, record_tag)
+    except MalformedAnswer:
+        return None
 
 
 def read_record(registry: CatalogueRegistry, repository: str,
@@ -234,9 +255,9 @@ def read_record(registry: CatalogueRegistry, repository: str,
     annotations = found[1].get("annotations") or {}
     record = SmokeRecord.from_annotations(annotations)
     try:
-        labels = json.loads(annotations.get(LABELS_ANNOTATION, "{}"))
-    except ValueError:
-        labels = {}
+        labels = untrusted.loads(annotations.get(LABELS_ANNOTATION, "{}"))
+    except ValueError:  # not JSON, or nested past any sane depth: the record vouches for nothing
+        return None
     if record is None or not isinstance(labels, dict):
         return None
     return record, {str(key): str(value) for key, value in labels.items()}

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from securesystemslib.signer import CryptoSigner
 
+from accel_images import untrusted
 from accel_images.publish import catalogue
 from accel_images.model import tags
 from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
@@ -499,7 +500,7 @@ def summary(nights: Sequence[NightlyOutcome]) -> Mapping[str, int]:
 def read_verified(state: StateDir, digest: str) -> datetime | None:
     """When a rebuild last found the registry's `digest` identical; None when never (or unreadable)."""
     try:
-        return parse_time(json.loads(state.verified(digest).read_text()).get("verified"))
+        return parse_time(untrusted.loads(state.verified(digest).read_text()).get("verified"))
     except (OSError, ValueError, AttributeError):
         return None
 

@@ -123,6 +123,8 @@ class TagRegistry(Protocol):
 
     def delete_tag(self, repository: str, tag: str) -> bool: ...
 
+    def check_deletes(self, repository: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class Pruning:
@@ -146,11 +148,14 @@ def prune(registry: TagRegistry, repository: str, policy: RetentionPolicy, today
 
     A failed delete is recorded and the pass goes on: one stubborn tag must not keep the
     others. Every digest is read before anything is deleted, so the protection is judged
-    on the registry as it was.
+    on the registry as it was. A registry (or token) that cannot delete is found out before
+    the first tag is touched, and raised: the pass is not applied at all.
     """
     names = [tag for tag in registry.tags(repository) if _in_scope(tag, only)]
     digests = {tag: registry.manifest_digest(repository, tag) for tag in names}
     decisions = tuple(plan(digests, policy, today, pinned))
+    if not dry_run and any(d.prune for d in decisions):
+        registry.check_deletes(repository)
     deleted: list[str] = []
     errors: list[str] = []
     for decision in (d for d in decisions if d.prune):

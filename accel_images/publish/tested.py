@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
 
+from accel_images import untrusted
 from accel_images.registry import RemoteImage
 
 RECORD_LABEL = "io.accel-images.tested"
@@ -71,7 +72,7 @@ class SmokedRecord:
         """The record a label holds; an absent or malformed one lists nothing (so nothing is trusted)."""
         text = labels.get(RECORD_LABEL) if isinstance(labels, dict) else None
         try:
-            items = json.loads(text) if isinstance(text, str) else []
+            items = untrusted.loads(text) if isinstance(text, str) else []
         except ValueError:
             return cls()
         entries = []

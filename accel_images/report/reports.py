@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
 
-from accel_images import vendors
+from accel_images import untrusted, vendors
 from accel_images.errors import InputError
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.versions import key as version_key, newest_first
@@ -378,7 +378,7 @@ def read_previous(directory: Path) -> dict[str, Any] | None:
     """The report.json of the previous run (the `<kind>-latest` link before this run moves it); None
     when there is none or it cannot be read: a first run, or a damaged file, has nothing to compare."""
     try:
-        document = json.loads((directory / REPORT_FILES["json"]).read_text(encoding="utf-8"))
+        document = untrusted.loads((directory / REPORT_FILES["json"]).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) and isinstance(document.get("variants"), list) else None

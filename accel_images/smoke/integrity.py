@@ -29,12 +29,12 @@ import base64
 import csv
 import hashlib
 import io
-import json
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from accel_images import untrusted
 from accel_images.model.imagefacts import FACTS_PATH
 
 ELF_MAGIC = b"\x7fELF"
@@ -407,7 +407,7 @@ class Recorded:
 def parse_record(text: str) -> Recorded | None:
     """A record written by Inventory.record, or None when it is not one (a damaged file counts as none)."""
     try:
-        value = json.loads(text)
+        value = untrusted.loads(text)
     except ValueError:
         return None
     if not isinstance(value, dict) or value.get("version") != RECORD_VERSION:

@@ -8,11 +8,11 @@ run that lost its --expect arguments still cannot pass a wrong build.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Mapping
 
+from accel_images import untrusted
 from accel_images import vendors
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import Variant
@@ -140,7 +140,7 @@ def _is_report(line: str) -> bool:
     if not text.startswith("{"):
         return False
     try:
-        value = json.loads(text)
+        value = untrusted.loads(text)
     except ValueError:
         return False
     return isinstance(value, dict) and "schema" in value
@@ -231,7 +231,7 @@ def last_json_object(stdout: str) -> dict[str, Any] | None:
         if not text.startswith("{"):
             continue
         try:
-            value = json.loads(text)
+            value = untrusted.loads(text)
         except ValueError:
             continue
         if isinstance(value, dict):

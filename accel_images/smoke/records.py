@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 
+from accel_images import untrusted
 from accel_images.smoke.integrity import Inventory, Recorded, parse_record
 from accel_images.smoke.judge import SmokeResult
 from accel_images.state import StateDir
@@ -28,7 +29,7 @@ def last_smoke_pass(state: StateDir, image_id: str | None) -> dict[str, object] 
     """The recorded pass of this image (`ran_on`, `cpu_fallback`), so a skipped image can say where it
     passed; None when there is none."""
     try:
-        record = json.loads(state.smoke_record(image_id).read_text())
+        record = untrusted.loads(state.smoke_record(image_id).read_text())
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and record.get("ok") is True else None  # `[]`, `null`: not a pass

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from accel_images.errors import AccelError, RegistryError
+from accel_images.errors import AccelError, MalformedAnswer, RegistryError
+from accel_images.registry import INDEX, MANIFEST, mismatch, parse
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -128,10 +129,7 @@ def _add_to_referrers_tag(store: ArtifactStore, repository: str, subject_digest:
     found = store.manifest_bytes(repository, tag, (OCI_INDEX,))
     index: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}
     if found is not None:
-        try:
-            index = json.loads(found[2])
-        except ValueError:
-            raise RegistryError(f"{repository}:{tag} (the referrers tag) is not JSON") from None
+        index = parse(found[2], f"in {repository}:{tag} (the referrers tag)", INDEX)
     manifests = [m for m in index.get("manifests") or [] if m.get("digest") != entry["digest"]]
     index["manifests"] = [*manifests, dict(entry)]
     store.put_manifest(repository, tag, json.dumps(index, sort_keys=True, separators=(",", ":")).encode(), OCI_INDEX)
@@ -142,13 +140,18 @@ def referrers(store: ArtifactStore, repository: str, subject_digest: str,
     """The descriptors of every artifact that refers to `subject_digest`, newest last.
 
     The referrers API when the registry has it, else the fallback tag; `artifact_type`
-    filters on the client side (a registry may ignore the `artifactType` query).
+    filters on the client side (a registry may ignore the `artifactType` query). A list that is not
+    an image index (an entry that is not a descriptor, JSON that is not one) is MalformedAnswer.
     """
+    where = f"listing the referrers of {repository}@{subject_digest[:19]}"
     index = store.referrers(repository, subject_digest)
     if index is None:
         found = store.manifest_bytes(repository, referrers_tag(subject_digest), (OCI_INDEX,))
-        index = json.loads(found[2]) if found is not None else {"manifests": []}
-    entries = [m for m in index.get("manifests") or [] if isinstance(m, dict) and m.get("digest")]
+        index = parse(found[2], f"while {where} (the sha256-<hex> tag)", INDEX) if found is not None else {}
+    problem = mismatch(index, INDEX)
+    if problem is not None:
+        raise MalformedAnswer(f"the registry answered an index whose {problem} while {where}")
+    entries = [m for m in index.get("manifests") or [] if m.get("digest")]
     return [m for m in entries if artifact_type is None or m.get("artifactType") == artifact_type]
 
 
@@ -162,12 +165,13 @@ def document(store: ArtifactStore, repository: str, entry: Mapping[str, Any],
     if found is None:
         raise BadArtifact(f"{repository}@{str(entry['digest'])[:19]} is listed as a referrer but is missing")
     try:
-        manifest = json.loads(found[2])
-    except ValueError:
-        raise BadArtifact(f"{repository}@{str(entry['digest'])[:19]} is not JSON") from None
+        manifest = parse(found[2], "", MANIFEST)
+    except MalformedAnswer as error:
+        raise BadArtifact(f"{repository}@{str(entry['digest'])[:19]} is not an artifact manifest"
+                          f" ({error.message.removeprefix('the registry answered ').strip()})") from None
     if (manifest.get("subject") or {}).get("digest") != subject_digest:
         raise BadArtifact(f"{repository}@{str(entry['digest'])[:19]} does not refer to {subject_digest[:19]}")
     layers = manifest.get("layers") or []
-    if not layers:
+    if not layers or not layers[0].get("digest"):
         raise BadArtifact(f"{repository}@{str(entry['digest'])[:19]} has no layer")
     return manifest, store.blob(repository, str(layers[0]["digest"]))

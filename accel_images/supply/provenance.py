@@ -31,6 +31,7 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import FormatError, UnsupportedLibraryError, VerificationError
 from securesystemslib.signer import CryptoSigner, Key, SSlibKey
 
+from accel_images import untrusted
 from accel_images.errors import AccelError, InputError
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -200,7 +201,7 @@ def open_envelope(data: bytes, key: Key) -> dict[str, Any]:
     keyid (derived from the key itself) is what a signature must name.
     """
     try:
-        raw = json.loads(data)
+        raw = untrusted.loads(data)
         env = Envelope.from_dict(raw)
     except (ValueError, KeyError, TypeError, FormatError) as error:
         raise NotVerified(f"the provenance is not a DSSE envelope ({type(error).__name__})") from None
@@ -213,7 +214,7 @@ def open_envelope(data: bytes, key: Key) -> dict[str, Any]:
     except VerificationError:
         raise NotVerified(f"the provenance is not signed by key {key.keyid[:12]}") from None
     try:
-        payload = json.loads(env.payload)
+        payload = untrusted.loads(env.payload)
     except ValueError:
         raise NotVerified("the signed payload is not JSON") from None
     if not isinstance(payload, dict):
@@ -223,8 +224,8 @@ def open_envelope(data: bytes, key: Key) -> dict[str, Any]:
 
 def payload_of(data: bytes) -> dict[str, Any]:
     """The statement of an envelope, without checking any signature (for reports and tests)."""
-    raw = json.loads(data)
-    value = json.loads(base64.b64decode(raw["payload"]))
+    raw = untrusted.loads(data)
+    value = untrusted.loads(base64.b64decode(raw["payload"]))
     return value if isinstance(value, dict) else {}
 
 
@@ -235,19 +236,26 @@ def check_statement(payload: Mapping[str, Any], digest: str) -> dict[str, Any]:
     wanted = digest.split(":", 1)[-1]
     found = payload.get("subject")
     subjects: list[Any] = found if isinstance(found, list) else []
-    if not any(isinstance(s, dict) and (s.get("digest") or {}).get("sha256") == wanted for s in subjects):
-        named = ", ".join(str((s.get("digest") or {}).get("sha256", "?"))[:12] for s in subjects if isinstance(s, dict))
-        raise NotVerified(f"the statement is about {named or 'no digest'}, not {digest[:19]}")
+    named = [_mapping(_mapping(s).get("digest")).get("sha256") for s in subjects]
+    if wanted not in named:
+        shown = ", ".join(str(name or "?")[:12] for name in named)
+        raise NotVerified(f"the statement is about {shown or 'no digest'}, not {digest[:19]}")
     smoke = byproduct(payload, SMOKE_BYPRODUCT)
-    annotations = (smoke or {}).get("annotations") or {}
+    annotations = _mapping((smoke or {}).get("annotations"))
     if annotations.get("passed") is not True:
         raise NotVerified("the provenance records no passed smoke test")
     return dict(annotations)
 
 
 def byproduct(payload: Mapping[str, Any], name: str) -> dict[str, Any] | None:
-    run = (payload.get("predicate") or {}).get("runDetails") or {}
-    for item in run.get("byproducts") or []:
+    run = _mapping(_mapping(payload.get("predicate")).get("runDetails"))
+    found = run.get("byproducts")
+    for item in found if isinstance(found, list) else []:
         if isinstance(item, dict) and item.get("name") == name:
             return item
     return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is an object, else an empty one: a statement's fields are read, never trusted to be objects."""
+    return value if isinstance(value, Mapping) else {}

@@ -10,7 +10,6 @@ CycloneDX tools read it.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from cyclonedx.output import make_outputter
 from cyclonedx.schema import OutputFormat, SchemaVersion
 from packageurl import PackageURL
 
+from accel_images import untrusted
 from accel_images.errors import AccelError
 from accel_images.smoke.launcher import ContainerRunner  # the engine interface the smoke launcher runs with
 
@@ -103,7 +103,7 @@ def parse_probe(stdout: str, image: str = "the image") -> Inventory:
     """The probe's JSON line as an Inventory."""
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     try:
-        data = json.loads(lines[-1])
+        data = untrusted.loads(lines[-1])
         packages = [Package("deb", p["name"], p["version"], p.get("arch", ""), p.get("source", ""))
                     for p in data["dpkg"]]
         packages += [Package("pypi", p["name"], p["version"]) for p in data["python"]["packages"]]

@@ -19,7 +19,7 @@ from typing import Any
 
 from securesystemslib.signer import Key
 
-from accel_images.errors import AccelError, InputError
+from accel_images.errors import AccelError, InputError, RegistryError
 from accel_images.supply import attach, provenance, sbom
 
 PROVENANCE_ARTIFACT_TYPE = provenance.PAYLOAD_TYPE
@@ -77,8 +77,10 @@ class Verdict:
 def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key) -> Verdict:
     """Check the provenance artifacts referring to `digest`; the first that holds wins.
 
-    Registry failures (unreachable, denied) raise RegistryError; everything about the
-    artifacts themselves is in the Verdict.
+    Registry failures (unreachable, denied, a referrers list of the wrong shape) raise RegistryError,
+    and so does a transient one (a 503, a reset connection) while an artifact is read: that is no
+    evidence about the image, and a retry may read it whole. Everything about the artifacts
+    themselves (a bad signature, a missing or malformed referrer, another subject) is in the Verdict.
     """
     entries = attach.referrers(store, repository, digest, PROVENANCE_ARTIFACT_TYPE)
     if not entries:
@@ -91,6 +93,8 @@ def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key
             smoke = provenance.check_statement(statement, digest)
             sbom_manifest = _named_sbom(store, repository, digest, statement)
         except AccelError as error:
+            if isinstance(error, RegistryError) and error.transient:
+                raise
             reasons.append(error.one_line())
             continue
         return Verdict(True, digest, "", smoke, str(entry["digest"]), sbom_manifest)
@@ -100,8 +104,9 @@ def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key
 def _named_sbom(store: attach.ArtifactStore, repository: str, digest: str, statement: Mapping[str, Any]) -> str:
     """The manifest digest of the SBOM artifact whose document the statement names."""
     named = provenance.byproduct(statement, provenance.SBOM_BYPRODUCT)
-    wanted = ((named or {}).get("digest") or {}).get("sha256")
-    if not wanted:
+    digests = (named or {}).get("digest")
+    wanted = digests.get("sha256") if isinstance(digests, Mapping) else None
+    if not wanted or not isinstance(wanted, str):
         raise provenance.NotVerified("the provenance names no SBOM")
     for entry in attach.referrers(store, repository, digest, SBOM_ARTIFACT_TYPE):
         manifest, _ = attach.document(store, repository, entry, digest)

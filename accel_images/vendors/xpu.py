@@ -9,13 +9,13 @@ References:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
 
+from accel_images import untrusted
 from accel_images.model.devices import (APPTAINER_GPU_DOCS, SLURM_GRES_DOCS, DeviceOptions, host_group_ids, nodes,
                                          pci_vendor_is, under)
 from accel_images.model.hostinfo import (Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read,
@@ -205,7 +205,7 @@ def _text(value: Any) -> str | None:
 def _parse_xpu_smi_json(text: str) -> list[IntelDevice] | None:
     """`xpu-smi discovery -j` ({"device_list": [...]}) or `discovery -d N -j` (one device); None if not JSON."""
     try:
-        data = json.loads(text)
+        data = untrusted.loads(text)
     except (ValueError, RecursionError):
         return None
     if isinstance(data, dict) and "device_name" in data:

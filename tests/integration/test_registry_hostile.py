@@ -13,17 +13,31 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
+from accel_images.cli import fanout as cli_fanout, session as cli_session
 from accel_images.cli.nightly import nightly_command
+from accel_images.cli.verify import verify_command
 from accel_images.errors import RegistryError
+from accel_images.model import tags
+from accel_images.model.hostinfo import HostInfo
+from accel_images.publish import catalogue
+from accel_images.publish.catalogue import write_record
+from accel_images.publish.tested import RECORD_LABEL
 from accel_images.registry import RegistryClient
-from nightly_fixture.rawregistry import CONFIG_TYPES, DOCKER_MANIFEST, RawRegistry
+from faultproxy import Canned, FaultProxy
+from nightly_fixture.cleanup import remove_local_names
+from nightly_fixture.rawregistry import CONFIG_TYPES, DOCKER_MANIFEST, OCI_MANIFEST, RawRegistry
+from test_catalogue import CPU_NEW, CPU_OLD, CUDA, PASSED, VARIANTS
+from test_catalogue_integration import host_file
 from test_nightly import DEBIAN, UBUNTU
 from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
+from test_supply import write_key
 
 
 @pytest.fixture
@@ -78,3 +92,154 @@ def test_a_malformed_image_fails_its_variant_alone_and_the_report_is_written(sit
     report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
     assert {r["tag"]: r["status"] for r in report["variants"]} == {DEBIAN: "failed", UBUNTU: "built"}
     assert site.digests()["latest-cpu"] == site.digests()[UBUNTU]
+
+
+def ended_cleanly(result: Result) -> bool:
+    """The command ended by exiting (with any code), not by an exception escaping it."""
+    return (result.exception is None or isinstance(result.exception, SystemExit)) and "Traceback" not in result.output
+
+
+# ---- JSON nested deeper than any parser's stack --------------------------------------------------
+
+DEPTH = 100_000
+"""Far past Python's recursion limit: json.loads raises RecursionError on it, not a ValueError."""
+
+
+def deeply_nested(depth: int = DEPTH) -> str:
+    return "[" * depth + "]" * depth
+
+
+def push_config_text(raw: RawRegistry, repository: str, tag: str, text: str) -> str:
+    """An image whose config blob is `text`, byte for byte (json.dumps cannot write what it must hold)."""
+    body = text.encode()
+    digest = raw.upload_blob(repository, body)
+    return raw.put_manifest(repository, tag, {"schemaVersion": 2, "mediaType": DOCKER_MANIFEST, "layers": [],
+                                              "config": {"mediaType": CONFIG_TYPES[DOCKER_MANIFEST],
+                                                         "size": len(body), "digest": digest}}, DOCKER_MANIFEST)
+
+
+@pytest.mark.registry
+def test_a_config_nested_deeper_than_the_parser_goes_is_one_permanent_registry_error(registry: str,
+                                                                                    repo: str) -> None:
+    push_config_text(RawRegistry(registry), repo, "deep", '{"config": {}, "history": ' + deeply_nested() + "}")
+    with pytest.raises(RegistryError) as caught:
+        RegistryClient(registry, credentials=lambda host: None).image(repo, "deep")
+    assert "nested 100001 levels deep" in caught.value.one_line()
+    assert caught.value.transient is False and caught.value.exit_code == 4
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_deeply_nested_config_fails_its_variant_alone_and_the_report_is_written(site: Site) -> None:
+    push_config_text(site.raw, site.repository, DEBIAN, '{"config": ' + deeply_nested() + "}")
+    result = CliRunner().invoke(nightly_command, site.cli_args())
+    assert ended_cleanly(result), result.output
+    assert result.exit_code == 4, result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("FAILED")]
+    assert line.startswith(f"FAILED cpu/{DEBIAN}: ") and "nested" in line
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
+    assert {r["tag"]: r["status"] for r in report["variants"]} == {DEBIAN: "failed", UBUNTU: "built"}
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_deeply_nested_tested_record_trusts_nothing_and_the_image_is_rebuilt(site: Site) -> None:
+    first = CliRunner().invoke(nightly_command, [*site.cli_args(), "--os", "debian12"])
+    assert first.exit_code == 0, first.output
+    site.raw.push_config_image(site.repository, f"{DEBIAN}-tested", {RECORD_LABEL: deeply_nested()})
+    result = CliRunner().invoke(nightly_command, [*site.cli_args(), "--os", "debian12"])
+    assert ended_cleanly(result), result.output
+    assert result.exit_code == 0, result.output
+    [record] = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())["variants"]
+    assert record["status"] == "built" and "never smoke-tested" in record["reason"]
+
+
+def push_smoke_record(raw: RawRegistry, repository: str, digest: str, labels_text: str) -> None:
+    """A smoke record (accel_images.publish.catalogue) for `digest` whose copy of the image's labels is `labels_text`."""
+    empty = raw.upload_blob(repository, b"{}")
+    layer = raw.upload_blob(repository, b'{"smoke": {}}')
+    raw.put_manifest(repository, tags.record_tag(digest), {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": catalogue.ARTIFACT_TYPE,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2, "digest": empty},
+        "layers": [{"mediaType": "application/json", "size": 13, "digest": layer}],
+        "annotations": {f"{catalogue.RECORD_PREFIX}.ok": "true", f"{catalogue.RECORD_PREFIX}.ran-on": "cpu",
+                        catalogue.LABELS_ANNOTATION: labels_text}}, OCI_MANIFEST)
+
+
+@pytest.mark.registry
+def test_catalogue_and_recommend_leave_out_deeply_nested_images_and_records(registry: str, repo: str,
+                                                                           tmp_path: Path) -> None:
+    raw = RawRegistry(registry)
+    good = raw.push_config_image(repo, CPU_OLD, VARIANTS[CPU_OLD].labels())
+    write_record(RegistryClient(registry), repo, good, PASSED, "test")
+    deep_record = raw.push_config_image(repo, CPU_NEW, VARIANTS[CPU_NEW].labels())
+    push_smoke_record(raw, repo, deep_record, '{"a": ' + deeply_nested() + "}")
+    push_config_text(raw, repo, CUDA, '{"config": {"Labels": ' + deeply_nested() + "}}")
+    namespace, _, image = repo.partition("/")
+    args = ["--registry", f"{registry}/{namespace}", "--image", image]
+
+    listed = CliRunner().invoke(cli_session.catalogue_command, [*args, "--json"])
+    assert ended_cleanly(listed), listed.output
+    assert listed.exit_code == 0, listed.output
+    images = {entry["tag"]: entry for entry in json.loads(listed.stdout)["images"]}
+    assert images[CPU_OLD]["offered"] is True
+    assert images[CPU_NEW]["offered"] is False     # its record is unreadable: nothing vouches for it
+    assert CUDA not in images
+    assert f"left out {CUDA}: " in listed.stderr and "nested" in listed.stderr
+
+    chosen = CliRunner().invoke(cli_fanout.recommend_command, [*args, "--host-json", host_file(tmp_path, HostInfo())])
+    assert ended_cleanly(chosen), chosen.output
+    assert chosen.exit_code == 0, chosen.output
+    assert chosen.stdout.strip().endswith(f"{repo}:{CPU_OLD}")
+
+
+# ---- a referrers API that lies ---------------------------------------------------------------------
+
+LIES = [pytest.param(b"[]", "not an object", id="a-list"),
+        pytest.param(b'{"manifests": 5}', "manifests is a number, not a list", id="manifests-a-number"),
+        pytest.param(b'{"manifests": [5]}', "manifests[0] is a number, not an object", id="an-entry-a-number"),
+        pytest.param(b"<html>not json</html>", "not JSON", id="not-json")]
+
+
+WHERE = {"api": r"/v2/.+/referrers/sha256:",           # the OCI 1.1 referrers API
+         "tag": r"/v2/.+/manifests/sha256-[0-9a-f]{64}$"}  # its fallback, the sha256-<hex> tag (distribution 2.8)
+
+
+def lying_referrers(proxy: FaultProxy, body: bytes, where: str = "api") -> None:
+    proxy.faults.canned.append(Canned("GET", WHERE[where], 200, body, "application/vnd.oci.image.index.v1+json"))
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize("where", WHERE)
+@pytest.mark.parametrize(("body", "problem"), LIES)
+def test_verify_against_a_lying_referrers_list_is_one_line_and_exit_4(registry: str, repo: str, tmp_path: Path,
+                                                                     body: bytes, problem: str, where: str) -> None:
+    RawRegistry(registry).push_config_image(repo, "t", {})
+    _, pub = write_key(tmp_path)
+    with FaultProxy(registry) as proxy:
+        lying_referrers(proxy, body, where)
+        result = CliRunner().invoke(verify_command, [f"{proxy.host}/{repo}:t", "--key", str(pub)])
+    assert ended_cleanly(result), result.output
+    assert result.exit_code == 4, result.output
+    [line] = result.output.splitlines()
+    assert line.startswith("accel-images: error: ") and problem in line and "referrers" in line
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_lying_referrers_api_fails_the_variant_it_was_asked_for_and_the_report_is_written(
+        site: Site, tmp_path: Path) -> None:
+    first = CliRunner().invoke(nightly_command, [*site.cli_args(), "--os", "debian12"])
+    assert first.exit_code == 0, first.output
+    key, _ = write_key(tmp_path)
+    with FaultProxy(site.registry) as proxy:
+        lying_referrers(proxy, b'{"manifests": 5}')
+        result = CliRunner().invoke(nightly_command, [*site.cli_args(), "--registry", proxy.host,
+                                                      "--sign-key", str(key)])
+        remove_local_names(docker.from_env(), f"{proxy.host}/{site.namespace}/")
+    assert ended_cleanly(result), result.output
+    assert result.exit_code == 4, result.output
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
+    statuses = {r["tag"]: (r["status"], r["error"]) for r in report["variants"]}
+    assert statuses[DEBIAN][0] == "failed" and "manifests is a number" in statuses[DEBIAN][1]
+

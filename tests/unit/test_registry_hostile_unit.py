@@ -10,12 +10,19 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
 
-from accel_images.errors import RegistryError
+from accel_images import registry, untrusted
+from accel_images.errors import MalformedAnswer, RegistryError
+from accel_images.publish import catalogue
+from accel_images.publish.tested import RECORD_LABEL, SmokedRecord
 from accel_images.registry import _platform_entry
+from accel_images.smoke.judge import last_json_object
+from accel_images.supply import attach
 from nightly_fixture.rawregistry import DOCKER_LIST
 
 
@@ -26,3 +33,56 @@ def test_a_malformed_index_is_one_registry_error(manifests: Any) -> None:
     with pytest.raises(RegistryError) as caught:
         _platform_entry({"mediaType": DOCKER_LIST, "manifests": manifests}, "reg/x:bad")
     assert caught.value.one_line().startswith("reg/x:bad")
+
+
+# ---- JSON nested past any parser's stack, and answers of the wrong shape ---------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Far past Python's recursion limit: json.loads raises RecursionError on it, which no caller catches."""
+
+
+def test_json_nested_too_deep_is_a_value_error_before_the_parser_recurses() -> None:
+    with pytest.raises(ValueError, match="nested 100000 levels deep"):
+        untrusted.loads(DEEP)
+    assert untrusted.json_depth('{"a": ["[[[{{{", {"b": "\\\\\\"]"}]}') == 3   # brackets in strings do not count
+    assert untrusted.loads("[" * 64 + "]" * 64) is not None
+
+
+@pytest.mark.parametrize(("document", "problem"), [
+    ({"layers": [{"digest": "sha256:" + "a" * 64, "size": "12"}]}, "layers[0].size is a string, not a size"),
+    ({"layers": {"digest": 1}}, "layers is an object, not a list"),
+    ({"config": {"digest": "sha256:short"}}, "config.digest is 'sha256:short', not a sha256 digest"),
+    ({"annotations": {"a": 1}}, "annotations['a'] is a number, not a string"),
+    ({"manifests": [{"platform": "linux/amd64"}]}, "manifests[0].platform is a string, not an object"),
+])
+def test_a_manifest_of_the_wrong_shape_is_one_permanent_error_naming_the_field(document: Any, problem: str) -> None:
+    with pytest.raises(MalformedAnswer) as caught:
+        registry.parse(json.dumps(document).encode(), "while reading x:y", registry.MANIFEST)
+    assert caught.value.one_line() == f"the registry answered a manifest whose {problem} while reading x:y"
+    assert caught.value.exit_code == 4 and caught.value.transient is False
+
+
+def test_a_deeply_nested_tested_record_lists_nothing() -> None:
+    assert SmokedRecord.from_labels({RECORD_LABEL: DEEP}) == SmokedRecord()
+
+
+def test_a_deeply_nested_catalogue_record_vouches_for_nothing() -> None:
+    class Store:
+        def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]]:
+            return "sha256:" + "1" * 64, {"artifactType": catalogue.ARTIFACT_TYPE, "annotations": {
+                f"{catalogue.RECORD_PREFIX}.ok": "true", catalogue.LABELS_ANNOTATION: DEEP}}
+    assert catalogue.read_record(Store(), "r", "sha256-1.smoke") is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("answer", "problem"), [({"manifests": 5}, "manifests is a number, not a list"),
+                                                  ({"manifests": ["x"]}, "manifests[0] is a string, not an object")])
+def test_a_referrers_list_of_the_wrong_shape_is_malformed_not_a_traceback(answer: Any, problem: str) -> None:
+    class Store:
+        def referrers(self, repository: str, digest: str) -> dict[str, Any]:
+            return answer
+    with pytest.raises(MalformedAnswer, match=re.escape(problem)):
+        attach.referrers(Store(), "r", "sha256:" + "1" * 64)  # type: ignore[arg-type]
+
+
+def test_a_smoke_report_nested_too_deep_is_no_report() -> None:
+    assert last_json_object('{"schema": 1, "x": ' + DEEP + "}") is None

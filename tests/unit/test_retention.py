@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from accel_images.errors import RegistryError
 from accel_images.publish.retention import Pinned, RetentionPolicy, dated_day, plan, prune, pruned_lines
 
 from fakes import FakeTagRegistry
@@ -82,3 +83,12 @@ def test_prune_deletes_what_the_policy_says_and_goes_on_past_a_refusal() -> None
     assert pruning.pruned == (dated(FULL, 3), dated(FULL, 2))
     assert pruning.errors == (f"{dated(FULL, 1)}: registry r answered 405 while deleting"
                               f" team/pytorch:{dated(FULL, 1)}",)
+
+
+def test_a_registry_that_cannot_delete_is_found_out_before_any_tag_is_touched() -> None:
+    registry = FakeTagRegistry(tags_of([1, 2, 3]), no_deletes=True)
+    with pytest.raises(RegistryError) as caught:
+        prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY)
+    assert "does not allow deletes" in caught.value.one_line() and registry.deleted == []
+    assert prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, dry_run=True).pruned  # a dry run lists
+    assert prune(registry, "team/pytorch", RetentionPolicy(keep=5), TODAY).pruned == ()         # nothing to delete

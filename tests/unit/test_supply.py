@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from packageurl import PackageURL
 
 from accel_images.cli import main
-from accel_images.errors import InputError
+from accel_images.errors import InputError, RegistryError
 from accel_images.smoke.judge import SmokeResult
 from accel_images.supply import attach, probe, provenance, sbom
 from accel_images.supply.attest import AttestationError, Attester, BuildInputs, Source, builder_identity
@@ -536,6 +536,49 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
     [_, night] = gated_run(GatedRegistry(genuine, gated.artifacts), key, tmp_path)
     assert night.status == "skipped" and night.verdict is not None and night.verdict.ok
     assert night.realigned == ("2.13-cpu",) and genuine.copied == [(published, "2.13-cpu")]
+
+
+class FlakyBlobs(MemoryRegistry):
+    """Serves manifests, but every blob read fails as a registry under load does (503, transient)."""
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        error = RegistryError(f"registry r answered 503 (UNAVAILABLE: try again) while reading blob {digest[:19]}")
+        error.transient = True
+        raise error
+
+
+def test_a_transient_registry_error_while_reading_the_provenance_is_no_verdict(tmp_path: Path) -> None:
+    """A 503 on the provenance or SBOM blob says nothing about the image: it is raised, never 'not verified'."""
+    key, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image("t")
+    attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    flaky = FlakyBlobs(manifests=store.manifests, tags=store.tags, blobs=store.blobs)
+    with pytest.raises(RegistryError, match="answered 503") as caught:
+        verify_digest(flaky, "r", digest, provenance.load_public_key(pub))
+    assert caught.value.exit_code == 4
+
+
+def test_a_transient_error_while_verifying_fails_the_variant_and_republishes_nothing(tmp_path: Path) -> None:
+    from fakes import FakeRegistry
+    from test_nightly import DEBIAN, record_of
+
+    from accel_images.build.builder import CREATED_LABEL
+    from accel_images.build.fingerprint import FINGERPRINT_LABEL
+    from accel_images.registry import RemoteImage
+    key, _ = write_key(tmp_path)
+    first = GatedRegistry(FakeRegistry())
+    [_, debian] = gated_run(first, key, tmp_path)
+    published = debian.publication.digest
+    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"}
+    genuine = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, published, labels),
+                                   f"{DEBIAN}-tested": record_of(published)})
+    artifacts = first.artifacts
+    [_, night] = gated_run(GatedRegistry(genuine, FlakyBlobs(manifests=artifacts.manifests, tags=artifacts.tags,
+                                                             blobs=artifacts.blobs)), key, tmp_path)
+    assert night.status == "failed" and night.outcome.exit_code == 4 and "answered 503" in night.outcome.error
+    assert night.publication is None and night.registry_digest in (None, published)
+    assert genuine.copied == [] and DEBIAN not in genuine.serving
 
 
 # ---------------------------------------------------------------------------------------------
