@@ -20,6 +20,7 @@ from typing import IO
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from accel_images.build.failure import step_label
 from accel_images.model.variant import Variant
@@ -77,7 +78,7 @@ class LiveProgress:
         self.started: dict[Variant, float] = {}
         self.ended: dict[Variant, float] = {}
         self.verbosity = verbosity
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, markup=False, emoji=False)
         self.lock = threading.Lock()
         self.live = Live(get_renderable=self._table, console=self.console, refresh_per_second=2, transient=False)
 
@@ -125,7 +126,7 @@ class LiveProgress:
         for variant, text in rows:
             style = "red" if text.startswith("FAILED") else ("green" if is_final(text) and "interrupted" not in text
                                                              else "")
-            table.add_row(variant.key, self._elapsed(variant), text, style=style)
+            table.add_row(Text(variant.key), self._elapsed(variant), Text(text), style=style)  # text is never markup
         return table
 
 

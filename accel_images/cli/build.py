@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from accel_images import vendors
@@ -26,9 +25,9 @@ from accel_images.formatting import human_size
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
 from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
-from accel_images.cli.options import (chosen_variants, err, expected_failures, filter_options, json_option,
+from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
-                                      render_options, templates_option, verbosity, verbosity_options)
+                                      note, render_options, templates_option, verbosity, verbosity_options)
 from accel_images.build.engine import Engine
 from accel_images.errors import InputError
 from accel_images.build.progress import progress_for
@@ -49,7 +48,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
         from accel_images.host.detect import detect_host
         host = detect_host()
         kwargs["vendor"] = host.vendor
-        err().print(f"host: {host.vendor} ({'; '.join(host.evidence) or 'no accelerator found'})")
+        note(f"host: {host.vendor} ({'; '.join(host.evidence) or 'no accelerator found'})")
 
 
 @click.command("build")
@@ -151,8 +150,8 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
     for o in outcomes:
         smoke = smoke_text(o)
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
-        cause = [escape(o.error or "-") if not o.ok else ""] if failed else []  # "[/PATH]" is not markup
-        table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)
+        cause = [(o.error or "-") if not o.ok else ""] if failed else []
+        table.add_row(*(cell(text) for text in (o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)))
     return table
 
 

@@ -18,9 +18,9 @@ from rich.table import Table
 
 from accel_images.kb import compat
 from accel_images.build import failure
-from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option, matrix_option,
-                                      mirror_options, print_outcome, render_options, templates_option, verbosity,
-                                      verbosity_options)
+from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
+                                      matrix_option, mirror_options, print_outcome, render_options, templates_option,
+                                      verbosity, verbosity_options)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError
 from accel_images.formatting import human_size
@@ -227,8 +227,8 @@ def nightly_table(nights: list[NightlyOutcome]) -> Table:
         tags = ", ".join(moved) or "-"
         smoke, status = smoke_text(night.outcome), shown_status(night)
         digest = (night.registry_digest or "-")[:19]
-        table.add_row(night.outcome.variant.key, status, night.reason, tags, digest,
-                      human_size(night.uploaded_bytes), smoke, provenance_cell(night))
+        table.add_row(*(cell(text) for text in (night.outcome.variant.key, status, night.reason, tags, digest,
+                                                human_size(night.uploaded_bytes), smoke, provenance_cell(night))))
     return table
 
 

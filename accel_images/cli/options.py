@@ -24,6 +24,7 @@ from accel_images.errors import AccelError, InputError
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from accel_images.render.contexts import RenderOptions
     from accel_images.plan.variants import Expansion
@@ -40,26 +41,40 @@ PIPE_WIDTH = 250
 
 @functools.cache
 def out() -> Console:
-    """Standard output for tables: as wide as the terminal, or PIPE_WIDTH columns into a pipe or file."""
+    """Standard output for tables: as wide as the terminal, or PIPE_WIDTH columns into a pipe or file.
+
+    Neither console reads markup or emoji codes: what they print quotes logs, registry answers and
+    hints (`--registry-mirror HOST=HOST[/PATH]`), whose brackets rich would take for tags."""
     from rich.console import Console
-    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+    return Console(highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 
 @functools.cache
 def err() -> Console:
-    """Standard error for progress notes that may carry markup."""
+    """Standard error for tables beside --json and for notes."""
     from rich.console import Console
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
+
+
+def cell(text: str) -> Text:
+    """Text rich shows as it is, on any console: outside text in a table is never markup."""
+    from rich.text import Text
+    return Text(text)
+
+
+def note(text: str) -> None:
+    """A line on standard error through err(), shown as it is."""
+    err().print(cell(text))
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """A table as the commands print it: no borders, a bold header."""
+    """A table as the commands print it: no borders, a bold header, every cell shown as it is."""
     from rich.table import Table
     shown = Table(box=None, header_style="bold")
     for column in columns:
         shown.add_column(column)
     for row in rows:
-        shown.add_row(*row)
+        shown.add_row(*(cell(text) for text in row))
     return shown
 
 
@@ -77,7 +92,7 @@ def print_line(text: str) -> None:
     if plain_output() and plain_line(text):
         click.echo(text)
     else:
-        out().print(text)
+        out().print(cell(text))
 
 
 def plain_output() -> bool:
@@ -272,7 +287,7 @@ def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: P
     if pin_bases:
         from accel_images.build.engine import Engine
         lock = pin.pin(Engine.connect(), variants, options.mirrors, path)
-        err().print(f"pinned {len(lock.bases)} base image(s) in {path}")
+        note(f"pinned {len(lock.bases)} base image(s) in {path}")
     else:
         lock = pin.read_lock(path)
     return pin.apply(lock, variants, path)
