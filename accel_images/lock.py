@@ -44,14 +44,27 @@ def held(path: Path, wait_s: float = 0, *, what: str = "nightly", poll_s: float 
     try:
         _acquire(fd, path, wait_s, what, poll_s, clock, sleep)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _write_holder(fd, path)
             yield path
         finally:
-            os.ftruncate(fd, 0)
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass  # the PID left behind names a process that has ended: harmless, and not worth hiding why we stop
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _write_holder(fd: int, path: Path) -> None:
+    """The holder's PID into the lock file. A file system that cannot take these few bytes (full: ENOSPC,
+    or over quota) cannot take the run's contexts, logs and reports either: one line now, not a traceback."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as err:
+        raise InputError(f"cannot write the lock file: {err.strerror}", file=str(path),
+                         hint="free space on its file system, or choose another --state-dir") from None
 
 
 def _acquire(fd: int, path: Path, wait_s: float, what: str, poll_s: float,

@@ -13,7 +13,9 @@ refused as malformed, with a ValueError like any other bad JSON.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -28,20 +30,27 @@ class JSONTooDeep(ValueError):
     """JSON nested deeper than the limit: refused before the parser recurses into it."""
 
 
+class FileTooLarge(OSError):
+    """A file larger than its reader accepts. An OSError, so a reader's `cannot read FILE: {strerror}`
+    says it; `size` is '5242880 bytes', or 'more than N bytes' for a device or pipe that never ends."""
+
+    def __init__(self, path: Path | str, size: int, limit: int) -> None:
+        self.size = f"{size} bytes" if size > limit else f"more than {limit} bytes"
+        super().__init__(errno.EFBIG, f"{self.size}, more than the {limit} accepted" if size > limit
+                         else f"more than the {limit} bytes accepted", str(path))
+
+
 def read_limited(path: Path | str, limit: int) -> bytes:
-    """The first `limit` + 1 bytes of a file at most: more than `limit` means the file is too large."""
+    """A file's bytes, reading at most `limit` + 1 of them: FileTooLarge when there are more.
+
+    `/dev/zero`, a FIFO or a huge file costs a bounded read, never all the memory there is.
+    """
     with open(path, "rb") as handle:
-        return handle.read(limit + 1)
-
-
-def size_text(path: Path | str, data: bytes, limit: int) -> str:
-    """'5242880 bytes' for a file too large to read whole, or 'more than N bytes' when its size is unknown
-    (a device, a pipe)."""
-    try:
-        size = Path(path).stat().st_size
-    except OSError:
-        size = 0
-    return f"{size} bytes" if size > limit else f"more than {limit} bytes"
+        data = handle.read(limit + 1)
+        size = os.fstat(handle.fileno()).st_size
+    if len(data) > limit:
+        raise FileTooLarge(path, size, limit)
+    return data
 
 
 def json_depth(text: str) -> int:

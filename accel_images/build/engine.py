@@ -657,15 +657,24 @@ class _BuildLog(_EventPrinter):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.flush()
-        if self._file is not None:
-            self._file.close()
+        try:
+            self.flush()
+        finally:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass  # a full disk: the write that failed first has said so
 
     def line(self, line: str) -> None:
         if _STEP_LINE.match(line):
             self.step = line
         if self._file is not None:
-            self._file.write(line + "\n")
+            try:
+                self._file.write(line + "\n")
+            except OSError as err:  # a full disk (ENOSPC) or a quota: this variant fails in one line
+                raise EngineError(f"cannot write the build log {self.path}: {err.strerror}",
+                                  hint="free space under the state directory, or choose another --state-dir") from None
         super().line(line)
 
     def note(self, line: str) -> None:

@@ -116,13 +116,19 @@ def write_lock(lock: Lock, path: Path) -> Path:
     return path
 
 
+MAX_LOCK_BYTES = 16 << 20
+"""A lock names each base image once, in about 200 bytes: a few thousand bases stay far below this."""
+
+
 def read_lock(path: Path) -> Lock:
     """The lock at `path`; a missing or malformed one is an InputError naming the file."""
     try:
-        document = untrusted.loads(path.read_text())
+        document = untrusted.loads(untrusted.read_limited(path, MAX_LOCK_BYTES))
     except FileNotFoundError:
         raise InputError("lock file not found (create it with --pin)", file=str(path), field="--lock") from None
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        raise InputError(f"not a readable lock file: {error.strerror}", file=str(path), field="--lock") from None
+    except ValueError as error:
         raise InputError(f"not a readable lock file: {error}", file=str(path), field="--lock") from None
     if not isinstance(document, Mapping) or document.get("schema") != LOCK_SCHEMA \
             or not isinstance(document.get("bases"), Mapping):

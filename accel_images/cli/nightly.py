@@ -22,7 +22,7 @@ from accel_images.cli.options import (cell, chosen_variants, expected_failures, 
                                       matrix_option, mirror_options, print_outcome, render_options, templates_option,
                                       verbosity, verbosity_options)
 from accel_images.credentials import hide_credentials
-from accel_images.errors import AccelError
+from accel_images.errors import AccelError, InputError
 from accel_images.formatting import human_size
 from accel_images.build.pin import LOCK_FILE
 from accel_images.publish.retention import DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines
@@ -103,17 +103,21 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     destination = Destination.parse(registry_text)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
+    signer = load_signer(sign_key) if sign_key else None   # every input is read before anything is written
+    retention = Retention(RetentionPolicy(keep_dated, keep_days), pinned_of(pinned_files), prune_dry_run)
     state = StateDir.at(state_dir)
+    refuse_earlier_reports(report_dir, state)
     state.check()
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
-                             max_age_days=max_age_days, signer=load_signer(sign_key) if sign_key else None,
+                             max_age_days=max_age_days, signer=signer,
                              source=Source.of(matrix_file(matrix_path)), attest=not no_attest)
-    retention = Retention(RetentionPolicy(keep_dated, keep_days), pinned_of(pinned_files), prune_dry_run)
-    reports = report_dir or state.run_reports("nightly", nightly.now)
-    nightly = replace(nightly, attestation_dir=reports / "attestations")
     with held(state.nightly_lock, lock_wait_s):
+        # Chosen under the lock: a run that waited for another one started in the same second must not
+        # pick the directory that one is about to write (StateDir.run_reports numbers the second).
+        reports = report_dir or state.run_reports("nightly", nightly.now)
+        nightly = replace(nightly, attestation_dir=reports / "attestations")
         nights, pruning, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants,
                                                 settings, nightly, templates_dir, reports, level, retention)
     print_outcome(nightly_table(nights), paths["json"].parent, as_json)
@@ -138,6 +142,19 @@ class Retention:
     policy: RetentionPolicy
     pinned: Pinned
     dry_run: bool
+
+
+def refuse_earlier_reports(report_dir: Path | None, state: StateDir) -> None:
+    """Refuse a --report-dir that is an earlier run's reports in the state directory: `reports/nightly-latest`
+    (a link to the last run's directory) or one of those directories. Writing there would overwrite what
+    a person still has to read, and linking `nightly-latest` to itself would lose the way to it."""
+    if report_dir is None:
+        return
+    inside = state.reports.resolve()
+    target = report_dir.resolve()
+    if (report_dir.is_symlink() or target.exists()) and (target == inside or target.parent == inside):
+        raise InputError(f"{report_dir} is an earlier run's reports ({target.name})", field="--report-dir",
+                         hint="each run writes a directory of its own: leave --report-dir out, or name a new one")
 
 
 def pinned_of(files: tuple[Path, ...]) -> Pinned:

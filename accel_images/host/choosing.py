@@ -126,14 +126,20 @@ def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | No
 
 # ---- the host ---------------------------------------------------------------------------------
 
+MAX_HOST_JSON_BYTES = 1 << 20
+"""A recorded host is a few hundred bytes."""
+
+
 def load_host(host_json: Path | None) -> HostInfo:
     """The detected host, or the recorded one a test or a support request hands in."""
     if host_json is None:
         from accel_images.host.detect import detect_host
         return detect_host()
     try:
-        data = untrusted.loads(host_json.read_text())
-    except (OSError, ValueError) as err:
+        data = untrusted.loads(untrusted.read_limited(host_json, MAX_HOST_JSON_BYTES))
+    except OSError as err:
+        raise InputError(f"cannot read a host from {host_json}: {err.strerror}", field="--host-json") from None
+    except ValueError as err:
         raise InputError(f"cannot read a host from {host_json}: {err}", field="--host-json") from None
     known = {field.name for field in dataclasses.fields(HostInfo)}
     if not isinstance(data, dict) or set(data) - known:

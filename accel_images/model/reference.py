@@ -14,6 +14,11 @@ from collections.abc import Iterable
 from accel_images.errors import InputError
 
 REGISTRY_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?\Z")
+REPOSITORY_RE = re.compile(r"^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*\Z")
+"""A repository name as the registry API takes it: lowercase path components (distribution-spec v1.1,
+spec.md, "Pulling manifests": `<name>` MUST match this; V)."""
+TAG_RE = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}\Z")
+"""A tag: at most 128 characters, no space (distribution-spec v1.1, spec.md, "Pulling manifests"; V)."""
 MIRROR_PREFIX_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._-]+)*\Z")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accel_images.plan import yamlpos
-from accel_images import vendors
+from accel_images import untrusted, vendors
 from accel_images.errors import InputError
 from accel_images.plan.yamlpos import Positioned, Scalar
 
@@ -81,9 +81,12 @@ def load_matrix(path: str | Path) -> Matrix:
     if not file:  # Path("") is the current directory
         raise InputError("the matrix path is empty", field="--matrix")
     try:
-        raw = Path(path).read_bytes()
+        raw = untrusted.read_limited(path, yamlpos.MAX_BYTES)
     except FileNotFoundError:
         raise InputError("matrix file not found", file=file) from None
+    except untrusted.FileTooLarge as err:
+        raise InputError(f"file is {err.size}; a matrix larger than {yamlpos.MAX_BYTES} bytes is refused",
+                         file=file) from None
     except OSError as err:
         raise InputError(f"cannot read matrix: {err.strerror}", file=file) from None
     return parse_matrix(raw, file)

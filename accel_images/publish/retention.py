@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Protocol
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from accel_images import untrusted
 from accel_images.errors import AccelError, InputError
 
 DEFAULT_KEEP_DATED = 7
 """A week of nightlies that changed something: enough to roll back past a bad week."""
+
+MAX_PINNED_BYTES = 16 << 20
+"""A file --keep-pinned reads (a lock, a deployment manifest naming digests): large, but not endless."""
 
 DATED_TAG = re.compile(r"^(?P<full>.+)-(?P<day>\d{8})$")
 CANDIDATE_MARK = "-candidate-"
@@ -65,7 +69,7 @@ class Pinned:
         digests: set[str] = set()
         for path in paths:
             try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
+                text = untrusted.read_limited(path, MAX_PINNED_BYTES).decode("utf-8", errors="replace")
             except OSError as error:
                 raise InputError(f"cannot read the lock file: {error.strerror}", file=str(path)) from None
             digests.update(DIGEST.findall(text))

@@ -160,7 +160,7 @@ def view(record: Mapping[str, Any]) -> VariantView:
         ran_on=(_text(smoke.get("ran_on")) or None) if smoke else None,
         cpu_fallback=bool(smoke and smoke.get("cpu_fallback")), timings=timings(smoke),
         error=clean_text(record.get("error")), log=_text(record.get("log")),
-        smoke_failures=tuple(clean_text(f) for f in (smoke or {}).get("failures") or ()),
+        smoke_failures=tuple(clean_text(f) for f in _items((smoke or {}).get("failures"))),
         pushed_tags=tuple(_text(t) for t in pushed) if isinstance(pushed, (list, tuple)) else None,
         digest=_text(record.get("digest")),
         supply=supply_text(record), supply_ok=supply_ok(record),
@@ -227,7 +227,8 @@ def smoke_verdict(smoke: Mapping[str, Any] | None, earlier: str | None = None) -
 
 
 def timings(smoke: Mapping[str, Any] | None) -> tuple[Timing, ...]:
-    checks = {c.get("name"): c for c in (smoke or {}).get("checks") or () if isinstance(c, Mapping)}
+    checks = {c["name"]: c for c in _items((smoke or {}).get("checks"))
+              if isinstance(c, Mapping) and isinstance(c.get("name"), str)}
     return tuple(Timing(label, float(checks[name]["ms"])) for name, label in TIMED_CHECKS
                  if name in checks and _is_number(checks[name].get("ms")))
 
@@ -239,6 +240,11 @@ def clean_text(value: Any) -> str:
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def _items(value: Any) -> Sequence[Any]:
+    """A record's list, or none: a previous run's report.json may be damaged, and is read, never trusted."""
+    return value if isinstance(value, (list, tuple)) else ()
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
@@ -388,7 +394,7 @@ def compare(records: Sequence[Mapping[str, Any]], previous: Mapping[str, Any] | 
     """New failures, those still failing, those fixed, and each failure's last good run."""
     if previous is None:
         return Changes(None)
-    before = {view(r).key: r for r in previous.get("variants", ()) if isinstance(r, Mapping)}
+    before = {view(r).key: r for r in _items(previous.get("variants")) if isinstance(r, Mapping)}
     meta, changes = _mapping(previous.get("meta")), _mapping(previous.get("changes"))
     carried = _mapping(changes.get("last_good"))
     new: list[str] = []

@@ -139,34 +139,44 @@ def statement(facts: BuildFacts) -> dict[str, Any]:
 
 # -- keys ------------------------------------------------------------------------------------
 
-def load_signer(path: Path) -> CryptoSigner:
+MAX_KEY_BYTES = 1 << 20
+"""A PEM key is a few hundred bytes (RSA-4096: about 3 KB); more is not a key, and `/dev/zero` never ends."""
+
+
+def load_signer(path: Path, option: str = "--sign-key") -> CryptoSigner:
     """A signer from an unencrypted PEM private key (ed25519, ECDSA P-256/384 or RSA).
 
     Make one with `openssl genpkey -algorithm ed25519 -out sign.pem`; the public half
-    (`openssl pkey -in sign.pem -pubout -out sign.pub`) is what `verify --key` takes.
+    (`openssl pkey -in sign.pem -pubout -out sign.pub`) is what `verify --key` takes. Errors name
+    `option`, the command-line option the path came from.
     """
-    try:
-        private = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-        return CryptoSigner(private)
-    except OSError as error:
-        raise SigningKeyError(f"cannot read signing key {path}: {error.strerror}", field="--sign-key") from None
-    except (ValueError, TypeError, UnsupportedAlgorithm, UnsupportedLibraryError, FormatError) as error:
-        raise SigningKeyError(f"{path} is not an unencrypted PEM private key ({_reason(error)})",
-                              field="--sign-key") from None
+    return _signer(_key_bytes(path, option, "signing key"), path, option)
 
 
-def load_public_key(path: Path) -> Key:
+def load_public_key(path: Path, option: str = "--key") -> Key:
     """A verification key from a PEM public key (or a private key, whose public half is used)."""
+    data = _key_bytes(path, option, "key")
+    if b"PRIVATE KEY" in data:
+        return _signer(data, path, option).public_key
     try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise SigningKeyError(f"cannot read key {path}: {error.strerror}", field="--key") from None
-    try:
-        if b"PRIVATE KEY" in data:
-            return load_signer(path).public_key
         return SSlibKey.from_crypto(serialization.load_pem_public_key(data))
     except (ValueError, TypeError, UnsupportedAlgorithm, UnsupportedLibraryError, FormatError) as error:
-        raise SigningKeyError(f"{path} is not a PEM public key ({_reason(error)})", field="--key") from None
+        raise SigningKeyError(f"{path} is not a PEM public key ({_reason(error)})", field=option) from None
+
+
+def _key_bytes(path: Path, option: str, what: str) -> bytes:
+    try:
+        return untrusted.read_limited(path, MAX_KEY_BYTES)
+    except OSError as error:
+        raise SigningKeyError(f"cannot read {what} {path}: {error.strerror}", field=option) from None
+
+
+def _signer(data: bytes, path: Path, option: str) -> CryptoSigner:
+    try:
+        return CryptoSigner(serialization.load_pem_private_key(data, password=None))
+    except (ValueError, TypeError, UnsupportedAlgorithm, UnsupportedLibraryError, FormatError) as error:
+        raise SigningKeyError(f"{path} is not an unencrypted PEM private key ({_reason(error)})",
+                              field=option) from None
 
 
 def _reason(error: BaseException) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from securesystemslib.signer import Key
 
 from accel_images.errors import AccelError, InputError, RegistryError
+from accel_images.model.reference import REPOSITORY_RE, TAG_RE
 from accel_images.supply import attach, provenance, sbom
 
 PROVENANCE_ARTIFACT_TYPE = provenance.PAYLOAD_TYPE
@@ -48,6 +49,12 @@ class ImageName:
         else:
             repository, colon, tag = rest.rpartition(":")
             repository, reference = (repository, tag) if colon and "/" not in tag else (rest, "latest")
+            if not TAG_RE.match(reference):
+                raise InputError(f"'{reference}' is not a tag (letters, digits, '_', '.' and '-', at most 128,"
+                                 " not starting with '.' or '-')", field="IMAGE")
+        if not REPOSITORY_RE.match(repository):
+            raise InputError(f"'{repository}' is not a repository name (lowercase letters and digits, separated"
+                             " by '.', '_', '__', '-' or '/')", field="IMAGE")
         return cls(host, repository, reference)
 
     def __str__(self) -> str:

@@ -64,6 +64,15 @@ def snapshot(root: Path) -> dict[str, Any]:
     return state
 
 
+MEMORY_LIMIT_BYTES = 2 << 30
+LIMITED_CLI = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT_BYTES},"
+               f" {MEMORY_LIMIT_BYTES})); sys.argv[0] = 'accel-images'; runpy.run_module('accel_images',"
+               " run_name='__main__', alter_sys=True)")
+"""`python -m accel_images ARGS` in an address space of 2 GiB: a command that reads an endless file
+(`/dev/zero`) whole fails with a MemoryError, instead of taking the machine's memory with it. Set
+in the child itself (not a preexec_fn, which can deadlock a child forked from a thread pool)."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     result: subprocess.CompletedProcess[str]
@@ -76,7 +85,7 @@ def run_case(case: dict[str, Any], template: Path, scratch: Path, generated: Pat
     shutil.copytree(template, work, copy_function=shutil.copy2)
     places = {"corpus": CORPUS, "work": work, "generated": generated}
     before = snapshot(work)
-    result = subprocess.run([sys.executable, "-m", "accel_images", *(substitute(a, places) for a in case["args"])],
+    result = subprocess.run([sys.executable, "-c", LIMITED_CLI, *(substitute(a, places) for a in case["args"])],
                             cwd=work, capture_output=True, text=True, timeout=300, errors="replace")
     after = snapshot(work)
     wrote = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
@@ -156,7 +165,10 @@ def test_the_corpus_covers_the_faults_it_must() -> None:
             "template-undefined-variable", "template-syntax-error", "newline-value", "space-value",
             "semicolon-value", "command-substitution-image", "backtick-value", "large-file", "alias-bomb",
             "non-utf8", "nul-byte", "missing-file", "directory-as-matrix", "compat-single-equals",
-            "compat-bad-version", "compat-unknown-key", "mirror-no-equals", "root-uid", "uid-zero"}
+            "compat-bad-version", "compat-unknown-key", "mirror-no-equals", "root-uid", "uid-zero",
+            "endless-matrix", "endless-verify-key", "endless-sign-key", "endless-host-json", "endless-base-lock",
+            "endless-keep-pinned", "missing-keep-pinned", "public-key-as-sign-key", "encrypted-verify-key",
+            "uppercase-repository", "space-in-tag"}
     assert must <= ids, f"missing: {sorted(must - ids)}"
 
 

@@ -7,10 +7,15 @@ test_nightly_integration.py), and checks the exit code, that no traceback escape
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from accel_images.cli.build import build_command
 from accel_images.cli.nightly import nightly_command
@@ -55,3 +60,75 @@ def test_build_with_an_unreachable_base_registry_shows_its_hint_as_text(site: Si
     assert "=HOST[/PATH]" in result.stdout                           # the table's cause column
     [record] = json.loads((site.state / "reports" / "build-latest" / "report.json").read_text())["variants"]
     assert record["status"] == "failed" and "=HOST[/PATH]" in record["error"]
+
+
+# ---- a full disk ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of 256 KiB of our own, mounted under tmp_path (root can mount one; CI runs as root)."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        reason = f"cannot mount a tmpfs here: {done.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def fill(disk: Path, leave: int = 0) -> None:
+    """Write to `disk` until it is full, then free `leave` bytes again."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+    if leave:
+        os.truncate(filler, max(0, filler.stat().st_size - leave))
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+@pytest.mark.parametrize("command", ["nightly", "build"])
+def test_a_full_disk_under_the_state_directory_is_one_line_and_exit_2(site: Site, small_disk: Path,
+                                                                     command: str) -> None:
+    fill(small_disk)
+    result = run_on(site, small_disk, command)
+    assert ended_cleanly(result), result.output
+    assert result.exit_code == 2, result.output
+    [line] = result.output.splitlines()
+    assert line == (f"accel-images: error: {small_disk}/state/nightly.lock: cannot write the lock file: No space left"
+                    " on device (free space on its file system, or choose another --state-dir)")
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+@pytest.mark.parametrize("command", ["nightly", "build"])
+def test_a_disk_that_fills_during_the_run_ends_in_one_line_and_exit_2(site: Site, small_disk: Path,
+                                                                      command: str) -> None:
+    """Room for the lock and the context, not for the build log and the reports: the variant fails
+    (`cannot write the build log ...`), then the reports cannot be written either; never a traceback."""
+    fill(small_disk, leave=64 * 1024)
+    result = run_on(site, small_disk, command)
+    assert ended_cleanly(result), result.output
+    assert result.exit_code == 2, result.output
+    last = result.output.splitlines()[-1]
+    assert last.startswith(f"accel-images: error: {small_disk}/state/reports/{command}-")
+    assert last.endswith(": cannot write the reports: No space left on device (the report directory must be a"
+                         " writable directory)")
+
+
+def run_on(site: Site, disk: Path, command: str) -> Result:
+    """`nightly` or `build` of the Debian variant with the state directory on `disk`."""
+    args = [*site.cli_args(), "--os", "debian12", "--state-dir", str(disk / "state")]
+    if command == "build":
+        args = [a for a in args[args.index("--matrix"):] if a != "--no-attest"]
+    return CliRunner().invoke(nightly_command if command == "nightly" else build_command, args)

@@ -10,12 +10,16 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -29,7 +33,7 @@ from accel_images.build.outcome import Outcome
 from accel_images.build.settings import BuildSettings
 from accel_images.state import StateDir
 from accel_images.build.engine import ImageInfo, Pushed
-from accel_images.errors import RegistryError
+from accel_images.errors import InputError, RegistryError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
 from accel_images.publish.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
@@ -375,6 +379,99 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
     assert [(r["tag"], r["status"]) for r in report["variants"]] == [(UBUNTU, "interrupted"), (DEBIAN, "skipped")]
 
 
+def finished_run(expansion: Expansion, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_and_report's engine and run replaced: the first variant failed, the second was skipped."""
+    def run(*args: object, on_done, **kwargs: object) -> list[NightlyOutcome]:
+        nights = [NightlyOutcome(Outcome(expansion.variants[0], "failed", "x", error="boom"), "changed"),
+                  NightlyOutcome(Outcome(expansion.variants[1], "skipped", "x"), "unchanged since 2026-12-01")]
+        for night in nights:
+            on_done(night)
+        return nights
+    monkeypatch.setattr(cli_nightly, "run_nightly", run)
+    monkeypatch.setattr("accel_images.cli.nightly.Engine.connect", classmethod(lambda cls: None))
+    monkeypatch.setattr(cli_nightly, "reclaim", lambda engine, started: [])
+
+
+def test_a_damaged_previous_report_still_ends_in_this_runs_report(expansion: Expansion, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    finished_run(expansion, monkeypatch)
+    state = StateDir(tmp_path / "state")
+    previous = state.reports / "nightly-20261201T020000Z"
+    previous.mkdir(parents=True)
+    (previous / "report.json").write_text(json.dumps({"meta": {"started": "2026-12-01T02:00:00+00:00"}, "variants": [
+        {"variant": f"cpu/{UBUNTU}", "status": "failed", "smoke": {"failures": 5, "checks": 5}}]}))
+    state.link_latest("nightly", previous)
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
+    _, _, paths = cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+                                             BuildSettings(state_dir=state), options, None,
+                                             state.run_reports("nightly", NOW))
+    report = json.loads(paths["json"].read_text())
+    assert report["changes"]["still_failing"] == [f"cpu/{UBUNTU}"]
+    assert (state.reports / "nightly-latest").resolve() == paths["json"].parent.resolve()
+
+
+def command_args(tmp_path: Path, *more: str) -> list[str]:
+    """nightly's arguments against a registry nothing listens on (retention: not applied)."""
+    return ["--registry", "127.0.0.1:1", "--matrix", str(write_matrix(tmp_path, "team/pytorch")),
+            "--state-dir", str(tmp_path / "state"), *more]
+
+
+def previous_run(state: StateDir, started: datetime, text: str = '{"variants": []}') -> Path:
+    """The reports of a run that started at `started`, linked from nightly-latest."""
+    directory = state.run_reports("nightly", started)
+    directory.mkdir(parents=True)
+    (directory / "report.json").write_text(text)
+    state.link_latest("nightly", directory)
+    return directory
+
+
+def test_a_run_that_waited_for_the_lock_gets_a_report_directory_of_its_own(
+        expansion: Expansion, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two nightlies started in the same second (the second with --lock-wait): while the second waits,
+    the first writes its reports into the directory of that second; the second must not write there."""
+    finished_run(expansion, monkeypatch)
+    monkeypatch.setattr(cli_nightly, "NightlyOptions", functools.partial(NightlyOptions, now=NOW))
+    state = StateDir(tmp_path / "state")
+    firsts: list[Path] = []
+
+    def first_run_finishes_while_we_wait(path: Path, wait_s: float = 0, **kwargs: Any):
+        firsts.append(previous_run(state, NOW, '{"variants": [], "first": true}'))
+        return held(path, wait_s, **kwargs)
+
+    monkeypatch.setattr(cli_nightly, "held", first_run_finishes_while_we_wait)
+    result = CliRunner().invoke(nightly_command, command_args(tmp_path, "--lock-wait", "60"))
+    assert result.exit_code == 1, result.output           # the fake run's failed variant
+    [first] = firsts
+    assert json.loads((first / "report.json").read_text()) == {"variants": [], "first": True}
+    latest = (state.reports / "nightly-latest").resolve()
+    assert latest != first.resolve() and latest.name == f"{first.name}-2"
+    assert json.loads((latest / "report.json").read_text())["meta"]["started"].startswith("2026-12-02T03:00:00")
+
+
+def test_report_dir_pointed_at_the_latest_link_or_an_earlier_run_is_refused(tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "state")
+    earlier = previous_run(state, NOW - timedelta(days=1))
+    for target in (state.reports / "nightly-latest", earlier):
+        result = CliRunner().invoke(nightly_command, command_args(tmp_path, "--report-dir", str(target)))
+        assert result.exit_code == 2, result.output
+        [line] = result.output.splitlines()
+        assert line.startswith("accel-images: error: --report-dir: ") and "an earlier run's reports" in line
+    assert (earlier / "report.json").read_text() == '{"variants": []}'
+    assert (state.reports / "nightly-latest").resolve() == earlier.resolve()
+
+
+@pytest.mark.parametrize("bad", ["sign-key", "keep-pinned"])
+def test_a_bad_key_or_pin_file_writes_nothing(tmp_path: Path, bad: str) -> None:
+    not_a_key = tmp_path / "not-a-key.pem"
+    not_a_key.write_text("not a key\n")
+    more = ["--sign-key", str(not_a_key)] if bad == "sign-key" else ["--keep-pinned", str(tmp_path / "absent.lock")]
+    result = CliRunner().invoke(nightly_command, command_args(tmp_path, *more))
+    assert result.exit_code == 2, result.output
+    [line] = result.output.splitlines()
+    assert f"--{bad}" in line or "cannot read the lock file" in line
+    assert not (tmp_path / "state").exists()
+
+
 # ---- the lock ----------------------------------------------------------------------------------
 
 HOLDER = """
@@ -437,6 +534,37 @@ def test_lock_is_released_after_an_exception(tmp_path: Path) -> None:
         raise RuntimeError("boom")
     probe = subprocess.run([sys.executable, "-c", HOLDER, str(lock), "0"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0 and probe.stdout.strip() == "held"
+
+
+def full_disk(*args: object) -> int:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_lock_that_cannot_be_written_on_a_full_disk_is_one_error_and_is_released(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = tmp_path / "nightly.lock"
+    monkeypatch.setattr("accel_images.lock.os.pwrite", full_disk)
+    with pytest.raises(InputError) as caught, held(lock):
+        pytest.fail("held a lock whose holder could not be written")
+    assert caught.value.one_line() == (f"{lock}: cannot write the lock file: No space left on device (free space"
+                                       " on its file system, or choose another --state-dir)")
+    monkeypatch.undo()
+    with held(lock):  # released: the next run takes it
+        pass
+
+
+@pytest.mark.parametrize("command", ["nightly", "build"])
+def test_nightly_and_build_on_a_full_disk_are_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  command: str) -> None:
+    from accel_images.cli.build import build_command
+    monkeypatch.setattr("accel_images.lock.os.pwrite", full_disk)
+    args = command_args(tmp_path) if command == "nightly" else command_args(tmp_path)[2:]
+    result = CliRunner(env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}).invoke(
+        nightly_command if command == "nightly" else build_command, args)
+    assert result.exit_code == 2, result.output
+    [line] = result.output.splitlines()
+    assert line.endswith("nightly.lock: cannot write the lock file: No space left on device (free space on its file"
+                         " system, or choose another --state-dir)")
 
 
 def test_command_refuses_while_another_nightly_runs(tmp_path: Path, holder) -> None:

@@ -6,9 +6,11 @@ import json
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from html.parser import HTMLParser
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from accel_images.report import reports as report
 from accel_images.build.outcome import Outcome, outcome_record
@@ -370,3 +372,79 @@ def test_every_report_says_what_the_image_holds_and_which_companion_it_lacks() -
     assert ('<span class="flag">without torchvision (--without-companion)</span>' in texts["html"])
     assert "holds torch 2.13.0+cpu · Python 3.11.2 · numpy 2.4.6</div>" in texts["html"]
     assert "without torchvision (--without-companion)" in texts["junit"]
+
+
+# ---- a previous report that is damaged ------------------------------------------------------------
+
+def previous_document() -> dict:
+    """A nightly's report.json as the next run reads it: every record failed once, so each is compared."""
+    records = [dict(r, status="failed", error="boom") for r in load("nightly")]
+    changes = {"previous": "2026-05-11T02:00:00+00:00", "new_failures": [], "still_failing": [], "fixed": [],
+               "last_good": {report.view(records[0]).key: {"run": "2026-05-10T02:00:00+00:00", "digest": "sha256:1"}}}
+    return json.loads(json.dumps({"schema": 1, "meta": META, "changes": changes, "variants": records}))  # a copy
+
+
+DAMAGE = [  # (where, the value put there): what a hand edit, a disk error or another tool leaves
+    (("variants", 0, "smoke", "failures"), 5), (("variants", 0, "smoke", "checks"), 5),
+    (("variants", 0, "smoke", "checks"), [5, "x", None]), (("variants", 0, "smoke"), "passed"),
+    (("variants", 0, "pushed_tags"), 5), (("variants", 0, "variant"), ["a", "list"]), (("variants", 0), 5),
+    (("variants", 0, "status"), {"a": 1}), (("variants", 0, "verified"), 5), (("variants", 0, "provenance"), []),
+    (("changes", "last_good"), [1, 2]), (("changes", "last_good", "x"), 5), (("changes",), "x"), (("meta",), [1]),
+    (("meta", "started"), 7), (("variants", 0, "build_s"), "12 s"), (("variants", 0, "size"), "big"),
+]
+
+
+def damaged(where: tuple, value: object) -> dict:
+    document = previous_document()
+    target = document
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    return document
+
+
+@pytest.mark.parametrize(("where", "value"), DAMAGE, ids=[".".join(map(str, w)) + f"={v!r}" for w, v in DAMAGE])
+def test_a_damaged_previous_report_is_compared_and_reported_without_a_crash(where: tuple, value: object,
+                                                                            tmp_path: Path) -> None:
+    latest = tmp_path / "nightly-latest"
+    latest.mkdir()
+    (latest / "report.json").write_text(json.dumps(damaged(where, value)))
+    records = load("nightly")
+    meta = {**META, "changes": report.compare(records, report.read_previous(latest))}
+    for text in report.render_all(records, meta).values():
+        assert text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), value=st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                                          lambda inner: st.lists(inner, max_size=3)
+                                          | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8))
+def test_any_value_anywhere_in_a_previous_report_is_compared_without_a_crash(data: st.DataObject,
+                                                                            value: object) -> None:
+    document = previous_document()
+    paths = list(_paths(document))
+    where = data.draw(st.sampled_from(paths))
+    target = document
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    changes = report.compare(RECORDS, document)
+    report.change_lines(changes)                  # what the reports show of it (render_all above, cheaper)
+    for key, shown in report.trend(changes).items():
+        assert isinstance(key, str) and isinstance(shown, str)
+
+
+RECORDS = load("nightly")
+
+def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    """Every place in a JSON document, as the keys and indexes that lead there."""
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value[:2])
+    else:
+        return found
+    for key, item in items:
+        found += _paths(item, (*prefix, key))
+    return found
