@@ -25,7 +25,8 @@ from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
 from accel_images.formatting import human_size
 from accel_images.build.pin import LOCK_FILE
-from accel_images.publish.retention import DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines
+from accel_images.publish.retention import (DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines,
+                                            stopped_pruning)
 from accel_images.build.engine import Engine
 from accel_images.build.leftovers import reclaim
 from accel_images.lock import held
@@ -165,7 +166,8 @@ def pinned_of(files: tuple[Path, ...]) -> Pinned:
 def pruning_lines(pruning: Pruning | str) -> list[str]:
     if isinstance(pruning, str):
         return [f"retention: not applied: {pruning}"]
-    return [*pruned_lines(pruning), *(f"retention: could not delete {error}" for error in pruning.errors)]
+    stopped = ["retention: stopped before it ended"] if pruning.interrupted else []
+    return [*pruned_lines(pruning), *(f"retention: could not delete {error}" for error in pruning.errors), *stopped]
 
 
 def apply_retention(registry: RegistryClient, nightly: NightlyOptions, variants: tuple[Variant, ...],
@@ -186,7 +188,8 @@ def pruning_meta(pruning: Pruning | str) -> dict[str, Any]:
     if isinstance(pruning, str):
         return {"retention": {"error": pruning}}
     return {"retention": {"dry_run": pruning.dry_run, "pruned": list(pruning.pruned), "errors": list(pruning.errors),
-                          "kept": [d.tag for d in pruning.decisions if not d.prune]}}
+                          "kept": [d.tag for d in pruning.decisions if not d.prune],
+                          "interrupted": pruning.interrupted}}
 
 
 def matrix_file(matrix_path: str | None) -> Path | None:
@@ -215,7 +218,20 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
         paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
         click.echo(f"accel-images: stopped; partial report: {paths['html']}", err=True)
         raise
-    pruning = apply_retention(registry, nightly, variants, retention or Retention(RetentionPolicy(), Pinned(), False))
+    try:
+        pruning = apply_retention(registry, nightly, variants,
+                                  retention or Retention(RetentionPolicy(), Pinned(), False))
+    except KeyboardInterrupt as interrupt:  # every variant is done: the report is whole but for retention
+        paths = report_run(nights, stopped_pruning(interrupt), settings, nightly, reports, meta)
+        click.echo(f"accel-images: stopped during retention; report: {paths['html']}", err=True)
+        raise
+    return nights, pruning, report_run(nights, pruning, settings, nightly, reports, meta)
+
+
+def report_run(nights: list[NightlyOutcome], pruning: Pruning | str, settings: BuildSettings,
+               nightly: NightlyOptions, reports: Path, meta: dict[str, Any]) -> dict[str, Path]:
+    """Write the reports of a run whose variants all ended, compared with the previous run's; link them
+    from `nightly-latest` when they are in the state directory."""
     records = [nightly_record(night, nightly.target) for night in nights]
     previous = read_previous(settings.state_dir.latest_reports("nightly"))
     meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights),
@@ -223,7 +239,7 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
     paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
     if reports.parent == settings.state_dir.reports:
         settings.state_dir.link_latest("nightly", reports)
-    return nights, pruning, paths
+    return paths
 
 
 def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], finished: list[NightlyOutcome],

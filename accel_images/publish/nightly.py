@@ -45,8 +45,8 @@ from accel_images.errors import AccelError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.formatting import human_size
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
-from accel_images.publish.promote import (Publication, RetryPolicy, SmokeRunner, Target, publish, stopped_publication,
-                                           with_retries)
+from accel_images.publish.promote import (STOPPED_ERROR, Publication, RetryPolicy, SmokeRunner, Target, publish,
+                                           stopped_publication, with_retries)
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.build.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
@@ -339,15 +339,28 @@ class _Night:
         except KeyboardInterrupt as interrupt:
             self._stopped(night, built, stopped_publication(interrupt))
             raise
+        return self._published(night, built, publication)
+
+    def _published(self, night: NightlyOutcome, built: Outcome, publication: Publication) -> NightlyOutcome:
+        """The variant's night after its publication ended: published, or failed with the publication's error."""
+        variant = night.outcome.variant
         serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
         night = replace(night, publication=publication, registry_digest=serving)
         if not publication.ok:
             return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
                                                   error=publication.error, exit_code=publication.exit_code))
-        return replace(night, outcome=replace(built, image=target.ref(variant.tag), smoke=publication.smoke))
+        return replace(night, outcome=replace(built, image=self.options.target.ref(variant.tag),
+                                              smoke=publication.smoke))
 
     def _stopped(self, night: NightlyOutcome, built: Outcome, publication: Publication | None) -> None:
-        """Report a publication the stop cut short as it ended: interrupted, with the tags read back."""
+        """Report a publication the stop cut short as it ended: interrupted, with the tags read back. A stop
+        that came after it ended (while its candidate was removed) leaves it as it ended: published, with
+        every tag it moved, the new digest and whether the candidate is left."""
+        if publication is not None and publication.error != STOPPED_ERROR:
+            stopped = self._published(night, built, publication)
+            self.status(stopped.outcome.variant, describe(stopped))
+            self.on_done(stopped)
+            return
         serving = night.registry_digest
         if publication is not None and publication.tags_after is not None:
             serving = publication.tags_after.get(night.outcome.variant.tag, serving)

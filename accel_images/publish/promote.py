@@ -8,7 +8,8 @@ For one variant:
    layers are already there, so each is a manifest put of the same digest;
 4. check that the registry's full tag now points at the smoke-tested digest;
 5. always remove the candidate tag again (registry and local name), even after a failure
-   or Ctrl-C.
+   or Ctrl-C; a Ctrl-C during this last step leaves the publication as it ended, and says
+   whether the candidate is still there (`candidate_left`).
 A failed push or a red smoke test moves no real tag: users keep the last good image. Ctrl-C
 (or SIGTERM) during steps 3-4 first lets the push in flight end (a PUT the registry already
 has lands whether or not we wait for its answer: accel_images.stopping.finish_in_flight),
@@ -163,13 +164,22 @@ def publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant,
     except BaseException as error:
         left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
         if isinstance(error, KeyboardInterrupt):
-            setattr(error, _STOPPED, replace(steps.failed("interrupted"), candidate_left=left))
+            setattr(error, _STOPPED, replace(steps.failed(STOPPED_ERROR), candidate_left=left))
         raise
-    left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
+    try:
+        left = _remove_candidate(engine, registry, target, candidate_tag(variant, run_id), steps, retry)
+    except KeyboardInterrupt as interrupt:
+        # Stopped after the publication ended (every real tag moved, or none): it stands as it is,
+        # and the candidate is reported as the registry has it now.
+        left = _candidate_remains(registry, target, candidate_tag(variant, run_id), steps)
+        setattr(interrupt, _STOPPED, replace(publication, candidate_left=left))
+        raise
     return replace(publication, candidate_left=left)
 
 
 _STOPPED = "accel_images_publication"
+STOPPED_ERROR = "interrupted"
+"""The error of a publication a stop cut short (`stopped_publication`): any other ended before the stop."""
 
 
 def stopped_publication(interrupt: BaseException) -> Publication | None:
@@ -332,8 +342,22 @@ def _remove_candidate(engine: Pusher, registry: TagStore, target: Target, tag: s
     if steps.digest is None:
         return False  # never pushed: the manifest is the last thing a push writes
     try:
-        with_retries(lambda: registry.delete_tag(target.repository, tag), retry, f"deleting {steps.candidate}")
+        # A stop waits for a delete under way: its tag is pointed at a tombstone first (RegistryClient.delete_tag).
+        with_retries(lambda: stopping.finish_in_flight(lambda: registry.delete_tag(target.repository, tag)), retry,
+                     f"deleting {steps.candidate}")
     except AccelError as error:
         log.warning("candidate %s left in the registry: %s", steps.candidate, error.one_line())
         return True
     return False
+
+
+def _candidate_remains(registry: TagStore, target: Target, tag: str, steps: _Steps) -> bool:
+    """Whether the candidate tag is still in the registry after a stop cut its removal short (True when
+    it cannot be told). Never raises an expected failure: the interrupt on its way up must not be hidden."""
+    if steps.digest is None:
+        return False
+    try:
+        return registry.manifest_digest(target.repository, tag) is not None
+    except AccelError as error:
+        log.warning("candidate %s may be left in the registry: %s", steps.candidate, error.one_line())
+        return True

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from accel_images import untrusted
+from accel_images import stopping, untrusted
 from accel_images.errors import AccelError, InputError
 
 DEFAULT_KEEP_DATED = 7
@@ -138,6 +138,7 @@ class Pruning:
     dry_run: bool
     deleted: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    interrupted: bool = False        # Ctrl-C or SIGTERM before every delete was done
 
     @property
     def pruned(self) -> tuple[str, ...]:
@@ -162,18 +163,32 @@ def prune(registry: TagRegistry, repository: str, policy: RetentionPolicy, today
         registry.check_deletes(repository)
     deleted: list[str] = []
     errors: list[str] = []
-    for decision in (d for d in decisions if d.prune):
-        if dry_run:
-            say(f"would prune {repository}:{decision.tag} ({decision.reason})")
-            continue
-        try:
-            registry.delete_tag(repository, decision.tag)
-        except AccelError as error:
-            errors.append(f"{decision.tag}: {error.one_line()}")
-            continue
-        deleted.append(decision.tag)
-        say(f"pruned {repository}:{decision.tag} ({decision.reason})")
+    try:
+        for decision in (d for d in decisions if d.prune):
+            if dry_run:
+                say(f"would prune {repository}:{decision.tag} ({decision.reason})")
+                continue
+            try:
+                # A stop waits for the delete under way: it points the tag at a tombstone first.
+                stopping.finish_in_flight(lambda: registry.delete_tag(repository, decision.tag))
+            except AccelError as error:
+                errors.append(f"{decision.tag}: {error.one_line()}")
+                continue
+            deleted.append(decision.tag)
+            say(f"pruned {repository}:{decision.tag} ({decision.reason})")
+    except KeyboardInterrupt as interrupt:
+        setattr(interrupt, _STOPPED, Pruning(decisions, dry_run, tuple(deleted), tuple(errors), interrupted=True))
+        raise
     return Pruning(decisions, dry_run, tuple(deleted), tuple(errors))
+
+
+_STOPPED = "accel_images_pruning"
+
+
+def stopped_pruning(interrupt: BaseException) -> Pruning | str:
+    """What a retention pass this interrupt stopped had done; a line saying so when it had not begun deleting."""
+    found = getattr(interrupt, _STOPPED, None)
+    return found if isinstance(found, Pruning) else "interrupted before any tag was deleted"
 
 
 def _in_scope(tag: str, only: Callable[[str], bool]) -> bool:

@@ -235,12 +235,12 @@ def test_a_signal_during_the_smoke_test_removes_candidate_and_container(
 # ---- (c) between promotion pushes ------------------------------------------------------------------
 
 class HoldingProxy(FaultProxy):
-    """Forwards to the registry, except the first manifest PUT of a tag matching `held`: that one
-    is read, then held until `release` is set; then it is answered 500 without ever reaching the
-    registry, or (`lands=True`) forwarded to it late, as a slow registry would apply it.
-    `holding` is set once the request is held."""
+    """Forwards to the registry, except the first manifest `method` (PUT, or DELETE) of a reference (a
+    tag, or a digest) matching `held`: that one is read, then held until `release` is set; then it is
+    answered 500 without ever reaching the registry, or (`lands=True`) forwarded to it late, as a slow
+    registry would apply it. `holding` is set once the request is held."""
 
-    def __init__(self, upstream: str, held: re.Pattern[str], lands: bool = False) -> None:
+    def __init__(self, upstream: str, held: re.Pattern[str], lands: bool = False, method: str = "PUT") -> None:
         super().__init__(upstream)
         self.holding = threading.Event()
         self.release = threading.Event()
@@ -250,7 +250,7 @@ class HoldingProxy(FaultProxy):
         class Holding(forwarding):  # type: ignore[misc, valid-type]
             def _handle(self) -> None:
                 tag = self.path.rsplit("/manifests/", 1)[-1] if "/manifests/" in self.path else ""
-                if self.command == "PUT" and held.fullmatch(tag) and not proxy.holding.is_set():
+                if self.command == method and held.fullmatch(tag) and not proxy.holding.is_set():
                     body = self._body()
                     proxy.holding.set()
                     proxy.release.wait(600)
@@ -340,6 +340,71 @@ def test_a_stop_while_a_real_tag_put_is_in_flight_waits_for_it_then_puts_the_tag
     assert record["tags_after_stop"] == {tag: good.get(tag) for tag in record["tags_after_stop"]}
     assert DEBIAN in record["tags_after_stop"]
     assert_next_nightly_runs(site, original, good)
+
+
+# ---- (f) after a finished promotion, while the candidate is deleted ------------------------------------
+
+TOMBSTONE_DELETE = re.compile(r"sha256:(?!0{64})[0-9a-f]{64}")
+"""A manifest DELETE by digest, other than the check that deletes are allowed (RegistryClient.check_deletes,
+which deletes the all-zero digest no manifest has): the delete of a tag's tombstone."""
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_stop_while_the_candidate_is_deleted_reports_the_finished_promotion(
+        site: Site, tmp_path: Path, docker_client: docker.DockerClient, registry: str) -> None:
+    """Every real tag has moved; Ctrl-C comes while the candidate's delete is held (and then refused).
+    The report says so: the variant published, its tags pushed, the new digest, the candidate left."""
+    good = good_run(site)
+    changed_content(site, uuid.uuid4().hex)
+    with HoldingProxy(registry, TOMBSTONE_DELETE, method="DELETE") as proxy:
+        try:
+            process = start_nightly(site, tmp_path, "--registry", proxy.host)
+            wait_until(proxy.holding.is_set, process, tmp_path, "the delete of the candidate")
+            release_later(proxy, 2)
+            returncode = stop(process, signal.SIGINT)
+        finally:
+            proxy.release.set()
+            remove_local_names(docker_client, f"{proxy.host}/{site.namespace}/")
+    output = output_of(tmp_path)
+    assert returncode == 130 and "Traceback" not in output, output
+    now = site.digests()
+    assert now[DEBIAN] != good[DEBIAN]                                  # promoted before the stop
+    [record] = json.loads((reports_of(tmp_path) / "report.json").read_text())["variants"]
+    assert record["status"] == "built" and record["digest"] == now[DEBIAN] == record["candidate_digest"]
+    assert sorted(record["pushed_tags"]) == sorted(tag for tag, digest in now.items()
+                                                   if digest == now[DEBIAN] and "-candidate-" not in tag)
+    [candidate] = [tag for tag in site.raw.tags(site.repository) if "-candidate-" in tag]
+    assert record["candidate_left"] is True and record["candidate"].endswith(f":{candidate}")
+    assert site.raw.digest(site.repository, candidate) == now[DEBIAN]   # left on its image, not on a tombstone
+
+
+# ---- (g) during retention ------------------------------------------------------------------------------
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_a_stop_during_retention_still_writes_the_report_and_leaves_no_tombstone(
+        site: Site, tmp_path: Path, docker_client: docker.DockerClient, registry: str) -> None:
+    good = good_run(site)
+    old = f"{DEBIAN}-20200101"
+    old_digest = site.raw.push_config_image(site.repository, old, {"an": "older image"})
+    with HoldingProxy(registry, TOMBSTONE_DELETE, method="DELETE") as proxy:
+        try:
+            process = start_nightly(site, tmp_path, "--registry", proxy.host, "--keep-dated", "1")
+            wait_until(proxy.holding.is_set, process, tmp_path, "the delete of an old dated tag")
+            release_later(proxy, 2)
+            returncode = stop(process, signal.SIGINT)
+        finally:
+            proxy.release.set()
+            remove_local_names(docker_client, f"{proxy.host}/{site.namespace}/")
+    output = output_of(tmp_path)
+    assert returncode == 130 and "Traceback" not in output, output
+    assert "accel-images: stopped during retention; report:" in output
+    report = json.loads((reports_of(tmp_path) / "report.json").read_text())
+    assert [(r["tag"], r["status"]) for r in report["variants"]] == [(DEBIAN, "skipped")]
+    assert report["meta"]["retention"]["interrupted"] is True and report["meta"]["retention"]["pruned"] == []
+    assert site.raw.digest(site.repository, old) == old_digest            # never left on a tombstone
+    assert {tag: digest for tag, digest in site.digests().items() if tag != old} == good
 
 
 # ---- (e) SIGKILL during promotion: the next run heals every tag and sweeps the candidate -------------

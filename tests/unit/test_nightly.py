@@ -36,6 +36,7 @@ from accel_images.build.engine import ImageInfo, Pushed
 from accel_images.errors import InputError, RegistryError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
+from accel_images.publish.retention import Pruning
 from accel_images.publish.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,
                                            rebuild_reason, run_nightly, write_verified)
 from accel_images.publish.promote import RetryPolicy, Target
@@ -408,6 +409,25 @@ def test_a_damaged_previous_report_still_ends_in_this_runs_report(expansion: Exp
     report = json.loads(paths["json"].read_text())
     assert report["changes"]["still_failing"] == [f"cpu/{UBUNTU}"]
     assert (state.reports / "nightly-latest").resolve() == paths["json"].parent.resolve()
+
+
+def test_ctrl_c_during_retention_still_writes_the_whole_report(expansion: Expansion, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    finished_run(expansion, monkeypatch)
+
+    def stopped_retention(*args: object, **kwargs: object) -> Pruning:
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli_nightly, "apply_retention", stopped_retention)
+    state = StateDir(tmp_path / "state")
+    reports = state.run_reports("nightly", NOW)
+    options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
+    with pytest.raises(KeyboardInterrupt):
+        cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+                                   BuildSettings(state_dir=state), options, None, reports)
+    report = json.loads((reports / "report.json").read_text())
+    assert [r["status"] for r in report["variants"]] == ["failed", "skipped"]
+    assert report["meta"]["retention"] == {"error": "interrupted before any tag was deleted"}
+    assert (state.reports / "nightly-latest").resolve() == reports.resolve()
 
 
 def command_args(tmp_path: Path, *more: str) -> list[str]:

@@ -184,6 +184,22 @@ def test_ctrl_c_during_the_smoke_still_removes_the_candidate(variants: tuple[Var
     assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
 
 
+@pytest.mark.parametrize("left", [True, False])
+def test_ctrl_c_while_the_candidate_is_removed_reports_the_finished_promotion(variants: tuple[Variant, ...],
+                                                                             left: bool) -> None:
+    """Every real tag moved; the stop comes during the clean-up: the publication stands as it ended."""
+    candidate = f"{variants[0].tag}-candidate-run1"
+    registry = FakeRegistry(delete_error=KeyboardInterrupt())
+    if left:
+        registry.serving[candidate] = DIGEST              # the delete never landed
+    with pytest.raises(KeyboardInterrupt) as caught:
+        run(variants[0], variants, FakeEngine(), registry, Smoke())
+    stopped = stopped_publication(caught.value)
+    assert stopped is not None and stopped.ok and stopped.digest == DIGEST
+    assert stopped.promoted == tuple(tags.all_tags(variants[0], variants, DAY))
+    assert stopped.candidate_left is left and stopped.tags_after is None
+
+
 def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Variant, ...]) -> None:
     publication = run(variants[0], variants, FakeEngine(), FakeRegistry(),
                       Smoke(raises=EngineError("image x not found locally")))

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from accel_images.errors import RegistryError
-from accel_images.publish.retention import Pinned, RetentionPolicy, dated_day, plan, prune, pruned_lines
+from accel_images.publish.retention import (Pinned, Pruning, RetentionPolicy, dated_day, plan, prune, pruned_lines,
+                                            stopped_pruning)
 
 from fakes import FakeTagRegistry
 
@@ -92,3 +93,18 @@ def test_a_registry_that_cannot_delete_is_found_out_before_any_tag_is_touched() 
     assert "does not allow deletes" in caught.value.one_line() and registry.deleted == []
     assert prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, dry_run=True).pruned  # a dry run lists
     assert prune(registry, "team/pytorch", RetentionPolicy(keep=5), TODAY).pruned == ()         # nothing to delete
+
+
+def test_a_stop_during_retention_says_what_was_deleted() -> None:
+    class Stopping(FakeTagRegistry):
+        def delete_tag(self, repository: str, tag: str) -> bool:
+            if self.deleted:
+                raise KeyboardInterrupt
+            return super().delete_tag(repository, tag)
+
+    registry = Stopping(tags_of([1, 2, 3, 4]))
+    with pytest.raises(KeyboardInterrupt) as caught:
+        prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY)
+    stopped = stopped_pruning(caught.value)
+    assert isinstance(stopped, Pruning) and stopped.interrupted and stopped.deleted == (dated(FULL, 3),)
+    assert stopped_pruning(KeyboardInterrupt()) == "interrupted before any tag was deleted"
