@@ -92,8 +92,27 @@ def _what(instruction: str, rest: str) -> str:
     return words[0][:40] if words else "RUN"
 
 
+PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(?P<cause>.*)'")
+"""pip's warning for each attempt to reach an index it cannot connect to (pip 23.2, observed here)."""
+PIP_UNFETCHED = re.compile(r"Could not fetch URL \S+: (?P<cause>.*)")
+"""pip's line for an index page it gave up on (an HTTPS problem among others)."""
+PIP_NOT_FOUND = re.compile(r"(?:Could not find a version that satisfies the requirement|No matching distribution"
+                           r" found for) (?P<req>\S+)")
+CONNECTION_REASONS = (("connection refused", "connection refused"), ("name or service not known", "unknown host"),
+                      ("nodename nor servname", "unknown host"),
+                      ("temporary failure in name resolution", "DNS failure"),
+                      ("certificate", "TLS certificate not trusted"),
+                      ("wrong version number", "TLS to a plain HTTP port"), ("proxy", "proxy unreachable"),
+                      ("timed out", "timed out"), ("connection reset", "connection reset"),
+                      ("network is unreachable", "network unreachable"))
+"""What pip's connection errors (urllib3's, as it prints them) mean, in the words registry errors use."""
+
+
 def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhouse: Path | None = None) -> Cause:
     """The cause of a failed build from the engine's error, the step it ran and the log tail."""
+    unreachable = _unreachable_index(tail, error)
+    if unreachable is not None:
+        return Cause(step_label(step_line, "pip install"), _short(unreachable))
     source = f"wheelhouse {wheelhouse}" if wheelhouse else "the package index"
     for pattern in PATTERNS:  # the most telling first: pip's "from versions" before its summary line
         for line in reversed([*tail, error]):
@@ -107,6 +126,22 @@ def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhous
         said = f"; last output: {last}" if last else ""
         return Cause(step_label(step_line), _short(f"exit code {code.group(1)}{said}"))
     return Cause(step_label(step_line), _short(error))
+
+
+def _unreachable_index(tail: Sequence[str], error: str) -> str | None:
+    """'the package index is unreachable (connection refused): pip found no torch==2.13.0 there', when pip
+    found nothing because it could not connect to the index: its "(from versions: none)" says nothing of
+    what the index has. None otherwise."""
+    lines = [*tail, error]
+    missing = next((found for line in reversed(lines) if (found := PIP_NOT_FOUND.search(line))), None)
+    broken = next((found for line in reversed(lines)
+                   if (found := PIP_RETRY.search(line) or PIP_UNFETCHED.search(line))), None)
+    if missing is None or broken is None:
+        return None
+    cause = broken["cause"].lower()
+    reason = next((said for needle, said in CONNECTION_REASONS if needle in cause),
+                  broken["cause"].split("(", 1)[0].strip() or "no answer")
+    return f"the package index is unreachable ({reason}): pip found no {missing['req']} there"
 
 
 def _last_output(tail: Sequence[str]) -> str:

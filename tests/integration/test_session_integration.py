@@ -53,3 +53,18 @@ def test_run_executes_in_workspace_as_the_host_user(tmp_path: Path, docker_clien
     made = workspace / "out.txt"
     assert made.read_text().split() == [str(uid), "/workspace", "torch"]
     assert made.stat().st_uid == uid
+
+
+@pytest.mark.engine
+def test_run_mounts_a_workspace_whose_path_holds_a_colon_and_a_comma(tmp_path: Path, docker_client,
+                                                                      base_images) -> None:
+    """`-v PATH:/workspace` reads `:v2` as a mode ("invalid mode"); `--mount` takes the path as it is."""
+    workspace = tmp_path / "proj:v2, final"
+    workspace.mkdir()
+    (workspace / "marker").write_text("here\n")
+    cli = shutil.which("accel-images", path=str(Path(sys.executable).parent)) or "accel-images"
+    result = subprocess.run([cli, "run", base_images.python, "--vendor", "cpu", "--", "cat", "/workspace/marker"],
+                            cwd=workspace, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "here\n"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from accel_images.kb import compat
 from accel_images.build import failure
 from accel_images.build.bases import with_newer_bases
@@ -40,6 +42,39 @@ def test_pip_missing_from_the_wheelhouse_is_said_in_one_short_line() -> None:
 def test_without_a_wheelhouse_the_cause_names_the_index() -> None:
     cause = failure.explain(DOCKER_ERROR, PIP_STEP, PIP_TAIL)
     assert "no torch==2.14.0 in the package index (it has 2.13.0+cpu)" in str(cause)
+
+
+def unreachable_index_tail(url: str, error: str) -> tuple[str, ...]:
+    """What pip prints (`pip --isolated download --index-url URL torch==2.13.0 --retries 1`, observed here with
+    pip 23.2 on the host and Debian 12's pip 23.0.1 in a container, line for line) for an index it cannot
+    connect to: a retry warning per attempt, then "from versions: none"."""
+    retry = ("WARNING: Retrying (Retry(total={left}, connect=None, read=None, redirect=None, status=None)) after"
+             f" connection broken by '{error}': /simple/torch/")
+    return (" ---> Running in 6b547f328d80", f"Looking in indexes: {url}", retry.format(left=1), retry.format(left=0),
+            "ERROR: Could not find a version that satisfies the requirement torch==2.13.0 (from versions: none)",
+            "ERROR: No matching distribution found for torch==2.13.0")
+
+
+UNREACHABLE = [
+    ("http://127.0.0.1:9/simple", "NewConnectionError('<pip._vendor.urllib3.connection.HTTPConnection object at"
+     " 0x7f3b2c1d0e50>: Failed to establish a new connection: [Errno 111] Connection refused')", "connection refused"),
+    ("https://no-such-host.invalid/simple", "NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection"
+     " object at 0x7f3b2c1d0e50>: Failed to establish a new connection: [Errno -2] Name or service not known')",
+     "unknown host"),
+    ("https://127.0.0.1:18443/simple", "SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED]"
+     " certificate verify failed: self-signed certificate (_ssl.c:1006)'))", "TLS certificate not trusted"),
+]
+"""The three observed here: a closed port, a name that does not resolve, `openssl s_server` with a self-signed
+certificate (pip then also prints `Could not fetch URL ...: There was a problem confirming the ssl certificate`)."""
+
+
+@pytest.mark.parametrize(("url", "error", "reason"), UNREACHABLE)
+def test_an_unreachable_package_index_is_said_to_be_unreachable_not_empty(url: str, error: str, reason: str) -> None:
+    pip_step = PIP_STEP.replace('--no-index --find-links /tmp/wheels "torch==2.14.0"', f'--index-url {url} torch==2.13.0')
+    cause = str(failure.explain(DOCKER_ERROR, pip_step, unreachable_index_tail(url, error)))
+    assert cause == (f"step 5/24 (pip install) failed: the package index is unreachable ({reason}): pip found no"
+                     " torch==2.13.0 there")
+    assert "it has none" not in cause
 
 
 def test_an_unknown_failure_says_the_exit_code_and_the_last_output_not_the_command() -> None:

@@ -9,6 +9,7 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -20,7 +21,8 @@ from accel_images.cli import session as cli_session
 from accel_images.host.session import IDENTITY_SCRIPT, Session, devcontainer, docker_run_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-TAIL = ["--user", "1234:5678", "-v", "/src:/workspace", "-w", "/workspace", "img:tag", "python", "-V"]
+TAIL = ["--user", "1234:5678", "--mount", "type=bind,source=/src,target=/workspace", "-w", "/workspace", "img:tag",
+        "python", "-V"]
 NGC = ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
 
 
@@ -68,6 +70,19 @@ def test_each_vendor_s_session_line(vendor: str, middle, dev_root: Path) -> None
     assert docker_run_argv(session, dev_root) == ["docker", "run", "--rm", "-i", *middle(gids(dev_root)), *TAIL]
 
 
+@pytest.mark.parametrize(("workspace", "field"), [
+    ("/home/me/proj:v2", "source=/home/me/proj:v2"),              # `-v` would read `:v2` as a mode
+    ("/home/me/a,b", '"source=/home/me/a,b"'),                   # --mount's fields are CSV: quoted
+    ('/home/me/say "hi", then', '"source=/home/me/say ""hi"", then"'),
+])
+def test_a_workspace_path_with_colons_commas_or_quotes_is_mounted_as_it_is(workspace: str, field: str) -> None:
+    argv = docker_run_argv(Session("img:tag", "cpu", Path(workspace), 1, 1, interactive=False))
+    mount = argv[argv.index("--mount") + 1]
+    assert mount == f"type=bind,{field},target=/workspace" and "-v" not in argv
+    [fields] = csv.reader([mount])                               # how docker reads it (opts/mount.go: encoding/csv)
+    assert fields == ["type=bind", f"source={workspace}", "target=/workspace"]
+
+
 def test_a_terminal_gets_a_tty() -> None:
     session = Session("img:tag", "cpu", Path("/src"), 1, 1, interactive=True)
     assert docker_run_argv(session)[:4] == ["docker", "run", "--rm", "-it"]
@@ -106,7 +121,8 @@ def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(tmp
     result = invoke(cli_session.run_command, "--host-json", host_json(tmp_path), "--workspace", str(tmp_path),
                     "--print", "--", "python", "-c", "print(1)")
     assert result.exit_code == 0, result.output
-    assert result.stdout == (f"docker run --rm -i --ipc host --user {os.getuid()}:{os.getgid()} -v {tmp_path}:/workspace"
+    assert result.stdout == (f"docker run --rm -i --ipc host --user {os.getuid()}:{os.getgid()} --mount"
+                             f" type=bind,source={tmp_path},target=/workspace"
                              " -w /workspace accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
     assert "from: chosen from" in result.stderr and "not checked against a registry" in result.stderr
 

@@ -1,7 +1,8 @@
 """`docker run`: the vendor's device options as Docker's flags, read from the same DeviceOptions the smoke
 run hands the SDK (accel_images/model/devices.py), then the session's part.
 
-    docker run --rm -it <devices> [--ipc host] <session settings> [--user UID:GID] [-v CWD:/workspace -w /workspace]
+    docker run --rm -it <devices> [--ipc host] <session settings> [--user UID:GID]
+               [--mount type=bind,source=CWD,target=/workspace -w /workspace]
                [-v/-p/-e/--name passed through] [raw engine args] IMAGE [COMMAND...]
 
 The command is run with the docker CLI rather than the SDK: an interactive session needs the CLI's
@@ -10,6 +11,8 @@ terminal handling (raw mode, resizes, detach keys), and the person sees the exac
 
 from __future__ import annotations
 
+import csv
+import io
 import shlex
 from dataclasses import replace
 
@@ -32,9 +35,19 @@ def session_flags(launch: Launch) -> list[str]:
     flags: list[str] = []
     if launch.user is not None:
         flags += ["--user", f"{launch.user[0]}:{launch.user[1]}"]
-    if launch.workspace is not None:
-        flags += ["-v", f"{launch.workspace}:{WORKSPACE}", "-w", WORKSPACE]
-    return flags
+    return flags + workspace_flags(launch)
+
+
+def workspace_flags(launch: Launch) -> list[str]:
+    """The workspace at /workspace, its working directory. With `--mount`, not `-v CWD:/workspace`: `-v` splits
+    on `:`, so a directory whose path holds one (`~/proj:v2`) fails ("invalid mode"; Podman 4.3.1: "invalid
+    option type", observed). `--mount` is one CSV record (docker/cli opts/mount.go reads it with Go's
+    encoding/csv; V), so a path with a comma or a quote is quoted as CSV; Podman 4.3.1 reads it alike (observed)."""
+    if launch.workspace is None:
+        return []
+    line = io.StringIO()
+    csv.writer(line, lineterminator="").writerow(["type=bind", f"source={launch.workspace}", f"target={WORKSPACE}"])
+    return ["--mount", line.getvalue(), "-w", WORKSPACE]
 
 
 def passed_through(launch: Launch) -> list[str]:

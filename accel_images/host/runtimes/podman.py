@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import shlex
 
-from accel_images.host.launch import WORKSPACE, Launch
+from accel_images.host.launch import Launch
 from accel_images.host.runtimes import Rendered
-from accel_images.host.runtimes.docker import passed_through
+from accel_images.host.runtimes.docker import passed_through, workspace_flags
 
 
 def render(launch: Launch) -> Rendered:
@@ -87,6 +87,4 @@ def user_flags(launch: Launch) -> list[str]:
     if launch.user is not None:
         flags += ["--userns", "keep-id"] if launch.rootless else []
         flags += ["--user", f"{launch.user[0]}:{launch.user[1]}"]
-    if launch.workspace is not None:
-        flags += ["-v", f"{launch.workspace}:{WORKSPACE}", "-w", WORKSPACE]
-    return flags
+    return flags + workspace_flags(launch)
