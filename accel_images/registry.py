@@ -67,6 +67,8 @@ OCI_EMPTY_JSON = b"{}"
 _HOST_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:\d{1,5})?$")
 _PATH_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+_ANY_DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+\Z")
+"""A digest of any algorithm (image-spec descriptor.md, "Digests"); where one is fetched, sha256 is required."""
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 log = logging.getLogger(__name__)
 
@@ -633,7 +635,7 @@ def malformed(what: str, problem: str) -> RegistryError:
 class Shape:
     """A JSON object whose named fields, when present, have the given kinds; other fields pass.
 
-    A kind is "string", "integer", "digest" (a sha256 digest string), "object" (any object),
+    A kind is "string", "integer" (a size: not negative), "digest", "object" (any object),
     ("list", kind), ("map", kind) (an object whose every value has the kind) or another Shape.
     Fields a reader needs are checked for presence by that reader, where the message says why.
     """
@@ -678,8 +680,8 @@ def _scalar_mismatch(value: Any, kind: str, path: str) -> str | None:
         return f"{path} is {_kind_of(value)}, not a string"
     if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         return f"{path} is {_kind_of(value) if not isinstance(value, int) else 'negative'}, not a size"
-    if kind == "digest" and not (isinstance(value, str) and DIGEST_RE.match(value)):
-        return f"{path} is {_kind_of(value) if not isinstance(value, str) else repr(value[:80])}, not a sha256 digest"
+    if kind == "digest" and not (isinstance(value, str) and _ANY_DIGEST_RE.match(value)):
+        return f"{path} is {_kind_of(value) if not isinstance(value, str) else repr(value[:80])}, not a digest"
     if kind == "object" and not isinstance(value, Mapping):
         return f"{path} is {_kind_of(value)}, not an object"
     return None

@@ -42,7 +42,7 @@ from accel_images.supply.attest import Source
 from accel_images.supply.provenance import load_signer
 from accel_images.plan.variants import Expansion
 from accel_images.model.variant import Variant
-from accel_images.report.reports import compare, read_previous, write_reports
+from accel_images.report.reports import REPORT_FILES, compare, read_previous, write_reports
 
 
 @click.command("nightly")
@@ -151,9 +151,9 @@ def refuse_earlier_reports(report_dir: Path | None, state: StateDir) -> None:
     a person still has to read, and linking `nightly-latest` to itself would lose the way to it."""
     if report_dir is None:
         return
-    inside = state.reports.resolve()
     target = report_dir.resolve()
-    if (report_dir.is_symlink() or target.exists()) and (target == inside or target.parent == inside):
+    if target.parent == state.reports.resolve() and (report_dir.is_symlink()
+                                                      or (target / REPORT_FILES["json"]).exists()):
         raise InputError(f"{report_dir} is an earlier run's reports ({target.name})", field="--report-dir",
                          hint="each run writes a directory of its own: leave --report-dir out, or name a new one")
 

@@ -355,7 +355,7 @@ def test_a_stop_while_the_candidate_is_deleted_reports_the_finished_promotion(
         site: Site, tmp_path: Path, docker_client: docker.DockerClient, registry: str) -> None:
     """Every real tag has moved; Ctrl-C comes while the candidate's delete is held (and then refused).
     The report says so: the variant published, its tags pushed, the new digest, the candidate left."""
-    good = good_run(site)
+    good = good_run(site)                  # its layers in the registry: the run behind the proxy pushes one
     changed_content(site, uuid.uuid4().hex)
     with HoldingProxy(registry, TOMBSTONE_DELETE, method="DELETE") as proxy:
         try:

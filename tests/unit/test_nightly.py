@@ -468,7 +468,8 @@ def test_a_run_that_waited_for_the_lock_gets_a_report_directory_of_its_own(
     assert json.loads((latest / "report.json").read_text())["meta"]["started"].startswith("2026-12-02T03:00:00")
 
 
-def test_report_dir_pointed_at_the_latest_link_or_an_earlier_run_is_refused(tmp_path: Path) -> None:
+def test_report_dir_pointed_at_the_latest_link_or_an_earlier_run_is_refused(
+        expansion: Expansion, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = StateDir(tmp_path / "state")
     earlier = previous_run(state, NOW - timedelta(days=1))
     for target in (state.reports / "nightly-latest", earlier):
@@ -478,6 +479,9 @@ def test_report_dir_pointed_at_the_latest_link_or_an_earlier_run_is_refused(tmp_
         assert line.startswith("accel-images: error: --report-dir: ") and "an earlier run's reports" in line
     assert (earlier / "report.json").read_text() == '{"variants": []}'
     assert (state.reports / "nightly-latest").resolve() == earlier.resolve()
+    finished_run(expansion, monkeypatch)                   # a new directory, in the state directory or not, is fine
+    result = CliRunner().invoke(nightly_command, command_args(tmp_path, "--report-dir", str(state.reports / "mine")))
+    assert result.exit_code == 1 and (state.reports / "nightly-latest").resolve() == (state.reports / "mine").resolve()
 
 
 @pytest.mark.parametrize("bad", ["sign-key", "keep-pinned"])

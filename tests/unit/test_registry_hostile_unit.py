@@ -51,7 +51,7 @@ def test_json_nested_too_deep_is_a_value_error_before_the_parser_recurses() -> N
 @pytest.mark.parametrize(("document", "problem"), [
     ({"layers": [{"digest": "sha256:" + "a" * 64, "size": "12"}]}, "layers[0].size is a string, not a size"),
     ({"layers": {"digest": 1}}, "layers is an object, not a list"),
-    ({"config": {"digest": "sha256:short"}}, "config.digest is 'sha256:short', not a sha256 digest"),
+    ({"config": {"digest": "sha256 short"}}, "config.digest is 'sha256 short', not a digest"),
     ({"annotations": {"a": 1}}, "annotations['a'] is a number, not a string"),
     ({"manifests": [{"platform": "linux/amd64"}]}, "manifests[0].platform is a string, not an object"),
 ])
