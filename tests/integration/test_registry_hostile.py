@@ -2,8 +2,11 @@
 
 Images are pushed by hand into the real local registry (a config blob and a manifest, written
 over HTTP by the test), shaped as no tool would write them: a config that is a string, Labels
-as a list, a label that is a number, an index whose entries are not objects. The nightly on
-top of it fails that variant alone, with one line, publishes the others and writes the report.
+as a list, a label that is a number, an index whose entries are not objects, JSON nested
+100,000 levels deep (a config, a tested record's label, a smoke record's copy of the labels).
+A referrers list that lies (`[]`, `{"manifests": 5}`, HTML) is served by tests/faultproxy.py.
+The nightly on top of it fails that variant alone, with one line, publishes the others and
+writes the report; `verify` exits 4 in one line; the catalogue leaves such an image out.
 
 Here: the tests that need the real engine or registry; the others are in tests/unit/test_registry_hostile_unit.py.
 """
