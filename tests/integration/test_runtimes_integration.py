@@ -232,6 +232,22 @@ def test_run_engine_podman_starts_the_image_rootless(rootless_podman, podman_wor
     assert made.read_text().startswith("2.13.0") and made.stat().st_uid == uid  # the workspace file is theirs
 
 
+@pytest.mark.engine
+def test_run_engine_podman_mounts_a_workspace_whose_path_holds_a_colon_and_a_comma(
+        rootless_podman, podman_workspace: Path, cpu_image_for_podman: str) -> None:
+    """Podman 4.3.1's `-v PATH:/workspace` fails on `:v2` ("invalid option type"); `--mount` takes the path."""
+    prefix, env = rootless_podman
+    workspace = podman_workspace / "proj:v2, final"
+    workspace.mkdir()
+    (workspace / "marker").write_text("here\n")
+    os.chown(workspace, *(int(part.split("=")[1]) for part in prefix[1:3]))
+    result = subprocess.run([*prefix, sys.executable, "-m", "accel_images", "run", "--engine", "podman",
+                             cpu_image_for_podman, "--", "cat", "/workspace/marker"], cwd=workspace, env=env,
+                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "here\n"
+
+
 # ---- the devcontainers CLI ----------------------------------------------------------------------------
 
 DEVCONTAINER_CLI = Path(os.environ.get("ACCEL_TEST_DEVCONTAINER_CLI",
