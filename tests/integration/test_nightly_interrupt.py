@@ -138,16 +138,17 @@ def log_says(state: Path, text: str) -> bool:
 
 
 def smoke_containers(client: docker.DockerClient, site: Site, **filters: str) -> list[str]:
-    """Smoke containers of this site's images (the label names the image they test)."""
+    """Smoke containers of this site's images (the label names the image they test). One list call: the
+    SDK's containers.list inspects each container after listing them, and fails when another run on the
+    shared engine removes one in between."""
     mine = f"{site.registry}/{site.namespace}/"
-    return [c.id for c in client.containers.list(all=True, filters={"label": SMOKE_LABEL, **filters})
-            if c.labels.get(f"{SMOKE_LABEL}.image", "").startswith(mine)]
+    return [c["Id"] for c in client.api.containers(all=True, filters={"label": SMOKE_LABEL, **filters})
+            if (c.get("Labels") or {}).get(f"{SMOKE_LABEL}.image", "").startswith(mine)]
 
 
 def containers_running(client: docker.DockerClient, token: str) -> list[str]:
-    """Containers whose command carries `token` (a build step's intermediate container)."""
-    return [c.id for c in client.containers.list(all=True)
-            if token in " ".join([c.attrs.get("Path") or "", *(c.attrs.get("Args") or [])])]
+    """Containers whose command carries `token` (a build step's intermediate container); one list call."""
+    return [c["Id"] for c in client.api.containers(all=True) if token in (c.get("Command") or "")]
 
 
 def eventually_empty(find: Callable[[], list[str]], timeout_s: float = 60) -> list[str]:
