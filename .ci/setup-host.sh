@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gives this machine what the test suite needs, from nothing, and reuses whatever is already
 # there: a Docker engine, two Debian 12 base images built with debootstrap (no registry on the
-# internet is reachable), a local registry holding them, and a wheelhouse for offline builds.
+# internet is reachable) and a third derived from them, a local registry holding them, and a
+# wheelhouse for offline builds.
 #
 # Run as root. Safe to run again: a second run only checks and prints.
 # Overrides (the test fixtures read the same ones): ACCEL_TEST_REGISTRY, ACCEL_TEST_WHEELHOUSE,
@@ -22,10 +23,22 @@ declare -A INCLUDES=(
     ["$PYTHON_IMAGE"]="python3,python3-pip,python3-venv,ca-certificates"
     ["$SLIM_IMAGE"]=""
 )
+# A base as corporate and vendor images often are, made from the slim stand-in: apt's package
+# lists and package caches left in it (/var/lib/apt/lists, /var/cache/apt/*.bin) with downloaded
+# .deb files (/var/cache/apt/archives), and a user with UID 1000 and a home directory, as
+# ubuntu:24.04 has (`ubuntu`). A step that deleted any of them would leave a whiteout dated with
+# the build's time (tests/integration/test_apt_cache_base.py).
+APT_CACHE_IMAGE=local/debian:bookworm-slim-apt-cache
+APT_CACHE_DOCKERFILE="FROM $SLIM_IMAGE
+RUN apt-get update \\
+    && apt-get install -y --download-only --no-install-recommends ca-certificates openssl curl \\
+    && useradd --uid 1000 --create-home --shell /bin/bash ubuntu"
 # local image -> its name in the registry, where builds find it through a registry mirror
+# (the apt-cache base under its own prefix: --registry-mirror docker.io=REGISTRY/apt-cache)
 declare -A MIRRORED=(
     ["$SLIM_IMAGE"]=library/debian:bookworm-slim
     ["$PYTHON_IMAGE"]=library/debian:bookworm
+    ["$APT_CACHE_IMAGE"]=apt-cache/library/debian:bookworm-slim
 )
 
 STARTED=$SECONDS
@@ -127,6 +140,29 @@ build_image() {
         die "docker import of $image failed"
     rm -rf "$rootfs"
     ready "$image built"
+}
+
+# The apt-cache base, derived from the slim stand-in (docker build, Dockerfile on stdin), unless
+# it exists and was made from the slim stand-in there is now by this version of the recipe.
+APT_CACHE_VERSION=1
+build_apt_cache_image() {
+    local slim_id made_from
+    slim_id=$(docker image inspect -f '{{.Id}}' "$SLIM_IMAGE")
+    made_from=$(docker image inspect -f '{{index .Config.Labels "io.accel-images.standin.apt-cache"}}' \
+        "$APT_CACHE_IMAGE" 2>/dev/null || true)
+    if [[ "$made_from" == "$APT_CACHE_VERSION $slim_id" ]]; then
+        ready "$APT_CACHE_IMAGE present"
+        return
+    fi
+    local log=$CACHE/apt-cache-base.log
+    say "building $APT_CACHE_IMAGE from $SLIM_IMAGE (log: $log)"
+    if ! docker build --no-cache -t "$APT_CACHE_IMAGE" \
+        --label "io.accel-images.standin.apt-cache=$APT_CACHE_VERSION $slim_id" - \
+        <<<"$APT_CACHE_DOCKERFILE" >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        die "building $APT_CACHE_IMAGE failed (log: $log)"
+    fi
+    ready "$APT_CACHE_IMAGE built"
 }
 
 write_registry_config() {
@@ -279,9 +315,11 @@ main() {
     start_engine
     build_image "$PYTHON_IMAGE"
     build_image "$SLIM_IMAGE"
+    build_apt_cache_image
     start_registry
     push_image "$SLIM_IMAGE"
     push_image "$PYTHON_IMAGE"
+    push_image "$APT_CACHE_IMAGE"
     fill_wheelhouse
     fill_mismatched
     setup_podman

@@ -33,6 +33,10 @@ class BaseImages:
     slim: str = "local/debian:bookworm-slim"
     slim_repository: str = "library/debian"
     slim_tag: str = "bookworm-slim"
+    apt_cache: str = "local/debian:bookworm-slim-apt-cache"
+    """The slim stand-in with apt's lists, caches and .deb files and a UID 1000 user left in it."""
+    apt_cache_prefix: str = "apt-cache"
+    """Where the registry holds it: `<prefix>/library/debian:bookworm-slim`, for `docker.io=REGISTRY/<prefix>`."""
 
 
 def unavailable(reason: str) -> None:
@@ -90,6 +94,18 @@ def base_images(docker_client: docker.DockerClient, registry: str) -> BaseImages
     except OSError as error:
         unavailable(f"{registry}/{images.slim_repository}:{images.slim_tag} missing: {error}")
     return images
+
+
+@pytest.fixture(scope="session")
+def apt_cache_base(docker_client: docker.DockerClient, registry: str, base_images: BaseImages) -> str:
+    """The apt-cache stand-in, locally and in the registry under its prefix."""
+    try:
+        docker_client.images.get(base_images.apt_cache)
+        registry_get(registry, f"/v2/{base_images.apt_cache_prefix}/{base_images.slim_repository}/manifests/"
+                               f"{base_images.slim_tag}", accept="application/vnd.docker.distribution.manifest.v2+json")
+    except (docker.errors.ImageNotFound, OSError) as error:
+        unavailable(f"the apt-cache stand-in {base_images.apt_cache} is missing: {error}")
+    return base_images.apt_cache
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,14 @@
 """Reproducible layers, proven on the real CPU image CI builds, and what the nightly makes of them.
 
-The session's real build of the published CPU variant (test_build_integration's fixture) is the
-first build; a forced nightly (`--max-age 0`, which rebuilds without the layer cache) is the
-second. Every layer above the base must come out byte for byte the same (diff ID for diff ID),
-so the second nightly pushes nothing and the published digest stays. The comparison is made
-on the engine's RootFS layers and on the registry's own config, not through the code under test.
+Built on the apt-cache stand-in (.ci/setup-host.sh): a base that ships apt's package lists and
+caches, downloaded .deb files and a user with UID 1000, as corporate and vendor bases often do,
+so every step that meets those files is in the proof. A first forced nightly (`--max-age 0`)
+builds the published CPU variant on it and publishes it; a second rebuilds it without the layer
+cache. Every layer above the base must come out byte for byte the same (diff ID for diff ID), so
+the second nightly pushes nothing and the published digest stays. The comparison is made on the
+engine's RootFS layers and on the registry's own config, not through the code under test. The
+image has a name of its own (a copy of matrix.yaml), so no other test's image of the variant is
+taken for a build.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import requests
 from click.testing import CliRunner
 
 from accel_images.cli.nightly import nightly_command
+from conftest import BaseImages
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import DOCKER_MANIFEST, RawRegistry
-from test_build_integration import IMAGE, PUBLISHED, ROOT, offline, published_build  # noqa: F401
+from test_build_integration import IMAGE, PUBLISHED, ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
 TAG = IMAGE.rsplit(":", 1)[1]
@@ -40,16 +45,24 @@ def registry_diff_ids(raw: RawRegistry, repository: str, tag: str) -> list[str]:
 
 
 @pytest.fixture
-def namespace(registry: str, docker_client: docker.DockerClient) -> Iterator[str]:
+def image(registry: str, docker_client: docker.DockerClient, tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A copy of matrix.yaml naming an image of this test's own, and the registry namespace it goes to."""
     name = f"test-repro-{uuid.uuid4().hex[:10]}"
-    yield name
-    RawRegistry(registry).delete_repository(f"{name}/accel-images/pytorch")
-    remove_local_names(docker_client, f"{registry}/{name}/")
+    matrix = tmp_path / "matrix.yaml"
+    text = (ROOT / "matrix.yaml").read_text()
+    assert "\nimage: accel-images/pytorch\n" in text
+    matrix.write_text(text.replace("\nimage: accel-images/pytorch\n", f"\nimage: {name}/pytorch\n"))
+    yield matrix, name
+    RawRegistry(registry).delete_repository(f"{name}/{name}/pytorch")
+    remove_local_names(docker_client, f"{registry}/{name}/", f"{name}/")
 
 
-def forced_nightly(registry: str, namespace: str, wheelhouse: Path, state: Path) -> tuple[str, dict]:
-    args = ["--registry", f"{registry}/{namespace}", "--matrix", str(ROOT / "matrix.yaml"), *PUBLISHED,
-            *offline(registry, wheelhouse), "--max-age", "0", "--state-dir", str(state)]
+def forced_nightly(registry: str, namespace: str, matrix: Path, wheelhouse: Path, state: Path,
+                   base_images: BaseImages) -> tuple[str, dict]:
+    args = ["--registry", f"{registry}/{namespace}", "--matrix", str(matrix), *PUBLISHED,
+            "--registry-mirror", f"docker.io={registry}/{base_images.apt_cache_prefix}",
+            "--pip-find-links", str(wheelhouse), "--without-companion", "torchvision", "--max-age", "0",
+            "--state-dir", str(state)]
     result = CliRunner().invoke(nightly_command, args)
     assert result.exit_code == 0, result.output
     report = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())
@@ -57,27 +70,27 @@ def forced_nightly(registry: str, namespace: str, wheelhouse: Path, state: Path)
     return result.output, record
 
 
-def test_two_builds_give_the_same_layers_and_the_second_forced_nightly_pushes_nothing(
-        published_build: dict, docker_client: docker.DockerClient, registry: str, wheelhouse: Path,
-        base_images, namespace: str, tmp_path: Path) -> None:
-    base = layers(docker_client, base_images.slim)
-    first = layers(docker_client, IMAGE)
-    assert first[: len(base)] == base and len(first) > len(base)
-
-    _, published = forced_nightly(registry, namespace, wheelhouse, tmp_path / "state")
+def test_two_builds_on_a_base_with_apt_caches_give_the_same_layers_and_the_second_forced_nightly_pushes_nothing(
+        docker_client: docker.DockerClient, registry: str, wheelhouse: Path, base_images: BaseImages,
+        apt_cache_base: str, image: tuple[Path, str], tmp_path: Path) -> None:
+    matrix, namespace = image
+    _, published = forced_nightly(registry, namespace, matrix, wheelhouse, tmp_path / "state", base_images)
     assert published["status"] == "built" and published["kept"] is False, published
-    repository = f"{namespace}/accel-images/pytorch"
+    assert published["build_s"] is not None, "the first nightly took a build it did not make"
+    base = layers(docker_client, apt_cache_base)
+    first = layers(docker_client, published["image_id"])
+    assert first[: len(base)] == base and len(first) > len(base)
+    repository = f"{namespace}/{namespace}/pytorch"
     raw = RawRegistry(registry)
     digest = raw.digest(repository, TAG)
     assert digest == published["digest"]
     tags_before = raw.tags(repository)
 
-    output, again = forced_nightly(registry, namespace, wheelhouse, tmp_path / "state")
+    output, again = forced_nightly(registry, namespace, matrix, wheelhouse, tmp_path / "state", base_images)
     assert again["reason"].startswith("older than 0 days"), again
-    rebuilt = docker_client.images.get(again["image_id"])
-    second = list(rebuilt.attrs["RootFS"]["Layers"])
-    for index, (one, two) in enumerate(zip(first, second, strict=False)):
-        assert one == two, f"layer {index} differs between the two builds ({len(base)} base layers)"
+    second = layers(docker_client, again["image_id"])
+    differing = [index for index, (one, two) in enumerate(zip(first, second, strict=False)) if one != two]
+    assert differing == [], f"layers {differing} differ between the two builds ({len(base)} base layers)"
     assert len(first) == len(second)
     assert registry_diff_ids(raw, repository, TAG) == second
 

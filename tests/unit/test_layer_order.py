@@ -25,6 +25,7 @@ PIN = ("printf 'Package: *\\nPin: release a=*-security\\nPin-Priority: -1\\n\\n"
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     """(keyword, rest) per instruction, continuation lines joined; comments dropped."""
     text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    text = re.sub(r"apt-get(?: -o \S+)+", "apt-get", text)  # apt's own directories: partials/apt.j2, not the order
     found = []
     for line in text.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):

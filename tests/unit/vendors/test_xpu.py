@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from test_apt_mirror import STEP_START
+from test_apt_mirror import APT_GET, APT_UPDATE, STEP_START
 
 STEP = "RUN " + STEP_START
 """How every reproducible step starts (templates/partials/reproducible.j2)."""
@@ -19,11 +19,11 @@ def test_runtime_adds_the_gpu_user_mode_driver_from_intels_ppa_without_add_apt_r
     text = dockerfile(*RUNTIME)
     assert ("COPY apt/kobuk-team-intel-graphics.asc /etc/apt/keyrings/kobuk-team-intel-graphics.asc\n"
             "COPY apt/kobuk-team-intel-graphics.sources /etc/apt/sources.list.d/kobuk-team-intel-graphics.sources\n"
-            + STEP + "apt-get update \\\n") in text
+            + STEP + APT_UPDATE + " \\\n") in text
     # In the bulk layer, from the PPA and the release suites (partials/apt.j2: the PPA's suite is `noble`).
     # libze-dev: DLE's own list and PyTorch's XPU CI (Triton's XPU launcher includes level_zero/ze_api.h);
     # intel-ocloc: pytorch/pytorch .ci/docker/common/install_xpu.sh (client: `... libze-dev intel-ocloc xpu-smi`)
-    assert ("    && { apt-get install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd libze-dev "
+    assert (f"    && {{ {APT_GET} install -y --no-install-recommends libze1 libze-intel-gpu1 intel-opencl-icd libze-dev "
             "intel-ocloc \\\n") in text
     # https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html: pip install torch --index-url .../whl/xpu
     assert '--index-url https://download.pytorch.org/whl/xpu "torch==2.14.1"' in text
