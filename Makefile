@@ -22,6 +22,10 @@ APT_MIRROR      ?=
 # is installed, and a wheelhouse that lacks one fails the build.
 WITHOUT_COMPANION ?=
 REGISTRY   ?=
+# Where the wheels fetched on this host are kept between runs (default: .accel-images/cache/wheels),
+# and the size it is pruned to after each run, least recently used first: e.g. CACHE_MAX_SIZE=50G.
+CACHE_DIR       ?=
+CACHE_MAX_SIZE  ?=
 
 FILTERS = --vendor $(or $(VENDOR),auto) \
           $(if $(TORCH),--torch $(TORCH)) $(if $(PYTHON),--python $(PYTHON)) \
@@ -30,7 +34,8 @@ SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
           $(if $(TORCH_INDEX_URL),--pip-index-url '$(TORCH_INDEX_URL)') \
           $(if $(WHEELHOUSE),--pip-find-links $(WHEELHOUSE)) \
           $(if $(APT_MIRROR),--apt-mirror $(APT_MIRROR)) \
-          $(foreach name,$(WITHOUT_COMPANION),--without-companion $(name))
+          $(foreach name,$(WITHOUT_COMPANION),--without-companion $(name)) \
+          $(if $(CACHE_DIR),--cache-dir $(CACHE_DIR)) $(if $(CACHE_MAX_SIZE),--cache-max-size $(CACHE_MAX_SIZE))
 
 # The local stand-ins CI uses (made by .ci/setup-host.sh).
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000

@@ -8,7 +8,7 @@ and hands them to the build in a way the engine records nowhere (accel_images.re
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -19,6 +19,14 @@ def index_credentials(url: str | None) -> str | None:
         return None
     userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
     return userinfo if at and userinfo else None
+
+
+def without_credentials(url: str) -> str:
+    """The URL with its `user:password@` left out: what may be shown or recorded of an index."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def hide_credentials(text: str) -> str:

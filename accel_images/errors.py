@@ -122,6 +122,12 @@ class FactsContradicted(AccelError):
     exit_code = 1
 
 
+class WheelFetchError(AccelError):
+    """pip on the host could not fetch a variant's wheels from its index (accel_images.build.wheels)."""
+
+    exit_code = 1
+
+
 class SmokeFailed(AccelError):
     """The workload inside an image reported a failed check."""
 

@@ -6,6 +6,7 @@ spelled in this module only:
     contexts/<vendor>/<tag>/            the build context of each variant (Dockerfile, smoke workload, wheels)
     logs/<vendor>/<tag>-<UTC time>.log  one log per build attempt, so a retry never hides the failure before it
     cache/digests.json                  file digests kept between runs (a no-op rebuild hashes nothing)
+    cache/wheels/<index>/               wheels fetched on the host, a directory per index (unless --cache-dir)
     smoke/<image id>.json               the last smoke result of an image, so an unchanged image is not re-tested
     builds/<fingerprint>.json           the interpreter's and torch's files the build found in the image it built
     verified/<digest>.json              when a nightly rebuild last found a published image identical
@@ -115,6 +116,11 @@ class StateDir:
     def digest_cache(self) -> Path:
         """`cache/digests.json` (accel_images.build.fingerprint)."""
         return self._checked(self.root / "cache" / "digests.json")
+
+    @property
+    def wheel_cache(self) -> Path:
+        """`cache/wheels/` (accel_images.build.wheels): where runs keep the wheels they fetched, unless --cache-dir."""
+        return self._checked(self.root / "cache" / "wheels")
 
     def smoke_record(self, image_id: str | None) -> Path:
         """`smoke/<image id>.json`, the ID's colon made file-safe."""

@@ -22,10 +22,11 @@ from accel_images.build import failure
 from accel_images.build.bases import pinned_base, with_newer_bases
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.build.engine import Engine, ImageInfo
-from accel_images.errors import AccelError, BuildFailed, EngineError, FactsContradicted, RegistryError
+from accel_images.errors import AccelError, BuildFailed, EngineError, FactsContradicted, RegistryError, WheelFetchError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
 from accel_images.build.outcome import Outcome, describe
-from accel_images.render.contexts import Renderer, write_build_context
+from accel_images.render.companions import BUILD_BACKEND
+from accel_images.render.contexts import RenderedContext, Renderer, wheel_index_url, write_build_context
 from accel_images.model.reference import mirrored
 from accel_images.build.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
@@ -34,7 +35,9 @@ from accel_images.kb.claims import contradiction
 from accel_images.smoke.records import last_smoke_pass, recorded_build, remember_build, remember_smoke_pass
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
+from accel_images.build.wheels import Closure, RunWheelhouse, WheelRequest, machine_of, platform_tags
 from accel_images.build.workers import run_each
+from accel_images.model.wheels import Wheel
 
 BASE_DIGEST_LABEL = "io.accel-images.base.digest"
 CREATED_LABEL = "org.opencontainers.image.created"
@@ -60,17 +63,22 @@ class Prepared:
     """The companions the render installs: what the image's facts must show (accel_images.kb.claims)."""
     left_out: tuple[str, ...] = ()
     """The companions the user left out (--without-companion): every report and the catalogue say so."""
+    wheels: tuple[Wheel, ...] = ()
+    """The wheels the run fetched on the host for this build (accel_images.build.wheels), for its provenance."""
 
 
 class Builder:
     """Builds and smoke-tests variants against one engine."""
 
     def __init__(self, engine: Engine, kb: KnowledgeBase, expansion: Expansion, settings: BuildSettings,
-                 status: Status | None = None, templates_dir: Path | None = None) -> None:
+                 status: Status | None = None, templates_dir: Path | None = None,
+                 wheels: RunWheelhouse | None = None) -> None:
         self.engine = engine
         self.expansion = expansion
         self.settings = settings
         self.renderer = Renderer(kb, templates_dir) if templates_dir else Renderer(kb)
+        self.wheels = wheels or RunWheelhouse(settings.wheel_cache_dir)
+        """The run's wheelhouse: each wheel fetched once on the host, whichever variants share it."""
         self.status = status or (lambda variant, text: None)
         self.finished: list[Outcome] = []
         """Outcomes so far, in completion order: what a partial report after Ctrl-C shows."""
@@ -92,6 +100,14 @@ class Builder:
                 save_digest_cache(cache)
             except OSError:
                 pass  # only a speed-up: a read-only state dir must not fail the build
+            self.prune_wheels()
+
+    def prune_wheels(self) -> None:
+        """After the run: the wheel cache down to --cache-max-size (a failure only leaves it larger)."""
+        try:
+            self.wheels.prune(self.settings.wheel_cache_max)
+        except (OSError, AccelError):
+            pass
 
     def one(self, variant: Variant) -> Outcome:
         """Build and smoke one variant; expected failures become a failed Outcome."""
@@ -129,13 +145,30 @@ class Builder:
         rendered = self.renderer.context(variant, self.expansion, self.settings.options)
         for note in rendered.notes:
             self.status(variant, f"note: {note}")
-        write_build_context(context_dir, rendered, self.settings.options.pip_find_links)
         base = self._resolve_base(variant)
+        closure = self._fetch_wheels(variant, rendered, base)
+        write_build_context(context_dir, rendered, closure.paths if closure else self.settings.options.pip_find_links)
         base_digest = pinned_base(base, mirrored(variant.base_image, self.settings.options.mirrors))
         args = build_args(variant, self.expansion, self.settings)
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest, dict(rendered.secret_args),
-                        rendered.notes, rendered.companions, rendered.left_out)
+                        rendered.notes, rendered.companions, rendered.left_out, closure.wheels if closure else ())
+
+    def _fetch_wheels(self, variant: Variant, rendered: RenderedContext, base: ImageInfo) -> Closure | None:
+        """The variant's wheels from the run's wheelhouse, when the run fetches them on the host and the
+        Dockerfile installs from the context's `wheels/` (a template that does not gets none)."""
+        options = self.settings.options
+        if not options.host_fetch or options.pip_find_links or not rendered.copies_wheels \
+                or not rendered.pip_requirements:
+            return None
+        os_info = self.renderer.kb.os.get(variant.os)
+        if os_info is None:
+            raise WheelFetchError(f"the knowledge base has no glibc for {variant.os}: cannot tell which wheels"
+                                  " its image takes", hint="build with --pip-fetch build")
+        machine = machine_of(base.architecture)
+        request = WheelRequest(wheel_index_url(variant, options), rendered.pip_requirements, (BUILD_BACKEND,),
+                               variant.python, machine, platform_tags(os_info.glibc, machine))
+        return self.wheels.closure(request, status=lambda text: self.status(variant, text))
 
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.

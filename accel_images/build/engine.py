@@ -86,6 +86,7 @@ class ImageInfo:
     layers: tuple[str, ...] = ()           # RootFS.Layers: the diff IDs, base first
     env: tuple[str, ...] = ()              # Config.Env, `NAME=value` each
     user: str = ""                         # Config.User
+    architecture: str = ""                 # Architecture: amd64, arm64, ... (what a build on it runs on)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ class Engine:
             layers=tuple((raw.get("RootFS") or {}).get("Layers") or ()),
             env=tuple(str(item) for item in (raw.get("Config") or {}).get("Env") or ()),
             user=str((raw.get("Config") or {}).get("User") or ""),
+            architecture=str(raw.get("Architecture") or ""),
         )
 
     def disk_usage_of(self, ref: str) -> int:

@@ -83,6 +83,11 @@ def _entry(root: Path, rel: str) -> list[str]:
     return [rel, "o", ""]
 
 
+def file_digest(path: Path) -> str:
+    """The file's sha256 (hex), from the digest cache when it is unchanged since last hashed."""
+    return _file_digest(path, path.stat())
+
+
 def _file_digest(path: Path, info: os.stat_result) -> str:
     """The file's sha256, from the cache when its inode, size and mtime are unchanged.
 

@@ -7,6 +7,7 @@ bake) use them without importing the Docker SDK.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from accel_images.render.contexts import RenderOptions
 from accel_images.state import StateDir
@@ -33,6 +34,15 @@ class BuildSettings:
     user_gid: int | None = None
     no_cache: bool = False
     """Build every step afresh, ignoring the engine's layer cache."""
+    wheel_cache: Path | None = None
+    """Where the wheels a host fetch downloads are kept between runs (accel_images.build.wheels);
+    None: the state directory's `cache/wheels/`."""
+    wheel_cache_max: int | None = None
+    """Prune the wheel cache to at most this many bytes after the run, least recently used first; None: never."""
+
+    @property
+    def wheel_cache_dir(self) -> Path:
+        return self.wheel_cache or self.state_dir.wheel_cache
 
 
 def image_ref(expansion: Expansion, variant: Variant) -> str:

@@ -20,6 +20,7 @@ from accel_images import vendors
 from accel_images.kb import compat
 from accel_images.build import failure
 from accel_images.build.builder import Builder
+from accel_images.build.wheels import RunWheelhouse
 from accel_images.credentials import hide_credentials
 from accel_images.formatting import human_size
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
@@ -27,7 +28,8 @@ from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
-                                      note, render_options, templates_option, verbosity, verbosity_options)
+                                      note, render_options, templates_option, verbosity, verbosity_options,
+                                      wheel_options, wheel_settings)
 from accel_images.build.engine import Engine
 from accel_images.errors import InputError
 from accel_images.build.progress import progress_for
@@ -55,6 +57,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @matrix_option
 @filter_options
 @mirror_options
+@wheel_options
 @templates_option
 @lock_options
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds.")
@@ -77,8 +80,8 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @json_option
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
-                  pip_index_url: str | None, pip_find_links: Path | None,
-                  without_companions: tuple[str, ...], templates_dir: Path | None,
+                  pip_index_url: str | None, pip_find_links: Path | None, pip_fetch: str, cache_dir: Path | None,
+                  cache_max_size: str | None, without_companions: tuple[str, ...], templates_dir: Path | None,
                   pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
                   require_accelerator: bool,
@@ -87,16 +90,19 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions)
+    host_fetch, wheel_cache, wheel_cache_max = wheel_settings(pip_fetch, cache_dir, cache_max_size)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch)
     expansion, every = chosen_variants(matrix_path, kwargs, options)
     variants = newest_per_vendor(every) if newest else every
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
-                             network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid)
+                             network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid,
+                             wheel_cache=wheel_cache, wheel_cache_max=wheel_cache_max)
     settings.state_dir.check()
     meta: dict[str, Any] = {"kind": "build", "started": datetime.now(timezone.utc), "host": socket.gethostname()}
     builder: Builder | None = None
+    wheels = RunWheelhouse(settings.wheel_cache_dir)
     # The nightly's lock: a build rewrites the contexts a running nightly builds from.
     with held(settings.state_dir.nightly_lock, what="run of accel-images"):
         engine = Engine.connect()
@@ -104,7 +110,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
         try:
             with progress_for(variants, level) as progress:
                 builder = Builder(engine, compat.load_kb(), expansion, settings, status=progress,
-                                  templates_dir=templates_dir)
+                                  templates_dir=templates_dir, wheels=wheels)
                 outcomes = builder.run(variants)
         except KeyboardInterrupt:
             finished = builder.finished if builder is not None else []
@@ -112,12 +118,14 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                                       {**meta, "finished": datetime.now(timezone.utc), "partial": True})
             click.echo(f"accel-images: stopped; partial report: {path}", err=True)
             raise
+        meta["wheels"] = wheels.record()
         report_path = write_build_report(settings.state_dir, outcomes, {**meta, "finished": datetime.now(timezone.utc)})
     print_outcome(outcome_table(outcomes), report_path.parent, as_json)
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
         click.echo(line, err=True)
-    click.echo(f"{counted(outcomes)}; report: {report_path}", err=True)
+    fetched = wheels.tally.summary()
+    click.echo(f"{counted(outcomes)}{'; ' + fetched if fetched else ''}; report: {report_path}", err=True)
     if newest and len(variants) < len(every):
         click.echo(f"chose the newest of {len(every)} matching variants; without --newest (make images) all of them,"
                    " or choose with --torch, --python, --os, --flavor", err=True)

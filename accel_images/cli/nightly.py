@@ -20,7 +20,7 @@ from accel_images.kb import compat
 from accel_images.build import failure
 from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
                                       matrix_option, mirror_options, print_outcome, render_options, templates_option,
-                                      verbosity, verbosity_options)
+                                      verbosity, verbosity_options, wheel_options, wheel_settings)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
 from accel_images.formatting import human_size
@@ -28,6 +28,7 @@ from accel_images.build.pin import LOCK_FILE
 from accel_images.publish.retention import (DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines,
                                             stopped_pruning)
 from accel_images.build.engine import Engine
+from accel_images.build.wheels import RunWheelhouse
 from accel_images.build.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.publish.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record,
@@ -51,6 +52,7 @@ from accel_images.report.reports import REPORT_FILES, compare, read_previous, wr
 @matrix_option
 @filter_options
 @mirror_options
+@wheel_options
 @templates_option
 @click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent variants.")
 @click.option("--max-age", "max_age_days", default=DEFAULT_MAX_AGE_DAYS, show_default=True,
@@ -84,7 +86,7 @@ from accel_images.report.reports import REPORT_FILES, compare, read_previous, wr
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
-                    pip_find_links: Path | None,
+                    pip_find_links: Path | None, pip_fetch: str, cache_dir: Path | None, cache_max_size: str | None,
                     without_companions: tuple[str, ...], templates_dir: Path | None, jobs: int, max_age_days: float,
                     lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
@@ -102,7 +104,8 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     """
     level = verbosity(quiet, verbose)
     destination = Destination.parse(registry_text)
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions)
+    host_fetch, wheel_cache, wheel_cache_max = wheel_settings(pip_fetch, cache_dir, cache_max_size)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
     signer = load_signer(sign_key) if sign_key else None   # every input is read before anything is written
     retention = Retention(RetentionPolicy(keep_dated, keep_days), pinned_of(pinned_files), prune_dry_run)
@@ -110,17 +113,19 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     refuse_earlier_reports(report_dir, state)
     state.check()
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
-                             network_mode=network_mode, require_accelerator=require_accelerator)
+                             network_mode=network_mode, require_accelerator=require_accelerator,
+                             wheel_cache=wheel_cache, wheel_cache_max=wheel_cache_max)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
                              max_age_days=max_age_days, signer=signer,
                              source=Source.of(matrix_file(matrix_path)), attest=not no_attest)
+    wheels = RunWheelhouse(settings.wheel_cache_dir)
     with held(state.nightly_lock, lock_wait_s):
         # Chosen under the lock: a run that waited for another one started in the same second must not
         # pick the directory that one is about to write (StateDir.run_reports numbers the second).
         reports = report_dir or state.run_reports("nightly", nightly.now)
         nightly = replace(nightly, attestation_dir=reports / "attestations")
         nights, pruning, paths = run_and_report(RegistryClient.for_destination(destination), expansion, variants,
-                                                settings, nightly, templates_dir, reports, level, retention)
+                                                settings, nightly, templates_dir, reports, level, retention, wheels)
     print_outcome(nightly_table(nights), paths["json"].parent, as_json)
     failed = [night for night in nights if not night.ok]
     grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
@@ -131,8 +136,10 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
         click.echo(line, err=True)
     counts = summary(nights)
     uploaded = sum(night.uploaded_bytes for night in nights)
+    fetched = wheels.tally.summary()
     click.echo(f"{counts['built']} published, {counts['kept']} kept, {counts['skipped']} skipped,"
-               f" {counts['failed']} failed; uploaded {human_size(uploaded)}; report: {paths['html']}", err=True)
+               f" {counts['failed']} failed; uploaded {human_size(uploaded)}{'; ' + fetched if fetched else ''};"
+               f" report: {paths['html']}", err=True)
     sys.exit(failure.run_exit_code(n.outcome.exit_code or 1 for n in failed))
 
 
@@ -200,9 +207,10 @@ def matrix_file(matrix_path: str | None) -> Path | None:
 
 def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tuple[Variant, ...],
                    settings: BuildSettings, nightly: NightlyOptions, templates_dir: Path | None,
-                   reports: Path, level: int = 0, retention: Retention | None = None
-                   ) -> tuple[list[NightlyOutcome], Pruning | str, dict[str, Path]]:
+                   reports: Path, level: int = 0, retention: Retention | None = None,
+                   wheels: RunWheelhouse | None = None) -> tuple[list[NightlyOutcome], Pruning | str, dict[str, Path]]:
     """The run and its reports; after Ctrl-C a partial report, then the interrupt goes on up."""
+    wheels = wheels or RunWheelhouse(settings.wheel_cache_dir)
     meta = {"kind": "nightly", "command": hide_credentials(" ".join(sys.argv)), "started": nightly.now,
             "host": socket.gethostname(), "registry": f"{nightly.target.host}/{nightly.target.repository}",
             "run_id": nightly.run_id, "max_age_days": nightly.max_age_days}
@@ -212,7 +220,7 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
     try:
         with progress_for(variants, level) as progress:
             nights = run_nightly(engine, compat.load_kb(), expansion, variants, registry, settings, nightly,
-                                 status=progress, templates_dir=templates_dir, on_done=finished.append)
+                                 status=progress, templates_dir=templates_dir, on_done=finished.append, wheels=wheels)
     except KeyboardInterrupt:
         records = interrupted_records(expansion, variants, finished, nightly.target)
         paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
@@ -235,7 +243,7 @@ def report_run(nights: list[NightlyOutcome], pruning: Pruning | str, settings: B
     records = [nightly_record(night, nightly.target) for night in nights]
     previous = read_previous(settings.state_dir.latest_reports("nightly"))
     meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights),
-            "changes": compare(records, previous)}
+            "wheels": wheels.record(), "changes": compare(records, previous)}
     paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
     if reports.parent == settings.state_dir.reports:
         settings.state_dir.link_latest("nightly", reports)

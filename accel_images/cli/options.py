@@ -227,6 +227,35 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+PIP_FETCH = ("host", "build")
+
+
+def wheel_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Where `build` and `nightly` fetch wheels, and the cache that keeps them (accel_images.build.wheels)."""
+    func = click.option("--cache-max-size", "cache_max_size", default=None, metavar="SIZE",
+                        help="After the run, prune the wheel cache to SIZE (e.g. 50G), least recently used first"
+                             " (default: never prune).")(func)
+    func = click.option("--cache-dir", "cache_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="Keep the wheels fetched on this host here, between runs and state directories"
+                             " (default: <state dir>/cache/wheels).")(func)
+    func = click.option("--pip-fetch", "pip_fetch", type=click.Choice(PIP_FETCH), default="host", show_default=True,
+                        help="host: this machine fetches each wheel once from the variant's index and every build"
+                             " installs from that copy; build: each build's pip fetches from the index itself."
+                             " Without effect with --pip-find-links.")(func)
+    return func
+
+
+def wheel_settings(pip_fetch: str, cache_dir: Path | None, cache_max_size: str | None) -> tuple[bool, Path | None,
+                                                                                                int | None]:
+    """(host fetch, cache directory, cache limit in bytes) from wheel_options' values."""
+    from accel_images.formatting import parse_size
+    try:
+        limit = parse_size(cache_max_size) if cache_max_size is not None else None
+    except ValueError as error:
+        raise InputError(str(error), field="--cache-max-size") from None
+    return pip_fetch == "host", cache_dir, limit
+
+
 def verbosity_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """-q / -v: the progress shown while building (accel_images.build.progress); the summary is always printed."""
     func = click.option("-v", "--verbose", "verbose", is_flag=True,
@@ -255,12 +284,13 @@ def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
                    pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = (),
-                   without_companions: tuple[str, ...] = ()) -> RenderOptions:
+                   without_companions: tuple[str, ...] = (), host_fetch: bool = False) -> RenderOptions:
     from accel_images.render.apt import AptMirror
     from accel_images.model.reference import Mirror
     from accel_images.render.contexts import RenderOptions
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links,
-                         tuple(AptMirror.parse(m) for m in apt_mirrors), checked_companions(without_companions))
+                         tuple(AptMirror.parse(m) for m in apt_mirrors), checked_companions(without_companions),
+                         host_fetch=host_fetch)
 
 
 def checked_companions(names: tuple[str, ...]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@
     reference.py   image references and registry mirrors
     imagefacts.py  a built image's facts (/opt/accel-images/facts.json) and a knowledge-base Claim
                    about them, with the row that makes it
+    wheels.py      a wheel a build installs, as the run fetched it (for the provenance)
 
 May import: the shared leaves at the package's top (errors, versions). Everything else imports
 these; a vendor module names them while the knowledge base looks vendors up, so they sit below both.

@@ -56,6 +56,7 @@ from accel_images.supply.attest import Attester, BuildInputs, Source
 from accel_images.supply.verify import Verdict, verify_digest
 from accel_images.plan.variants import Expansion
 from accel_images.model.variant import Variant
+from accel_images.build.wheels import RunWheelhouse
 from accel_images.build.workers import run_each
 
 DEFAULT_MAX_AGE_DAYS = 7.0
@@ -161,13 +162,15 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
                 registry: RegistryClient, settings: BuildSettings, options: NightlyOptions, *,
                 status: Status | None = None, smoke: SmokeRunner | None = None,
                 templates_dir: Path | None = None,
-                on_done: Callable[[NightlyOutcome], None] | None = None) -> list[NightlyOutcome]:
+                on_done: Callable[[NightlyOutcome], None] | None = None,
+                wheels: RunWheelhouse | None = None) -> list[NightlyOutcome]:
     """Rebuild, smoke-test and promote what changed; one outcome per variant, in order.
 
     An unreachable or refusing registry fails the whole run at once (RegistryError), before
     anything is built. Base images are always pulled; the local smoke of Builder is off,
     because the smoke test runs on the pushed candidate instead. `on_done` hears of each
-    variant as it finishes, so a run stopped by Ctrl-C can still report what it did.
+    variant as it finishes, so a run stopped by Ctrl-C can still report what it did. `wheels` is the
+    run's wheelhouse (accel_images.build.wheels), given where the caller reports what it fetched.
     """
     settings = replace(settings, pull="always", smoke=False)
     with_retries(registry.ping, options.retry, f"checking registry {registry.host}")
@@ -176,7 +179,7 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
                         options.attestation_dir)
     night = _Night(engine, registry, expansion, settings, options, status or (lambda v, text: None),
                    smoke or (lambda image, variant: smoke_image(engine, image, variant, settings)),
-                   Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir),
+                   Builder(engine, kb, expansion, settings, status=status, templates_dir=templates_dir, wheels=wheels),
                    on_done or (lambda outcome: None), attester)
     cache = settings.state_dir.digest_cache
     load_digest_cache(cache)
@@ -187,6 +190,7 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
             save_digest_cache(cache)
         except OSError:
             pass  # only a speed-up, as in Builder.run
+        night.builder.prune_wheels()
 
 
 @dataclass(frozen=True)
@@ -329,7 +333,7 @@ class _Night:
             return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
                            registry_digest=same_inputs.digest, kept=True)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
-        inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args)
+        inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args, prepared.wheels)
         try:
             publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
                                   self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,

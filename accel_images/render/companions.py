@@ -31,6 +31,8 @@ from accel_images.errors import InputError
 UPSTREAM_WHEEL_INDEX = "https://download.pytorch.org/whl"
 PACKAGE_INDEX = "https://pypi.org/simple"
 PIP_CONF = "pip.conf"
+BUILD_BACKEND = "setuptools"
+"""What `pip install .` of a project fetches first in an isolated build: kept in the image (BUILD_BACKENDS)."""
 BUILD_BACKENDS = "/opt/accel-images/wheels"
 """Where an image keeps the build backend (setuptools) for isolated builds without a network;
 pip.conf names it as find-links. The smoke workload's OFFLINE_WHEELS is the same path."""
@@ -78,6 +80,18 @@ def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
 def known_names(pairings: Iterable[Mapping[str, str]]) -> tuple[str, ...]:
     """Every companion any torch release is paired with: what `--without-companion` accepts."""
     return tuple(sorted({name for pairing in pairings for name in pairing}))
+
+
+def install_requirements(torch: str, plan: CompanionPlan) -> tuple[str, ...]:
+    """What the image's `pip install` asks for: torch, its companions, and numpy (without it `import
+    torch` warns and tensor.numpy() fails). The render writes them into the Dockerfile and a host
+    fetch (accel_images.build.wheels) resolves the very same."""
+    return (f"torch=={torch}", *plan.requirements, "numpy")
+
+
+def shell_words(requirements: tuple[str, ...]) -> str:
+    """Requirements as a shell command line takes them: a specifier quoted (`"torch==2.13.0"`), a bare name not."""
+    return " ".join(f'"{r}"' if any(c in r for c in "<>=!~*;[ ") else r for r in requirements)
 
 
 def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str, python: str) -> bool:

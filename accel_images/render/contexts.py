@@ -9,6 +9,9 @@ Mirrors and offline builds are render options, applied to every template alike:
 `--registry-mirror docker.io=HOST/PATH` rewrites base images, `--pip-index-url` and
 `--pip-find-links DIR` feed every pip install (the wheelhouse is copied into the build
 context and used only in the build stage, so it never lands in a layer of the final image).
+A run that fetches the wheels on the host (`host_fetch`, accel_images.build.wheels) renders the
+wheelhouse route too, with the companions of the index route: its build context gets the
+variant's own closure as the wheelhouse.
 
 Credentials in the index URL never reach a rendered file: the renderer writes the pip step with
 `${FTP_PROXY}` where they were and returns them as a build arg of that name for the build alone
@@ -21,7 +24,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Iterable, Mapping
 
@@ -77,6 +80,9 @@ class RenderOptions:
     apt_mirrors: tuple[apt.AptMirror, ...] = ()
     without_companions: tuple[str, ...] = ()
     """Companions the user leaves out (`--without-companion NAME`): the image is built without them and says so."""
+    host_fetch: bool = False
+    """The run fetches each variant's wheels from its index on this host (accel_images.build.wheels) and
+    gives the build that copy: the Dockerfile is the wheelhouse route's. Off for `render` (images/)."""
 
     def __post_init__(self) -> None:
         url = self.pip_index_url
@@ -87,7 +93,12 @@ class RenderOptions:
     @property
     def is_default(self) -> bool:
         return (not self.mirrors and not self.pip_index_url and not self.pip_find_links and not self.apt_mirrors
-                and not self.without_companions)
+                and not self.without_companions and not self.host_fetch)
+
+    @property
+    def wheelhouse_route(self) -> bool:
+        """Every pip install reads a wheelhouse in the build context: one given, or the run's host fetch."""
+        return bool(self.pip_find_links) or self.host_fetch
 
 
 @dataclass(frozen=True)
@@ -100,27 +111,54 @@ class RenderedContext:
     left_out: tuple[str, ...] = ()     # the companions left out by --without-companion
     secret_args: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Build args the build needs but no file, fingerprint, log or report may hold (credentials)."""
+    pip_requirements: tuple[str, ...] = ()
+    """What the image's pip installs (companions.install_requirements); () where the vendor's base brings torch."""
+    copies_wheels: bool = False
+    """The Dockerfile copies `wheels/` from the context: the build installs from a wheelhouse there."""
 
 
 def pip_source_args(variant: Variant, options: RenderOptions) -> str:
     """The pip arguments that choose where torch comes from."""
-    if options.pip_find_links:
+    if options.wheelhouse_route:
         return f"--no-index --find-links /tmp/{WHEELS_DIR}"
+    url = wheel_index_url(variant, options)
+    credentials = index_credentials(options.pip_index_url)
+    if credentials is None:
+        return "--index-url " + url
+    # Quoted: the shell expands the arg at run time and must not split or glob the result.
+    return '--index-url "' + url.replace(f"://{credentials}@", "://${" + CREDENTIALS_ARG + "}@", 1) + '"'
+
+
+def wheel_index_url(variant: Variant, options: RenderOptions) -> str:
+    """The index the variant's wheels come from (credentials included, when the URL has them)."""
     index = variant.wheel_index or ""
     if options.pip_index_url:
-        url = options.pip_index_url.replace("{index}", index)
-        credentials = index_credentials(options.pip_index_url)
-        if credentials is None:
-            return "--index-url " + url
-        # Quoted: the shell expands the arg at run time and must not split or glob the result.
-        return '--index-url "' + url.replace(f"://{credentials}@", "://${" + CREDENTIALS_ARG + "}@", 1) + '"'
-    return f"--index-url {UPSTREAM_WHEEL_INDEX}/{index}"
+        return options.pip_index_url.replace("{index}", index)
+    return f"{UPSTREAM_WHEEL_INDEX}/{index}"
 
 
 def secret_build_args(options: RenderOptions) -> dict[str, str]:
     """What the build of a context rendered with `options` must be given besides its files."""
     credentials = index_credentials(options.pip_index_url)
-    return {CREDENTIALS_ARG: credentials} if credentials and not options.pip_find_links else {}
+    return {CREDENTIALS_ARG: credentials} if credentials and not options.wheelhouse_route else {}
+
+
+COPY_INSTRUCTION = re.compile(r"^\s*(?:COPY|ADD)\s+(?P<args>.*)$", re.IGNORECASE)
+
+
+def copies_wheels(dockerfile: str) -> bool:
+    """Whether a COPY or ADD of the Dockerfile takes `wheels/` (or a file in it) from the build context."""
+    for line in re.sub(r"\\\n", " ", dockerfile).splitlines():
+        found = COPY_INSTRUCTION.match(line)
+        if found is None:
+            continue
+        words = found["args"].split()
+        if any(word.startswith("--from") for word in words):
+            continue  # from another stage or image, not from the context
+        sources = [word.removeprefix("./") for word in words if not word.startswith("--")][:-1]
+        if any(source.rstrip("/") == WHEELS_DIR or source.startswith(WHEELS_DIR + "/") for source in sources):
+            return True
+    return False
 
 
 def oci_labels(variant: Variant, image: str) -> dict[str, str]:
@@ -185,11 +223,13 @@ class Renderer:
             "base_ref": mirrored(variant.base_image, options.mirrors),
             "pip_source": pip_source_args(variant, options),
             "companions": plan.requirements,
+            "pip_requirements": companions.shell_words(companions.install_requirements(variant.torch, plan)),
+            "build_backend": companions.BUILD_BACKEND,
             "pip_conf": variant.wheel_index is not None,
             "build_backends": companions.BUILD_BACKENDS,
             "guard_path": GUARD_PATH,
             "entrypoint": list(ENTRYPOINT),
-            "wheelhouse": bool(options.pip_find_links),
+            "wheelhouse": options.wheelhouse_route,
             "secret_args": sorted(secret_build_args(options)),
             "python_exe": f"python{variant.python}",
             "label_lines": [f'{key}="{value}"' for key, value in sorted(labels.items())],
@@ -217,14 +257,23 @@ class Renderer:
         return _tidy(text), apt_repos.files
 
     def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
+        """The variant's build context. With a host fetch, a template that copies no `wheels/` (it
+        installs nothing from a wheelhouse) is rendered for the index route instead: its build fetches."""
+        rendered = self._context(variant, expansion, options)
+        if options.host_fetch and not options.pip_find_links and not rendered.copies_wheels:
+            return self._context(variant, expansion, replace(options, host_fetch=False))
+        return rendered
+
+    def _context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
         text, extra = self._render(variant, expansion, options)
         files = {"Dockerfile": text.encode(), **self.static_files(variant.vendor), **extra}
         conf = companions.pip_conf(variant.wheel_index, options.pip_index_url)
         if conf is not None:
             files[companions.PIP_CONF] = conf
         plan = self.companions(variant, options)
+        requirements = companions.install_requirements(variant.torch, plan) if variant.wheel_index else ()
         return RenderedContext(variant, files, self.template_name(variant), plan.notes, plan.names, plan.left_out,
-                               secret_build_args(options))
+                               secret_build_args(options), requirements, copies_wheels(text))
 
     def static_files(self, vendor: str) -> dict[str, bytes]:
         """The files every context of a vendor carries, made once per vendor (not once per variant)."""
@@ -364,8 +413,10 @@ def _remove_empty_dirs(root: Path) -> None:
             directory.rmdir()
 
 
-def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | None) -> Path:
-    """Make `dest` hold exactly the rendered files plus, for offline builds, the wheelhouse.
+def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | tuple[Path, ...] | None) -> Path:
+    """Make `dest` hold exactly the rendered files plus, for offline builds, the wheelhouse: every file
+    of a directory (`--pip-find-links`), or the given wheel files (a variant's closure from the run's
+    host fetch, accel_images.build.wheels).
 
     Unchanged files are left alone and wheels are hard-linked where the file system allows,
     so a no-op rebuild neither copies a 200 MB wheelhouse nor disturbs the cached digests.
@@ -381,7 +432,7 @@ def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path |
                          hint="the state directory must be writable") from None
 
 
-def _write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | None) -> Path:
+def _write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | tuple[Path, ...] | None) -> Path:
     if dest.is_symlink():
         raise state.link_error(dest.parent, dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -392,7 +443,7 @@ def _write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path 
         if not (target.is_file() and not target.is_symlink() and target.read_bytes() == data):
             _atomic_write(target, data)
     if wheelhouse is not None:
-        _link_wheelhouse(wheelhouse, dest / WHEELS_DIR)
+        _link_wheels(wheelhouse_files(wheelhouse) if isinstance(wheelhouse, Path) else wheelhouse, dest / WHEELS_DIR)
         keep.add(WHEELS_DIR)
     for extra in dest.iterdir():
         if extra.name in keep:
@@ -409,13 +460,19 @@ def _remove_entry(entry: Path) -> None:
         entry.unlink()
 
 
-def _link_wheelhouse(source: Path, target: Path) -> None:
+def wheelhouse_files(source: Path) -> tuple[Path, ...]:
+    """The files of a `--pip-find-links` directory, by name."""
     if not source.is_dir():
         raise InputError("wheelhouse directory not found", file=str(source), field="--pip-find-links")
+    return tuple(w for w in sorted(source.iterdir()) if w.is_file())
+
+
+def _link_wheels(files: tuple[Path, ...], target: Path) -> None:
+    """Make `target` hold exactly `files`, hard-linked (copied where the file system cannot link)."""
     if target.is_symlink():
         raise state.link_error(target.parent, target)
     target.mkdir(exist_ok=True)
-    wheels = {w.name: w for w in sorted(source.iterdir()) if w.is_file()}
+    wheels = {w.name: w for w in files}
     for present in target.iterdir():
         if present.name not in wheels or present.is_symlink() or not present.is_file():
             _remove_entry(present)

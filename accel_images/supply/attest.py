@@ -31,6 +31,7 @@ from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.launcher import ContainerRunner
 from accel_images.supply import attach, provenance, sbom
 from accel_images.model.variant import Variant
+from accel_images.model.wheels import Wheel
 
 SBOM_FILE = "sbom.cdx.json"
 STATEMENT_FILE = "provenance.intoto.json"
@@ -72,6 +73,8 @@ class BuildInputs:
     fingerprint: str
     base_digest: str
     build_args: Mapping[str, str]
+    wheels: tuple[Wheel, ...] = ()
+    """What the run fetched from the index for this build (accel_images.build.wheels); () when the build fetched."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,8 @@ class Attester:
             source={"uri": self.source.uri, "gitCommit": self.source.commit,
                     **({"uncommittedChanges": "true"} if self.source.dirty else {})} if self.source.commit else {},
             builder_id=builder_id, invocation_id=invocation, started=self.started,
-            finished=datetime.now(timezone.utc), smoke=facts, sbom_sha256=sbom_sha256, tool_version=__version__)
+            finished=datetime.now(timezone.utc), smoke=facts, sbom_sha256=sbom_sha256, tool_version=__version__,
+            wheels=inputs.wheels)
 
     def _write(self, tag: str, digest: str, sbom_text: bytes, statement: Mapping[str, Any], envelope: bytes) -> None:
         if self.out_dir is None:

@@ -9,7 +9,9 @@ DSSE verifier (cosign, in-toto, securesystemslib, or 30 lines of pyca/cryptograp
 Where each fact goes in the SLSA predicate (the build type below is this project's):
     buildDefinition.externalParameters    variant, tag, matrix file digest, non-secret build args
     buildDefinition.internalParameters    the fingerprint (inputs the tool derives itself)
-    buildDefinition.resolvedDependencies  the source commit, the base image by digest
+    buildDefinition.resolvedDependencies  the source commit, the base image by digest, and each wheel the
+                                          run fetched for the build (a pypi package URL naming the file
+                                          and its index, its sha256)
     runDetails.builder                    who ran the build (a CI workflow run, or a host)
     runDetails.byproducts                 the smoke result (and the hardware it ran on), the SBOM
 A signed statement whose smoke byproduct does not say `passed` never verifies.
@@ -33,6 +35,7 @@ from securesystemslib.signer import CryptoSigner, Key, SSlibKey
 
 from accel_images import untrusted
 from accel_images.errors import AccelError, InputError
+from accel_images.model.wheels import Wheel
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -94,6 +97,7 @@ class BuildFacts:
     sbom_sha256: str | None = None
     tool_version: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    wheels: tuple[Wheel, ...] = ()      # fetched by the run on the host (accel_images.build.wheels)
 
 
 def _time(moment: datetime) -> str:
@@ -112,6 +116,8 @@ def statement(facts: BuildFacts) -> dict[str, Any]:
     base_name, _, base_digest = facts.base_image.partition("@")
     if base_digest.startswith("sha256:"):
         dependencies.append({"uri": f"docker://{base_name}", "digest": {"sha256": base_digest.split(":", 1)[1]}})
+    dependencies += [{"uri": wheel.purl, "name": wheel.filename, "digest": {"sha256": wheel.sha256},
+                      "annotations": {"index": wheel.index_url, "size": wheel.size}} for wheel in facts.wheels]
     byproducts: list[dict[str, Any]] = [{"name": SMOKE_BYPRODUCT, "mediaType": "application/json",
                                          "annotations": facts.smoke.annotations()}]
     if facts.sbom_sha256:

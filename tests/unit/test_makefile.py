@@ -56,3 +56,11 @@ def test_companions_to_build_without_reach_build_and_nightly(tmp_path: Path) -> 
     assert "--without-companion torchaudio" in nightly
     offline = next(c for c in dry_run(tmp_path, "image-offline") if "accel-images build" in c)
     assert offline.endswith("--without-companion torchvision")   # CI's wheelhouse holds no +cpu torchvision
+
+
+def test_the_wheel_cache_is_a_make_variable_for_images_and_the_nightly(tmp_path: Path) -> None:
+    cache = ("CACHE_DIR=/srv/wheels", "CACHE_MAX_SIZE=50G")
+    for target in (("image", "VENDOR=cpu"), ("images", "VENDOR=cpu"), ("nightly", "REGISTRY=reg.example")):
+        command = next(c for c in dry_run(tmp_path, *target, *cache) if "accel-images" in c and " --" in c)
+        assert "--cache-dir /srv/wheels --cache-max-size 50G" in command, command
+    assert not any("--cache" in c for c in dry_run(tmp_path, "image", "VENDOR=cpu"))

@@ -1,0 +1,317 @@
+"""The run's wheelhouse: every wheel a run's builds install, fetched once, on this host.
+
+Without it each build's pip downloads its own copy from the index, inside the build: a nightly over
+the runtime and devel flavors and two Pythons of one CUDA torch downloads the same gigabytes of
+py3-none NVIDIA wheels four times, and a build fails where only the host reaches the index. With
+it (`--pip-fetch host`, the default) the run asks pip on this host, before each build, for the
+variant's closure: what the build's own `pip install` would take from the variant's index (torch,
+its companions, numpy, and the build backend kept in the image), for the variant's Python and
+platform. pip downloads into a directory per index (the cache: `<state>/cache/wheels/`, or
+`--cache-dir`) and takes a file already there instead of downloading it ("File was already
+downloaded"; it checks the file against the index's sha256 first), so a wheel is fetched from its
+index at most once per run, and not again while the cache keeps it. The variant's build context then
+gets exactly its closure as `wheels/` (hard links) and the Dockerfile the wheelhouse route renders
+(`--no-index --find-links`), so the image, its layers and its fingerprint are those of a wheelhouse
+build, and the fingerprint now follows the wheels' bytes. Each wheel's index and sha256 go into
+the provenance (accel_images.model.wheels).
+
+pip resolves exactly as the build's would: the same requirements against the same index, with the
+platform tags of the image's OS (PEP 600: manylinux_2_X down from the OS's glibc, then linux_<arch>,
+the machine the base image's architecture), its Python's tags, and environment markers read as on
+that Python and machine (accel_images.build.pip_target). pip's configuration files and its source
+options from the environment are not read:
+where a wheel comes from is the variant's index alone (PIP_CERT, PIP_CLIENT_CERT, PIP_TRUSTED_HOST,
+PIP_PROXY, PIP_RETRIES and PIP_TIMEOUT pass, as do the proxy and CA variables requests reads).
+
+Which files pip took is read from its own lines, `Saved <path>` and `File was already downloaded
+<path>` (pip/_internal/operations/prepare.py, req_install.py), checked against its closing
+`Successfully downloaded <names>`: pip has no report for `download`, and `install --dry-run
+--report`, which has one, downloads every wheel in full to read its metadata from an index
+without PEP 658 metadata files, and then again for real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from accel_images.build.fingerprint import file_digest
+from accel_images.credentials import hide_credentials, without_credentials
+from accel_images.errors import InputError, WheelFetchError
+from accel_images.formatting import human_size
+from accel_images.lock import held
+from accel_images.model.wheels import Wheel
+
+MACHINES = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
+"""The engine's architecture names (an image's `Architecture`) as wheel platform tags spell the machine."""
+LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+"""PEP 599/571/513 names of manylinux_2_17, _2_12 and _2_5 (packaging.tags, _manylinux.py)."""
+PASSED_PIP_VARIABLES = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_TRUSTED_HOST", "PIP_PROXY", "PIP_RETRIES", "PIP_TIMEOUT",
+                        "PIP_DEFAULT_TIMEOUT")
+"""How pip reaches an index, not which one: kept in pip's environment; every other PIP_* variable is not."""
+LOCK_WAIT_S = 6 * 3600.0
+"""How long a run waits for another run (or thread) fetching into the same cache."""
+_SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded) (?P<path>\S+)\s*$")
+_DONE = re.compile(r"^Successfully downloaded (?P<names>.+)$")
+
+
+@dataclass(frozen=True)
+class WheelRequest:
+    """What one variant's build installs, as pip on this host is asked to fetch it."""
+
+    index_url: str = field(repr=False)   # with any credentials: given to pip in its environment only
+    requirements: tuple[str, ...]        # with their dependencies: `torch==2.13.0`, `torchvision==0.28.*`, `numpy`
+    without_deps: tuple[str, ...]        # alone: `setuptools`, which the image keeps for offline builds
+    python: str                          # `3.11`
+    machine: str                         # `x86_64`: the image's, as wheel tags spell it
+    platforms: tuple[str, ...]           # platform tags, most specific first
+
+    @property
+    def public_index(self) -> str:
+        return without_credentials(self.index_url)
+
+
+@dataclass(frozen=True)
+class Closure:
+    """The wheels one request resolved to, where they lie in the cache, and what fetching them cost."""
+
+    wheels: tuple[Wheel, ...]
+    paths: tuple[Path, ...]
+    fetched_bytes: int = 0   # downloaded from the index for this request (0: every file was in the cache)
+
+
+@dataclass
+class FetchTally:
+    """What the run's fetches cost, for the report: files and bytes downloaded, files reused."""
+
+    fetched_files: int = 0
+    fetched_bytes: int = 0
+    reused_files: int = 0
+    requests: int = 0
+
+    def record(self) -> dict[str, int]:
+        return {"requests": self.requests, "fetched_files": self.fetched_files, "fetched_bytes": self.fetched_bytes,
+                "reused_files": self.reused_files}
+
+    def summary(self) -> str:
+        """`fetched 1.20 GB of wheels (31 files; 12 were in the cache)`, or '' when the run fetched none."""
+        if not self.requests:
+            return ""
+        return (f"fetched {human_size(self.fetched_bytes)} of wheels ({self.fetched_files} file(s);"
+                f" {self.reused_files} were in the cache)")
+
+
+Runner = Callable[[list[str], Mapping[str, str]], "subprocess.CompletedProcess[str]"]
+
+
+def run_pip(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, env=dict(env), capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL)
+
+
+def platform_tags(glibc: str, machine: str) -> tuple[str, ...]:
+    """The platform tags pip on an OS with this glibc and machine accepts, most specific first.
+
+    As packaging.tags.platform_tags gives them on such a system (PEP 600): manylinux_2_<minor>
+    from the glibc's minor down to 5 on x86_64 and i686 (17 elsewhere, manylinux2014's floor),
+    each legacy alias right after its manylinux_2_X, then linux_<machine>.
+    """
+    major, minor = (int(part) for part in glibc.split(".")[:2])
+    if major != 2:
+        raise WheelFetchError(f"glibc {glibc} gives no manylinux tags (PEP 600 names glibc 2.x)")
+    floor = 4 if machine in ("x86_64", "i686") else 16
+    tags: list[str] = []
+    for glibc_minor in range(minor, floor, -1):
+        tags.append(f"manylinux_2_{glibc_minor}_{machine}")
+        if glibc_minor in LEGACY_MANYLINUX:
+            tags.append(f"{LEGACY_MANYLINUX[glibc_minor]}_{machine}")
+    return (*tags, f"linux_{machine}")
+
+
+def machine_of(architecture: str) -> str:
+    """The wheel machine of an image architecture (`amd64` -> `x86_64`); an unknown one as given."""
+    return MACHINES.get(architecture, architecture or "x86_64")
+
+
+def pip_command(request: WheelRequest, dest: Path, requirements: Iterable[str], *, deps: bool) -> list[str]:
+    """`pip download` of `requirements` into `dest`, for the request's Python and platform (the index comes
+    from the environment, pip_environment, so no credential is on a command line)."""
+    abi = "cp" + request.python.replace(".", "")
+    command = [sys.executable, "-m", "accel_images.build.pip_target", request.python, request.machine, "download",
+               "--dest", str(dest), "--no-cache-dir", "--progress-bar", "off", "--disable-pip-version-check",
+               "--no-input", "--only-binary=:all:", "--python-version", request.python, "--implementation", "cp",
+               "--abi", abi]
+    for platform in request.platforms:
+        command += ["--platform", platform]
+    if not deps:
+        command.append("--no-deps")
+    return [*command, *requirements]
+
+
+def pip_environment(index_url: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """This process's environment for pip: no configuration file, no PIP_* source option, the index given."""
+    env = {key: value for key, value in environ.items()
+           if not key.startswith("PIP_") or key in PASSED_PIP_VARIABLES}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=index_url, PIP_NO_INPUT="1")
+    return env
+
+
+def fetched_files(output: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(file names, project names) pip download's output says it saved or found, in order, each once."""
+    files: dict[str, None] = {}
+    projects: tuple[str, ...] = ()
+    for line in output.splitlines():
+        saved = _SAVED.match(line)
+        if saved:
+            files[os.path.basename(saved["path"])] = None
+        done = _DONE.match(line.strip())
+        if done:
+            projects = tuple(done["names"].split())
+    return tuple(files), projects
+
+
+def newly_saved(output: str) -> set[str]:
+    """The file names pip download's output says it downloaded (`Saved`), not found in place."""
+    return {os.path.basename(line.split(None, 1)[1]) for line in output.splitlines()
+            if line.strip().startswith("Saved ")}
+
+
+def partition_name(public_index: str) -> str:
+    """The cache directory of one index: its host and path, made file-safe, and a short digest of the URL."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", public_index.split("://", 1)[-1]).strip("-")[:80]
+    return f"{readable}-{hashlib.sha256(public_index.encode()).hexdigest()[:8]}"
+
+
+class RunWheelhouse:
+    """The wheels of one run, fetched once each into `root` (one directory per index) by pip on this host.
+
+    Thread-safe: variants built concurrently ask for their closures at once; fetches into the
+    cache happen one at a time (a lock in the process, and `root/.lock` between processes that
+    share a cache), so a wheel two variants need is downloaded by the first and found by the second.
+    """
+
+    def __init__(self, root: Path, runner: Runner = run_pip) -> None:
+        self.root = root
+        self.runner = runner
+        self.tally = FetchTally()
+        self._closures: dict[WheelRequest, Closure] = {}
+        self._requests: dict[WheelRequest, threading.Lock] = {}
+        self._lock = threading.Lock()       # guards the two dicts
+        self._fetching = threading.Lock()   # one pip at a time into the cache
+
+    def closure(self, request: WheelRequest, status: Callable[[str], None] | None = None) -> Closure:
+        """The request's wheels in the cache, fetched now where missing; the same answer all run long.
+
+        A variant whose closure is known gets it at once, while another variant's fetch runs.
+        """
+        with self._lock:
+            pending = self._requests.setdefault(request, threading.Lock())
+        with pending:
+            if request not in self._closures:
+                with self._fetching, held(self.root / ".lock", LOCK_WAIT_S, what="fetch into the wheel cache"):
+                    closure = self._fetch(request, status or (lambda text: None))
+                with self._lock:
+                    self._closures[request] = closure
+            closure = self._closures[request]
+        touch(closure.paths)
+        return closure
+
+    def _fetch(self, request: WheelRequest, status: Callable[[str], None]) -> Closure:
+        dest = self.root / partition_name(request.public_index)
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise InputError(f"cannot make the wheel cache's directory: {error.strerror}", file=str(dest),
+                             field="--cache-dir") from None
+        names: dict[str, None] = {}
+        fetched: set[str] = set()
+        for requirements, deps in ((request.requirements, True), (request.without_deps, False)):
+            if not requirements:
+                continue
+            status(f"fetching {' '.join(requirements)} from {request.public_index}")
+            done = self.runner(pip_command(request, dest, requirements, deps=deps), pip_environment(request.index_url))
+            if done.returncode != 0:
+                raise WheelFetchError(f"pip on this host could not fetch {' '.join(requirements)} for Python"
+                                      f" {request.python} from {request.public_index}: {pip_error(done)}",
+                                      hint="see --pip-fetch build for builds that fetch themselves")
+            files, projects = fetched_files(done.stdout)
+            if not files or len(files) != len(projects):
+                raise WheelFetchError(f"pip's output names {len(files)} file(s) for {len(projects)} project(s)"
+                                      f" ({' '.join(projects) or 'none'}): cannot tell which wheels it fetched")
+            names.update(dict.fromkeys(files))
+            fetched |= newly_saved(done.stdout)
+        paths = tuple(dest / name for name in names)
+        try:
+            wheels = tuple(Wheel(path.name, file_digest(path), path.stat().st_size, request.public_index)
+                           for path in paths)
+        except OSError as error:
+            raise WheelFetchError(f"pip said it fetched {Path(str(error.filename)).name}, which is not in the"
+                                  f" wheel cache: {error.strerror}", file=str(dest)) from None
+        fetched_bytes = sum(w.size for w in wheels if w.filename in fetched)
+        self.tally.requests += 1
+        self.tally.fetched_files += len(fetched)
+        self.tally.fetched_bytes += fetched_bytes
+        self.tally.reused_files += len(wheels) - len(fetched & set(names))
+        return Closure(wheels, paths, fetched_bytes)
+
+    def record(self) -> dict[str, int | str]:
+        """What the run fetched, and where the wheels are kept: the report's `meta.wheels`."""
+        return {**self.tally.record(), "directory": str(self.root)}
+
+    def prune(self, max_bytes: int | None) -> Pruned:
+        """Keep the cache at most `max_bytes`, the least recently used wheels going first."""
+        if max_bytes is None or not self.root.is_dir():
+            return Pruned()
+        with self._fetching, held(self.root / ".lock", LOCK_WAIT_S, what="prune the wheel cache"):
+            return prune(self.root, max_bytes)
+
+
+def pip_error(done: subprocess.CompletedProcess[str]) -> str:
+    """pip's last `ERROR:` line (the reason it gives), else the last line it wrote."""
+    lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
+    errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
+    return hide_credentials((errors or lines or [f"exit {done.returncode}"])[-1])  # pip masks only the password
+
+
+def touch(paths: Iterable[Path], now: float | None = None) -> None:
+    """Mark files used now (their access time; the modification time stays): what pruning orders by."""
+    moment = time.time() if now is None else now
+    for path in paths:
+        try:
+            os.utime(path, (moment, path.stat().st_mtime))
+        except OSError:
+            pass  # pruned under us by another run: the build context's hard link still holds it
+
+
+@dataclass(frozen=True)
+class Pruned:
+    removed: tuple[str, ...] = ()
+    freed_bytes: int = 0
+    kept_bytes: int = 0
+
+
+def prune(root: Path, max_bytes: int) -> Pruned:
+    """Delete the least recently used wheels under `root` until the rest take at most `max_bytes`.
+
+    Recency is the access time (touch() sets it when a run uses a file). A wheel still linked from
+    a build context only loses its name in the cache; its bytes stay until the context lets go.
+    """
+    files = sorted((path for path in root.glob("*/*.whl") if path.is_file()), key=lambda p: p.stat().st_atime)
+    total = sum(path.stat().st_size for path in files)
+    removed, freed = [], 0
+    for path in files:
+        if total - freed <= max_bytes:
+            break
+        size = path.stat().st_size
+        path.unlink()
+        removed.append(f"{path.parent.name}/{path.name}")
+        freed += size
+    return Pruned(tuple(removed), freed, total - freed)
