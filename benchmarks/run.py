@@ -15,15 +15,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import harness
-from benchmarks.engine_benches import ENGINE_BENCHES, engine_reachable
+from benchmarks.engine_benches import ENGINE_BENCHES as LIGHT_ENGINE_BENCHES, engine_reachable
+from benchmarks.fetch_benches import FETCH_BENCHES
 from benchmarks.pure_benches import PURE_BENCHES
 from benchmarks.registry_benches import REGISTRY_BENCHES
 from benchmarks.startup_benches import STARTUP_BENCHES
 from benchmarks.wheel_sizes import WHEEL_BENCHES
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "republish", "catalogue",
-         "cuda_size")
+ORDER = ("startup", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency", "republish", "fetch",
+         "catalogue", "cuda_size")
+ENGINE_BENCHES = {**LIGHT_ENGINE_BENCHES, **FETCH_BENCHES}
 ALL = {**STARTUP_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES, **WHEEL_BENCHES}
 
 
