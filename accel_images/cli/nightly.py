@@ -226,6 +226,7 @@ def run_and_report(registry: RegistryClient, expansion: Expansion, variants: tup
         paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc), "partial": True})
         click.echo(f"accel-images: stopped; partial report: {paths['html']}", err=True)
         raise
+    meta["wheels"] = wheels.record()
     try:
         pruning = apply_retention(registry, nightly, variants,
                                   retention or Retention(RetentionPolicy(), Pinned(), False))
@@ -243,7 +244,7 @@ def report_run(nights: list[NightlyOutcome], pruning: Pruning | str, settings: B
     records = [nightly_record(night, nightly.target) for night in nights]
     previous = read_previous(settings.state_dir.latest_reports("nightly"))
     meta = {**meta, **pruning_meta(pruning), "uploaded_bytes": sum(night.uploaded_bytes for night in nights),
-            "wheels": wheels.record(), "changes": compare(records, previous)}
+            "changes": compare(records, previous)}
     paths = write_reports(records, reports, {**meta, "finished": datetime.now(timezone.utc)})
     if reports.parent == settings.state_dir.reports:
         settings.state_dir.link_latest("nightly", reports)
