@@ -36,7 +36,8 @@ COMMANDS = (
     LazyCommand("pull", "accel_images.cli.fanout:pull_command",
                 "Like recommend, then pull the image and print the `docker run` line for it."),
     LazyCommand("recommend", "accel_images.cli.fanout:recommend_command",
-                "Pick the newest image that fits this host and print the `docker run` line for it."),
+                "Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's"
+                " form)."),
     LazyCommand("render", "accel_images.cli.render:render_command",
                 "Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."),
     LazyCommand("run", "accel_images.cli.session:run_command",

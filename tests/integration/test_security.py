@@ -44,7 +44,15 @@ RUN echo final-before > /opt/before
 COPY --from=build /tmp/seen /opt/seen
 LABEL {{ label_lines | join(" ") }}
 RUN echo final
+RUN mkdir -p /opt/accel-images && printf '%s' '{"schema": 1, "platform": {"os": "linux", "machine": "x86_64"},{# -#}
+ "python": "3.11.2", "torch": {"version": "{{ v.torch }}+cpu", "public": "{{ v.torch }}", "local": "cpu"},{# -#}
+ "backend": "cpu", "toolkit": {"cuda": null, "hip": null, "xpu": null, "cudnn": null, "nccl": null, "gaudi": null},{# -#}
+ "archs": [], "ptx": [], "companions": { {%- for requirement in companions %}"{{ requirement.split("==")[0] }}":{# -#}
+ "{{ requirement.split("==")[1] | replace(".*", "") }}.0"{{ ", " if not loop.last }}{% endfor -%} },{# -#}
+ "distributions": {"torch": "{{ v.torch }}+cpu"}}' > /opt/accel-images/facts.json
 """
+# The last step stands in for the facts step every real template ends with (partials/common.j2 finish()):
+# a build checks the image's facts against the knowledge base (as tests/nightly_fixture's template does).
 STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$", re.MULTILINE)
 
 
