@@ -30,6 +30,10 @@ from accel_images.plan.matrix import User
 
 WORKSPACE = "/workspace"
 """The images' working directory, where a session mounts the host's directory."""
+ENVIRONMENT_GID = 100
+"""The group that owns the image's Python environment, group-writable with setgid directories (the
+templates' `chown -R "${USER_UID}:100" /opt/venv`, as jupyter/docker-stacks' fix-permissions does for
+NB_GID 100, `users`): a session running as the host user joins it, so `pip install` works in the image."""
 GIT_IDENTITY_KEYS = (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
                      ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")))
 """git config keys -> the variables that carry them into a container (git-commit-tree(1), "Commit Information")."""
@@ -121,6 +125,14 @@ class Launch:
     """The image's manifest digest, where known (a registry's catalogue): what a cluster should pull."""
     rootless: bool = False
     """The engine runs as a user other than root (rootless Podman): groups and user ids map differently."""
+
+    @property
+    def environment_groups(self) -> tuple[int, ...]:
+        """Supplementary groups a host user needs in the image: the Python environment's, unless it is their
+        group already or they are root (who writes anyway)."""
+        if self.user is None or self.user[0] == 0 or self.user[1] == ENVIRONMENT_GID:
+            return ()
+        return (ENVIRONMENT_GID,)
 
     @property
     def ipc_mode(self) -> str:

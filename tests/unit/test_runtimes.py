@@ -56,18 +56,18 @@ def chosen(vendor: str, dev_root: Path) -> Launch:
 #   is podman-run(1)'s --network host.
 
 PODMAN = {
-    "cpu": "podman run --rm -i --ipc host --user 1234:5678 --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
+    "cpu": "podman run --rm -i --ipc host --user 1234:5678 --group-add 100 --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
     "cuda": "podman run --rm -i --device nvidia.com/gpu=all --security-opt label=disable --ipc host"
-            " --ulimit memlock=-1 --ulimit stack=67108864 --user 1234:5678 --mount type=bind,source=/src,target=/workspace -w /workspace"
+            " --ulimit memlock=-1 --ulimit stack=67108864 --user 1234:5678 --group-add 100 --mount type=bind,source=/src,target=/workspace -w /workspace"
             " {image} python -V",
     "rocm": "podman run --rm -i --device /dev/kfd --device /dev/dri --security-opt label=disable --group-add {g0}"
-            " --group-add {g1} --cap-add SYS_PTRACE --ipc host --security-opt seccomp=unconfined --user 1234:5678"
+            " --group-add {g1} --cap-add SYS_PTRACE --ipc host --security-opt seccomp=unconfined --user 1234:5678 --group-add 100"
             " --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
     "xpu": "podman run --rm -i --device /dev/dri --security-opt label=disable --group-add {g0} --group-add {g1}"
-           " --ipc host --user 1234:5678 --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
+           " --ipc host --user 1234:5678 --group-add 100 --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
     "gaudi": "podman run --rm -i --runtime /usr/bin/habana-container-runtime --network host"
              " -e HABANA_VISIBLE_DEVICES=all -e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE"
-             " --ipc host --ulimit memlock=-1 --user 1234:5678 --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
+             " --ipc host --ulimit memlock=-1 --user 1234:5678 --group-add 100 --mount type=bind,source=/src,target=/workspace -w /workspace {image} python -V",
 }
 
 
@@ -92,7 +92,7 @@ def test_rootless_podman_keeps_the_users_groups_and_ids(dev_root: Path) -> None:
     the same values in the container"; rootless limits cannot be raised (podman-run(1) --ulimit)."""
     rocm = render("podman", session("rocm", dev_root, rootless=True))
     assert "--group-add keep-groups --cap-add SYS_PTRACE" in rocm.text and " --group-add 44 " not in rocm.text
-    assert "--userns keep-id --user 1234:5678 --mount type=bind,source=/src,target=/workspace" in rocm.text
+    assert "--userns keep-id --user 1234:5678 --group-add 100 --mount type=bind,source=/src,target=/workspace" in rocm.text
     assert rocm.notes == ("--group-add keep-groups needs the crun runtime: with runc the device groups are dropped",)
     cuda = render("podman", session("cuda", dev_root, rootless=True))
     assert "--ulimit" not in cuda.text
@@ -314,7 +314,7 @@ def test_a_pod_carries_what_is_passed_through(dev_root: Path) -> None:
 #   must set the capabilities field") and "count. Specified as an integer or the value all".
 #   https://docs.docker.com/compose/how-tos/gpu-support/
 # compose-spec 05-services: devices "HOST_PATH:CONTAINER_PATH[:CGROUP_PERMISSIONS]", group_add, runtime, cap_add,
-#   security_opt, ipc, ulimits. https://github.com/compose-spec/compose-spec/blob/main/05-services.md
+#   security_opt, ipc, ulimits. A host user joins group 100, the image's Python environment's (host/launch.py). https://github.com/compose-spec/compose-spec/blob/main/05-services.md
 
 SERVICE_HEAD = """services:
   dev:
@@ -328,8 +328,10 @@ SERVICE_HEAD = """services:
     - /src:/workspace
 """
 COMPOSE = {
-    "cpu": SERVICE_HEAD + "    ipc: host\n",
-    "cuda": SERVICE_HEAD + """    ipc: host
+    "cpu": SERVICE_HEAD + "    group_add:\n    - '100'\n    ipc: host\n",
+    "cuda": SERVICE_HEAD + """    group_add:
+    - '100'
+    ipc: host
     ulimits:
       memlock: -1
       stack: 67108864
@@ -347,6 +349,7 @@ COMPOSE = {
     group_add:
     - '{g0}'
     - '{g1}'
+    - '100'
     cap_add:
     - SYS_PTRACE
     security_opt:
@@ -358,11 +361,14 @@ COMPOSE = {
     group_add:
     - '{g0}'
     - '{g1}'
+    - '100'
     ipc: host
 """,
     "gaudi": SERVICE_HEAD + """    environment:
       HABANA_VISIBLE_DEVICES: all
       OMPI_MCA_btl_vader_single_copy_mechanism: none
+    group_add:
+    - '100'
     runtime: habana
     cap_add:
     - SYS_NICE

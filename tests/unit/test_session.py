@@ -21,7 +21,7 @@ from accel_images.cli import session as cli_session
 from accel_images.host.session import IDENTITY_SCRIPT, Session, devcontainer, docker_run_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-TAIL = ["--user", "1234:5678", "--mount", "type=bind,source=/src,target=/workspace", "-w", "/workspace", "img:tag",
+TAIL = ["--user", "1234:5678", "--group-add", "100", "--mount", "type=bind,source=/src,target=/workspace", "-w", "/workspace", "img:tag",
         "python", "-V"]
 NGC = ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
 
@@ -91,7 +91,7 @@ def test_a_terminal_gets_a_tty() -> None:
 def test_devcontainer_has_the_same_container_options(dev_root: Path) -> None:
     config = devcontainer("reg/img:2.14.0-rocm7.14-py3.12-ubuntu24.04", "rocm", "dev", dev_root)
     session = Session("reg/img:t", "rocm", Path("/src"), 1, 1, interactive=False)
-    assert config["runArgs"] == docker_run_argv(session, dev_root)[4:-7]
+    assert config["runArgs"] == docker_run_argv(session, dev_root)[4:-9]
     assert config == {"name": "accel-images 2.14.0-rocm7.14-py3.12-ubuntu24.04",
                       "image": "reg/img:2.14.0-rocm7.14-py3.12-ubuntu24.04", "runArgs": config["runArgs"],
                       "remoteUser": "dev", "containerUser": "dev", "updateRemoteUserUID": True,

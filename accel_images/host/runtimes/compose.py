@@ -66,8 +66,9 @@ def devices(launch: Launch) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if options.devices:
         body["devices"] = [f"{path}:{path}" for path in options.devices]
-    if options.group_add:
-        body["group_add"] = list(options.group_add)
+    groups = [*options.group_add, *(str(gid) for gid in launch.environment_groups)]
+    if groups:
+        body["group_add"] = groups
     if options.runtime:
         body["runtime"] = options.runtime
     capabilities = [*options.cap_add, *settings.cap_add]

@@ -35,6 +35,8 @@ def session_flags(launch: Launch) -> list[str]:
     flags: list[str] = []
     if launch.user is not None:
         flags += ["--user", f"{launch.user[0]}:{launch.user[1]}"]
+    for gid in launch.environment_groups:
+        flags += ["--group-add", str(gid)]
     return flags + workspace_flags(launch)
 
 

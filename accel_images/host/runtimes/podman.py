@@ -87,4 +87,6 @@ def user_flags(launch: Launch) -> list[str]:
     if launch.user is not None:
         flags += ["--userns", "keep-id"] if launch.rootless else []
         flags += ["--user", f"{launch.user[0]}:{launch.user[1]}"]
+    for gid in launch.environment_groups:
+        flags += ["--group-add", str(gid)]
     return flags + workspace_flags(launch)
