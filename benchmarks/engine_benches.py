@@ -21,19 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Iterator
 
-from benchmarks.harness import (PYTHON, ROOT, BenchResult, Row, Series, alternating, interleaved, repeat,
-                                run_checked, shown, speedup, time_once)
+from benchmarks.harness import (PYTHON, ROOT, WHEELHOUSE, WHEELHOUSE_ARGS, BenchResult, Row, Series, alternating,
+                                interleaved, repeat, run_checked, shown, speedup, time_once)
 
 HERE = Path(__file__).resolve().parent
 LIGHT_MATRIX = HERE / "light_matrix.yaml"
 LIGHT_TEMPLATES = HERE / "templates"
 BENCH_MIRROR = "docker.io=bench.accel-images.invalid/hub"
 BASE_SOURCES = ("127.0.0.1:5000/library/debian:bookworm-slim", "local/debian:bookworm-slim")
-WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
 CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
 CPU_BUILD = ["build", "--vendor", "cpu", "--torch", "2.13", "--os", "debian12",
-             "--registry-mirror", "docker.io=127.0.0.1:5000", "--pip-find-links", str(WHEELHOUSE),
-             "--without-companion", "torchvision"]   # the local wheelhouse holds no +cpu torchvision
+             "--registry-mirror", "docker.io=127.0.0.1:5000", *WHEELHOUSE_ARGS]
 BASELINE_REPO = "accel-images-bench/baseline"
 NAIVE_REPO = "accel-images-bench/naive"
 LIGHT_CPU_VARIANTS = 4
@@ -211,7 +209,7 @@ def prepare_noop(space: Workspace, variants: int, namespace: str, result: BenchR
     matrix.write_text(cpu_matrix_yaml(variants))
     state = space.root / f"state-{variants}"
     common = ["--matrix", str(matrix), "--templates", str(space.templates), "--registry-mirror", REAL_MIRROR,
-              "--pip-find-links", str(WHEELHOUSE), "--without-companion", "torchvision", "--vendor", "cpu",
+              *WHEELHOUSE_ARGS, "--vendor", "cpu",
               "--state-dir", str(state)]
     build = [PYTHON, "-m", "accel_images", "build", *common, "--no-smoke", "--network", "none"]
     nightly = [PYTHON, "-m", "accel_images", "nightly", *common, "--registry", f"{BENCH_REGISTRY_HOST}/{namespace}",
@@ -468,8 +466,17 @@ def bench_image_size(quick: bool) -> BenchResult:
     ours = Series(CPU_IMAGE, (float(image_size),), "B")
     floor_s = Series("floor: base + payload", (float(floor),), "B")
     naive = Series("naive single-stage", (float(naive_size),), "B")
-    result.rows.append(Row("image_size", "CPU image size against its floor", ours, floor_s,
-                           image_size / floor, "of floor", "<= 1.02x floor", image_size / floor <= 1.02))
+    # The OS-updates layer (templates/partials/apt.j2 os_updates) replaces files of earlier layers on
+    # purpose, so the bytes it holds are counted twice; it is empty while the mirror holds nothing newer
+    # than the layers below it, and grows as Debian publishes updates after those were cached.
+    updates = updates_layer_bytes(CPU_IMAGE)
+    packed = Series(f"{CPU_IMAGE} less its OS-updates layer", (float(image_size - updates),), "B")
+    result.rows.append(Row("image_size", "CPU image size against its floor (OS-updates layer aside)", packed,
+                           floor_s, (image_size - updates) / floor, "of floor", "<= 1.02x floor",
+                           (image_size - updates) / floor <= 1.02))
+    result.rows.append(Row("image_size", "OS-updates layer (updates published after the layers below were built)",
+                           Series("OS-updates layer", (float(updates),), "B"), ours, updates / image_size,
+                           "of the image", "report only", None))
     result.rows.append(Row("image_size", "naive single-stage image (copies the wheelhouse)", naive, floor_s,
                            naive_size / floor, "of floor", "report only", None,
                            "tiny wheelhouse in quick mode" if quick else ""))
@@ -491,15 +498,28 @@ def bench_image_size(quick: bool) -> BenchResult:
     return result
 
 
+def layer_sizes(image: str, marker: str) -> list[int]:
+    """The sizes of the image's layers whose history line contains `marker`."""
+    lines = run_checked(["docker", "image", "history", "--no-trunc", "--human=false", "--format",
+                         "{{.Size}}\t{{.CreatedBy}}", image]).stdout.splitlines()
+    return [int(size) for size, _, created_by in (line.partition("\t") for line in lines) if marker in created_by]
+
+
 def runtime_apt_layer_bytes(image: str) -> int:
     """Size of the final stage's OS package layer: the one that installs the C/C++ compiler (its
     history line names g++) with the everyday tools."""
-    lines = run_checked(["docker", "image", "history", "--no-trunc", "--human=false", "--format",
-                         "{{.Size}}\t{{.CreatedBy}}", image]).stdout.splitlines()
-    sizes = [int(size) for size, _, created_by in (line.partition("\t") for line in lines) if " g++" in created_by]
+    sizes = layer_sizes(image, " g++")
     if not sizes:
         raise RuntimeError(f"{image} has no layer that installs g++")
     return max(sizes)
+
+
+def updates_layer_bytes(image: str) -> int:
+    """Size of the final stage's OS-updates layer (its history line runs apt-get install --only-upgrade)."""
+    sizes = layer_sizes(image, "--only-upgrade")
+    if len(sizes) != 1:
+        raise RuntimeError(f"{image} has {len(sizes)} OS-updates layers, expected one")
+    return sizes[0]
 
 
 def base_of(image: str) -> str:

@@ -38,11 +38,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.harness import PYTHON, ROOT, BenchResult, Row, Series, run_checked, shown
+from benchmarks.harness import PYTHON, ROOT, WHEELHOUSE_ARGS, BenchResult, Row, Series, run_checked, shown
 
 BASELINE_REV = os.environ.get("ACCEL_BENCH_REPUBLISH_BASELINE", "5546082")
 REGISTRY = "127.0.0.1:5000"
-WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
 TAG = "2.13.0-cpu-py3.11-debian12"
 BASE = "local/debian:bookworm-slim"
 UPDATED_PACKAGE = "libssl3"
@@ -273,8 +272,8 @@ def _push(ref: str, result: BenchResult) -> list[str]:
 
 def _build(matrix: Path, templates: Path, state: Path, namespace: str, result: BenchResult) -> None:
     command = [PYTHON, "-m", "accel_images", "build", "--matrix", str(matrix), "--templates", str(templates),
-               "--no-cache", "--no-smoke", "--registry-mirror", f"docker.io={REGISTRY}/{namespace}", "--pip-find-links",
-               str(WHEELHOUSE), "--without-companion", "torchvision", "--state-dir", str(state)]
+               "--no-cache", "--no-smoke", "--registry-mirror", f"docker.io={REGISTRY}/{namespace}", *WHEELHOUSE_ARGS,
+               "--state-dir", str(state)]
     line = shown(command).replace(str(matrix.parent) + "/", "<work>/").replace(namespace, "<bench-base>")
     if line not in result.commands:
         result.commands.append(line)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from faultproxy import DisposableDaemon, disposable_daemon
+from lighttemplates import light_templates
 from test_faults_engine_unit import ROOT, CPU_MATRIX, cli, one_error_line
 VARIANT = "cpu/2.13.0-cpu-py3.11-debian12"
 SLIM = "local/debian:bookworm-slim"
@@ -28,10 +29,7 @@ QUICK_TEMPLATE = "FROM {{ base_ref }}\nRUN echo quick > /quick\n"
 
 
 def templates_with(tmp_path: Path, cpu_template: str) -> Path:
-    templates = tmp_path / "templates"
-    (templates / "vendors").mkdir(parents=True)
-    (templates / "vendors" / "cpu.Dockerfile.j2").write_text(cpu_template)
-    return templates
+    return light_templates(tmp_path / "templates", cpu_template)
 
 
 def build_args(templates: Path, state: Path) -> list[str]:

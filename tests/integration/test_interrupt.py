@@ -21,6 +21,7 @@ import pytest
 
 from accel_images.smoke.launcher import SMOKE_LABEL
 from faultproxy import DisposableDaemon, disposable_daemon
+from lighttemplates import light_templates
 
 ROOT = Path(__file__).resolve().parents[2]
 SLIM = "local/debian:bookworm-slim"
@@ -59,9 +60,7 @@ def daemon(docker_client, tmp_path_factory) -> Iterator[DisposableDaemon]:
 
 
 def start_build(daemon: DisposableDaemon, tmp_path: Path, template: str, *extra: str) -> subprocess.Popen[str]:
-    templates = tmp_path / "templates" / "vendors"
-    templates.mkdir(parents=True)
-    (templates / "cpu.Dockerfile.j2").write_text(template)
+    light_templates(tmp_path / "templates", template)
     (tmp_path / "matrix.yaml").write_text(TWO_VARIANTS)
     env = {**os.environ, "DOCKER_HOST": daemon.host, "PYTHONPATH": str(ROOT / "tests")}
     return subprocess.Popen([sys.executable, "-m", "nightly_fixture", "build", "--matrix", str(tmp_path / "matrix.yaml"),

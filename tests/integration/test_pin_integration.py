@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import registry_get
+from lighttemplates import light_templates
 from test_pin import CPU_MATRIX, cli
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 TEST_MATRIX = """schema: 1
@@ -58,9 +59,7 @@ def test_render_pin_then_lock_reproduces_the_same_inputs(registry: str, base_ima
 @pytest.mark.engine
 @pytest.mark.registry
 def test_build_from_the_lock_uses_the_pinned_base(registry: str, base_images, docker_client, tmp_path: Path) -> None:
-    templates = tmp_path / "templates" / "vendors"
-    templates.mkdir(parents=True)
-    (templates / "cpu.Dockerfile.j2").write_text("FROM {{ base_ref }}\nRUN echo pinned > /pinned\n")
+    light_templates(tmp_path / "templates", "FROM {{ base_ref }}\nRUN echo pinned > /pinned\n")
     (tmp_path / "matrix.yaml").write_text(TEST_MATRIX)
     common = ["--matrix", str(tmp_path / "matrix.yaml"), "--templates", str(tmp_path / "templates"),
               "--registry-mirror", f"docker.io={registry}", "--no-smoke", "--force", "--lock",
