@@ -2,7 +2,9 @@
 
 They must reach pip and nothing else: the renderer keeps them out of every Dockerfile it writes
 and hands them to the build in a way the engine records nowhere (accel_images.render.contexts,
-`CREDENTIALS_ARG`); whatever is shown or stored (a command line in a report) masks them here.
+`CREDENTIALS_ARG`); whatever is shown or stored (a command line in a report, a rejected
+`--pip-index-url`, `--registry`, `--registry-mirror` or `--apt-mirror` echoed in its error) masks
+them here.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_USERINFO = re.compile(r"""(?:(?<=://)|(?<==)|(?<![^\s'"(]))[^/@\s'"=]+@""")
+"""A URL's `user:password@`, also where no scheme comes first: a registry (`user:token@ghcr.io`), a mirror
+mapping's value (`docker.io=user:token@mirror`). Never inside a path (`/simple/a@b`)."""
 
 
 def index_credentials(url: str | None) -> str | None:
@@ -30,5 +34,6 @@ def without_credentials(url: str) -> str:
 
 
 def hide_credentials(text: str) -> str:
-    """`https://user:password@host/...` -> `https://***@host/...`, for anything shown or stored."""
-    return _URL_USERINFO.sub("***@", text)
+    """`https://user:password@host/...` -> `https://***@host/...` (and `user:token@host` -> `***@host`), for
+    anything shown or stored: a command line in a report, a rejected value echoed in an error."""
+    return _USERINFO.sub("***@", text)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from accel_images.formatting import inert
+
 
 class AccelError(Exception):
     """An expected failure, shown to the user as one line."""
@@ -26,14 +28,18 @@ class AccelError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        """`file:line: field: message (hint)`, skipping the parts that are unknown."""
+        """`file:line: field: message (hint)`, skipping the parts that are unknown.
+
+        One line whatever the message carried, and inert on a terminal: a message may quote a
+        registry's or a daemon's own words, escape sequences included (formatting.inert).
+        """
         where = ""
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + ": "
         field = f"{self.field}: " if self.field else ""
         hint = f" ({self.hint})" if self.hint else ""
         text = f"{where}{field}{self.message}{hint}"
-        return " ".join(text.split())  # one line, whatever the message carried
+        return inert(" ".join(text.split()))
 
 
 class InputError(AccelError):

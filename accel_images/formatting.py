@@ -1,4 +1,4 @@
-"""Numbers as people read them in progress lines and tables."""
+"""Numbers as people read them in progress lines and tables, and outside text made safe to print."""
 
 from __future__ import annotations
 
@@ -27,3 +27,17 @@ def parse_size(text: str) -> int:
         raise ValueError(f"{text!r} is not a size (a number with K, M, G or T, e.g. 50G)")
     base = 1024 if found["binary"] else 1000
     return int(float(found["number"]) * base ** _POWERS[found["unit"].upper()])
+def inert(text: str) -> str:
+    """`text` with every character a terminal acts on shown escaped: `\\x1b`, `\\x07`, `\\x9b`, `\\u202e`.
+
+    Text from outside (a registry's error message, a smoke record's device name, a tag a registry
+    lists, a build's log line) may carry escape sequences that set the window title, clear the
+    screen, rewrite what was printed before or open a link, and bidirectional overrides that
+    show text in another order than it is. Everything that prints text it did not write itself
+    passes it through here first (errors.AccelError.one_line, the tables, lines and progress of
+    accel_images.cli.options and accel_images.build.progress): the text stays readable and
+    greppable, and nothing in it acts. Printable characters of any script stay as they are.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)

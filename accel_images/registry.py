@@ -8,7 +8,9 @@ directly instead of pulling gigabytes through the Docker daemon.
 Authentication follows the registry's own challenge: anonymous first; on 401 either Basic,
 or the Bearer token flow of the `WWW-Authenticate` header, with the credentials `docker
 login` stored (the Docker config file, or its credential helpers, through docker-py). They
-are never printed and never taken from the command line.
+are never printed and never taken from the command line, and they go to this registry's own
+scheme, host and port and to the token service it names (https:// when the registry is), nowhere
+else: not to a next page or an upload location on another host.
 
 Copying a tag (a floating alias that must follow an image that was not rebuilt) is a manifest
 put of the same bytes: no layer moves, and no local image is needed.
@@ -38,6 +40,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 from collections.abc import Callable, Mapping
 
 import docker.auth
@@ -46,6 +49,8 @@ import requests
 
 from accel_images import untrusted
 from accel_images.errors import InputError, MalformedAnswer, RegistryError
+from accel_images.credentials import hide_credentials
+from accel_images.errors import InputError, RegistryError
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -56,6 +61,9 @@ MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST
 LIST_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST)
 PLATFORM = {"os": "linux", "architecture": "amd64"}
 TIMEOUT_S = 30.0
+MAX_TAG_PAGES = 1000
+"""At 1000 tags a page (100 where a registry caps the page size), more tags than any repository this tool
+writes holds."""
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -94,7 +102,7 @@ class Destination:
         if scheme not in (None, "http", "https") or not _HOST_RE.match(host) \
                 or (port is not None and not 0 < int(port) <= 65535) \
                 or (namespace and not _PATH_RE.match(namespace)):
-            raise InputError(f"'{text}' is not [http[s]://]HOST[:PORT][/NAMESPACE]"
+            raise InputError(f"'{hide_credentials(text)}' is not [http[s]://]HOST[:PORT][/NAMESPACE]"
                              " (e.g. 127.0.0.1:5000 or ghcr.io/my-team)", field="--registry")
         return cls(host, namespace, scheme)
 
@@ -224,19 +232,51 @@ class RegistryClient:
             return None
         return {"mediaType": media_type, "digest": digest, "size": int(size)}
 
-    def tags(self, repository: str, page_size: int = 1000) -> list[str]:
-        """Every tag of `repository` (all pages); [] when the repository does not exist."""
+    def tags(self, repository: str, page_size: int = 1000, max_pages: int = MAX_TAG_PAGES) -> list[str]:
+        """Every tag of `repository` (all pages); [] when the repository does not exist.
+
+        The next page is what the registry's `Link: <...>; rel="next"` header names. It must be this
+        repository's tag list on this registry (a page elsewhere would get the user's login and
+        mix in tags that are not this repository's), must not repeat a page already read, and
+        there are at most `max_pages` of them: a registry that pages on forever ends the listing
+        with one RegistryError instead of a run that never ends.
+        """
         names: list[str] = []
         path: str | None = f"/v2/{repository}/tags/list?n={page_size}"
+        read: set[str] = set()
+        what = f"listing the tags of {repository}"
         while path:
-            response = self._request("GET", path, scope=_scope(repository), missing_ok=True,
-                                     what=f"listing the tags of {repository}")
+            if path in read:
+                raise malformed(f"{self.host}/{repository}", f"the tag list's next page ({shown_url(path)}) "
+                                                              "repeats a page already read")
+            if len(read) == max_pages:
+                raise malformed(f"{self.host}/{repository}", f"the tag list goes on past {max_pages} pages")
+            read.add(path)
+            response = self._request("GET", path, scope=_scope(repository), missing_ok=True, what=what)
             if response is None:
                 return names
-            page = _json(response, f"listing the tags of {repository}", TAG_LIST).get("tags") or []
+            page = _json(response, what, TAG_LIST).get("tags") or []
             names += page
-            path = _next_page(response.headers.get("Link"))
+            path = self._next_page(response.headers.get("Link"), repository)
         return names
+
+    def _next_page(self, link: str | None, repository: str) -> str | None:
+        """The path of the next tag-list page a Link header names; None on the last page.
+
+        Refused (RegistryError) when it leaves this registry or this repository's tag list.
+        """
+        target = _next_page(link)
+        if target is None:
+            return None
+        parts = urlsplit(target)
+        if (parts.scheme or parts.netloc) and not self.is_home(target):
+            raise malformed(f"{self.host}/{repository}", "the tag list's next page is on another host "
+                            f"({shown_url(f'{parts.scheme}://{parts.netloc}')}); it is not followed, so "
+                            "neither the request nor the login goes there")
+        if parts.path != f"/v2/{repository}/tags/list":
+            raise malformed(f"{self.host}/{repository}", f"the tag list's next page ({shown_url(parts.path)}) "
+                                                          f"is not the tag list of {repository}")
+        return parts.path + (f"?{parts.query}" if parts.query else "")
 
     # -- changes ----------------------------------------------------------------------------
 
@@ -452,10 +492,14 @@ class RegistryClient:
                  data: bytes | None = None) -> requests.Response | None:
         """One call, authenticating once if challenged; None for a 404 when `missing_ok`.
 
-        `what` says what the call was for, in error messages: "reading team/image:tag"."""
+        `what` says what the call was for, in error messages: "reading team/image:tag". The login
+        (Basic or a Bearer token) goes only to this registry itself: a URL elsewhere that a registry's
+        answer names (an upload location on a storage service) gets no Authorization header, and
+        its challenge is not answered."""
         url = path if path.startswith(("http://", "https://")) else self.base_url + path
-        response = self._send(method, url, headers, data, self._authorization(scope), what)
-        if response.status_code == 401:
+        home = self.is_home(url)
+        response = self._send(method, url, headers, data, self._authorization(scope) if home else None, what)
+        if response.status_code == 401 and home:
             authorization = self._answer_challenge(response.headers.get("WWW-Authenticate", ""), scope, what)
             response = self._send(method, url, headers, data, authorization, what)
         if response.status_code in ok:
@@ -463,6 +507,11 @@ class RegistryClient:
         if response.status_code == 404 and missing_ok:
             return None
         raise self._failure(response, what)
+
+    def is_home(self, url: str) -> bool:
+        """Whether `url` is on this registry (its scheme, host and port): the only place its login goes."""
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}".lower() == self.base_url.lower()
 
     def _send(self, method: str, url: str, headers: Mapping[str, str] | None, data: bytes | None,
               authorization: str | None, what: str) -> requests.Response:
@@ -499,6 +548,11 @@ class RegistryClient:
             return basic
         if kind.lower() != "bearer" or "realm" not in params:
             raise denied(self.host, what, f"unsupported authentication challenge '{kind}'")
+        realm = urlsplit(params["realm"])
+        if realm.scheme not in ("http", "https") or not realm.netloc \
+                or (realm.scheme == "http" and self.base_url.startswith("https://")):
+            raise denied(self.host, what, f"the token service {shown_url(params['realm'])} is not an https:// URL"
+                                          " (the login is sent there)")
         token = self._fetch_token(params, params.get("scope") or scope, credentials, what)
         with self._lock:
             self._tokens[scope] = token
@@ -751,6 +805,12 @@ def _next_page(link: str | None) -> str | None:
         return None
     found = re.match(r'\s*<([^>]+)>\s*;\s*rel="?next"?', link)
     return found.group(1) if found else None
+
+
+def shown_url(text: str) -> str:
+    """A URL from a registry's answer as an error shows it: control characters escaped, at most 120 characters."""
+    escaped = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    return escaped if len(escaped) <= 120 else escaped[:117] + "..."
 
 
 def _with_query(url: str, **params: str) -> str:

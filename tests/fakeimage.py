@@ -21,6 +21,7 @@ from typing import Any
 from accel_images.build.engine import RunResult
 from accel_images.model.imagefacts import FACTS_PATH
 from accel_images.smoke.integrity import Entry
+from accel_images.smoke.integrity import Entry, ImageConfig, Recorded, take_inventory
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 PATH = "PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
@@ -117,6 +118,12 @@ def facts_of_dockerfile(text: str) -> bytes:
 def facts_entry(data: bytes) -> Entry:
     """/opt/accel-images/facts.json as the engine's reader gives it: its content kept."""
     return Entry(FACTS_PATH, "file", hashlib.sha256(data).hexdigest(), head=data[:64], data=data)
+def honest_record(files: Mapping[str, Entry] | None = None, python: str = "3.11") -> Recorded:
+    """What the build of the honest image (or of `files`) recorded (accel_images.smoke.integrity): the
+    launcher runs an image only against its build's record."""
+    inventory = take_inventory(FakeFiles(honest_files() if files is None else files),
+                               ImageConfig((PATH,), "1000:1000"), python)
+    return Recorded(FakeInfo().id, inventory.interpreter, inventory.files)
 
 
 @dataclass

@@ -4,14 +4,20 @@
   Docker treats every 127.0.0.x registry as insecure, so a push to the proxy's port speaks
   plain HTTP and passes through it. It can refuse connections, answer 401 to everything,
   answer 500 for the Nth PUT of a manifest or a blob, cut the connection mid-upload, add
-  latency to every request, or answer chosen requests itself (`Canned`): a referrers list
-  that lies, a registry that cannot delete (`NO_DELETE`), a 503 on a blob.
+  latency to every request, demand Basic credentials of its own, add a `Link: <...>; rel="next"`
+  header to every tag list it passes on, or answer chosen requests itself (`Canned`): a referrers
+  list that lies, a registry that cannot delete (`NO_DELETE`), a 503 on a blob, an error message
+  full of escape sequences.
+- `RequestSink`: an HTTP server on a loopback port of its own that answers every request with an
+  empty tag list and records what it was sent (method, path, headers): the "other host" a
+  registry's answer may point a client at.
 - `DisposableDaemon`: a second, throw-away dockerd on its own socket and data root, so tests
   can stop and kill a daemon without touching the shared one at /var/run/docker.sock.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import os
 import re
@@ -75,6 +81,9 @@ class Faults:
     peak_in_flight: int = 0                                    # the most at any one time
     seen: list[str] = field(default_factory=list)              # "METHOD path" of every request
     canned: list[Canned] = field(default_factory=list)         # answered by the proxy, first match wins
+    basic: tuple[str, str] | None = None                       # (user, password) the proxy demands, else 401
+    next_link: str | None = None                               # Link header added to tag lists ({self}: this proxy)
+    next_link_on: str = "/tags/list"                           # ... whose request path contains this
 
 
 _Proxy = TypeVar("_Proxy", bound="FaultProxy")
@@ -117,6 +126,59 @@ class FaultProxy:
         with self._lock:
             self._counts[kind] = self._counts.get(kind, 0) + 1
             return self._counts[kind]
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request a RequestSink was sent."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+
+
+class RequestSink:
+    """Records every request sent to its port; answers each with an empty tag list. A context manager."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                sink.received.append(Received(self.command, self.path, dict(self.headers.items())))
+                body = b'{"name": "sink", "tags": ["from-the-sink"]}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self.host = f"127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> RequestSink:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 def _kind(method: str, path: str) -> str | None:
@@ -173,7 +235,7 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 finally:
                     with proxy._lock:
                         faults.in_flight -= 1
-            if faults.unauthorized:
+            if faults.unauthorized or (faults.basic and self.headers.get("Authorization") != _basic(*faults.basic)):
                 self._body()
                 self._answer(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',
                              {"WWW-Authenticate": f'Basic realm="{proxy.host}"',
@@ -211,6 +273,9 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             for key, value in response.getheaders():
                 if key.lower() not in _HOP_BY_HOP:
                     self.send_header(key, value)
+            if proxy.faults.next_link and proxy.faults.next_link_on in self.path:
+                link = proxy.faults.next_link.replace("{self}", f"http://{proxy.host}")
+                self.send_header("Link", f'<{link}>; rel="next"')
             # HEAD answers carry the size of what a GET would return: clients (dockerd) rely on it.
             length = response.getheader("Content-Length") if self.command == "HEAD" else None
             self.send_header("Content-Length", length or str(len(data)))

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from accel_images.build.failure import step_label
+from accel_images.formatting import inert
 from accel_images.model.variant import Variant
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
@@ -31,12 +32,13 @@ FINAL_PREFIXES = ("FAILED", "built", "unchanged", "published", "rebuilt", "skipp
 
 
 def shown_status(text: str) -> tuple[str, bool]:
-    """(what to show, whether it is a raw log line) for one status text."""
+    """(what to show, whether it is a raw log line) for one status text; inert on a terminal, as a status
+    may quote a registry, a build log or a label (formatting.inert)."""
     if not text.startswith(LOG_PREFIX):
-        return text, False
+        return inert(text), False
     line = text[len(LOG_PREFIX):]
     step = step_label(line)
-    return (f"building {step}", False) if step else (line, True)
+    return (inert(f"building {step}"), False) if step else (inert(line), True)
 
 
 def is_final(text: str) -> bool:

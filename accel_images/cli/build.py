@@ -28,7 +28,7 @@ from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
-                                      note, render_options, templates_option, verbosity, verbosity_options,
+                                      note, render_options, say, templates_option, verbosity, verbosity_options,
                                       wheel_options, wheel_settings)
 from accel_images.build.engine import Engine
 from accel_images.errors import InputError
@@ -123,7 +123,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     print_outcome(outcome_table(outcomes), report_path.parent, as_json)
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
-        click.echo(line, err=True)
+        say(line, err=True)
     fetched = wheels.tally.summary()
     click.echo(f"{counted(outcomes)}{'; ' + fetched if fetched else ''}; report: {report_path}", err=True)
     if newest and len(variants) < len(every):
@@ -210,7 +210,7 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
     if as_json:  # one JSON document on stdout, nothing else: `| jq` must work
         click.echo(json.dumps(result.raw if result.raw is not None else
                               {"ok": False, "failures": list(result.failures)}, indent=2))
-    click.echo(f"{image}: {result.summary()}", err=as_json)
+    say(f"{image}: {result.summary()}", err=as_json)   # the failures may quote the image's own output
     sys.exit(0 if result.ok else 1)
 
 

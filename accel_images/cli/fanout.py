@@ -17,8 +17,8 @@ import click
 
 from accel_images.host.choosing import Choice, choose, chosen_launch, load_host, nothing_fits, refuse_fallback
 from accel_images.cli.options import (choice_options, choice_request, chosen_variants, engine_option,
-                                      expected_failures, filter_options, matrix_option, show_choice, show_rendered,
-                                      variant_record)
+                                      expected_failures, filter_options, matrix_option, say, show_choice,
+                                      show_rendered, variant_record)
 from accel_images.errors import InputError
 from accel_images.host.runtimes import Rendered
 
@@ -95,11 +95,11 @@ def pull_command(matrix_path: str | None, registry: str | None, image_name: str 
     ref = report(choice, as_json)
     engine = Engine.connect()
     try:
-        engine.pull(ref, on_line=lambda line: click.echo(line, err=True))
+        engine.pull(ref, on_line=lambda line: say(line, err=True))
     finally:
         engine.close()
     if not as_json:
-        click.echo(choice.recommendation.docker_run)
+        say(choice.recommendation.docker_run or "")
     refuse_fallback(choice, kwargs.get("vendor"))
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from accel_images.cli.options import expected_failures
+from accel_images.cli.options import expected_failures, say
+from accel_images.credentials import hide_credentials
 from accel_images.errors import InputError
 from accel_images.kb.sources import SourceUnreachable
 
@@ -46,7 +47,7 @@ def _report(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, wheel_i
         raise InputError(f"no {files.kb_yaml.name} in {files.root}", field="--kb-dir")
     for name, url in (("--pypi-url", pypi_url), ("--wheel-index-url", wheel_index_url)):
         if not url.startswith(("http://", "https://")):
-            raise InputError(f"'{url}' is not an http(s) URL", field=name)
+            raise InputError(f"'{hide_credentials(url)}' is not an http(s) URL", field=name)
     urls = kbsources.SourceUrls(pypi_url, wheel_index_url, kbsources.parse_registry_overrides(registry_urls))
     images = matrix_images(matrix_path, files.load())
     return files, kbcheck.check(files, urls, images)
@@ -78,9 +79,9 @@ def check_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, w
         click.echo(json.dumps(report.as_json(), indent=2, sort_keys=True))
     else:
         for line in kbcheck.describe(report):
-            click.echo(line)
+            say(line)   # the findings quote package indexes and registries
     if report.unreachable:
-        click.echo(f"accel-images: error: {unreachable_line(report.unreachable)}", err=True)
+        say(f"accel-images: error: {unreachable_line(report.unreachable)}", err=True)
     sys.exit(report.exit_code)
 
 
@@ -124,7 +125,7 @@ def update_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, 
         for change in changes:
             click.echo(f"wrote {change.file}: {change.what}")
         for finding in left:
-            click.echo(f"for a person: {finding.kind}: {finding.subject}: {finding.message}")
+            say(f"for a person: {finding.kind}: {finding.subject}: {finding.message}")
         if not changes and not left:
             click.echo(kbcheck.describe(report)[0])
     sys.exit(0)

@@ -19,8 +19,8 @@ from rich.table import Table
 from accel_images.kb import compat
 from accel_images.build import failure
 from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
-                                      matrix_option, mirror_options, print_outcome, render_options, templates_option,
-                                      verbosity, verbosity_options, wheel_options, wheel_settings)
+                                      matrix_option, mirror_options, print_outcome, render_options, say,
+                                      templates_option, verbosity, verbosity_options, wheel_options, wheel_settings)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
 from accel_images.formatting import human_size
@@ -131,9 +131,9 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
                                             str(n.outcome.log_path) if n.outcome.log_path else None) for n in failed)
     for line in failure.lines(grouped):
-        click.echo(line, err=True)
+        say(line, err=True)
     for line in pruning_lines(pruning):
-        click.echo(line, err=True)
+        say(line, err=True)
     counts = summary(nights)
     uploaded = sum(night.uploaded_bytes for night in nights)
     fetched = wheels.tally.summary()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from accel_images.errors import AccelError, InputError
+from accel_images.formatting import inert
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -57,9 +58,10 @@ def err() -> Console:
 
 
 def cell(text: str) -> Text:
-    """Text rich shows as it is, on any console: outside text in a table is never markup."""
+    """Text rich shows as it is, on any console: outside text in a table is never markup, and never an
+    escape sequence either (formatting.inert)."""
     from rich.text import Text
-    return Text(text)
+    return Text(inert(text))
 
 
 def note(text: str) -> None:
@@ -80,6 +82,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
 
 def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """Print table(columns, rows) on out(); as plain text, without loading rich, where that is the same bytes."""
+    rows = [[inert(text) for text in row] for row in rows]
     lines = plain_table(columns, rows) if plain_output() else None
     if lines is None:
         out().print(table(columns, rows))
@@ -89,10 +92,17 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 def print_line(text: str) -> None:
     """out().print(text); as plain text, without loading rich, where that is the same bytes."""
+    text = inert(text)
     if plain_output() and plain_line(text):
         click.echo(text)
     else:
         out().print(cell(text))
+
+
+def say(text: str, *, err: bool = False) -> None:
+    """click.echo of one line that may hold outside text (a registry's tag, a smoke record's device):
+    made inert first (formatting.inert)."""
+    click.echo(inert(text), err=err)
 
 
 def plain_output() -> bool:
@@ -193,10 +203,11 @@ def engine_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def show_rendered(rendered: Any) -> None:
-    """A runtime's line or document on standard output; what it cannot express, as notes on standard error."""
+    """A runtime's line or document on standard output; what it cannot express, as notes on standard error.
+    The image's name may come from a registry: every line is inert (formatting.inert)."""
     for note in rendered.notes:
-        click.echo(f"  note: {note}", err=True)
-    click.echo(rendered.text, nl=False)
+        say(f"  note: {note}", err=True)
+    click.echo("\n".join(inert(line) for line in rendered.text.split("\n")), nl=False)
 
 
 def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -405,9 +416,9 @@ def show_choice(choice: Any) -> None:
     """The host, where the images came from, why this one and not the others: on stderr, for people."""
     from accel_images.host.recommend import describe_host
     rec = choice.recommendation
-    click.echo(f"host: {describe_host(choice.host)}", err=True)
-    click.echo(f"  from: {choice.source.note}", err=True)
+    say(f"host: {describe_host(choice.host)}", err=True)
+    say(f"  from: {choice.source.note}", err=True)
     for index, reason in enumerate(rec.reasons):
-        click.echo(f"  {'why' if rec.ok and index == 0 else 'not'}: {reason}", err=True)
+        say(f"  {'why' if rec.ok and index == 0 else 'not'}: {reason}", err=True)
     for warning in rec.warnings:
-        click.echo(f"  warning: {warning}", err=True)
+        say(f"  warning: {warning}", err=True)

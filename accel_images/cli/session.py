@@ -32,6 +32,7 @@ from accel_images.cli.options import (
     expected_failures,
     matrix_option,
     print_table,
+    say,
     show_choice,
     show_rendered,
 )
@@ -174,8 +175,8 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
                          from_matrix: bool, flavor: str, host_json: Path | None, out_file: Path, force: bool,
                          print_only: bool, **kwargs: Any) -> None:
     """Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose."""
-    if out_file.exists() and not force and not print_only:
-        raise InputError(f"{out_file} exists", field="--out", hint="pass --force to replace it")
+    if not print_only:
+        refuse_existing(out_file, force)
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  print_only, kwargs)
     from accel_images.kb import compat
@@ -184,12 +185,24 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
     if print_only:
         click.echo(text, nl=False)
         return
+    from accel_images.report.reports import atomic_write
     try:
         out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(text)
+        atomic_write(out_file, text)   # a new file renamed into place: never written into, or through a link
     except OSError as err:
         raise InputError(f"cannot write {out_file}: {err.strerror}", field="--out") from None
     click.echo(f"wrote {out_file} for {ref}", err=True)
+
+
+def refuse_existing(out_file: Path, force: bool) -> None:
+    """A link at --out is refused, --force or not (a dangling one would make the file elsewhere, one to a
+    file would have it overwritten); an existing file needs --force."""
+    if out_file.is_symlink():
+        raise InputError(f"{out_file} is a symbolic link (to {os.readlink(out_file)}); accel-images writes a plain "
+                         "file there, never through a link", field="--out",
+                         hint="remove the link, or pass another --out")
+    if out_file.exists() and not force:
+        raise InputError(f"{out_file} exists", field="--out", hint="pass --force to replace it")
 
 
 @click.command("catalogue")

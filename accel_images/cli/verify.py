@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from accel_images.cli.options import expected_failures
+from accel_images.cli.options import expected_failures, say
 
 
 @click.command("verify")
@@ -37,7 +37,7 @@ def verify_command(image: str, key_path: Path, as_json: bool) -> None:
     name = ImageName.parse(image)
     key = load_public_key(key_path)
     verdict = verify_image(RegistryClient(name.host), name, key)
-    click.echo(verdict.line(str(name)), err=as_json)  # --json: one document on stdout, so `| jq` works
+    say(verdict.line(str(name)), err=as_json)  # --json: one document on stdout, so `| jq` works
     if as_json:
         click.echo(json.dumps({"ok": verdict.ok, "image": str(name), "digest": verdict.digest,
                                "reason": verdict.reason, "provenance": verdict.provenance, "sbom": verdict.sbom,

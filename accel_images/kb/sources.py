@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 import requests
 
 from accel_images import untrusted
+from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError, RegistryError
 
 PYPI_URL = "https://pypi.org/pypi"
@@ -85,7 +86,8 @@ def parse_registry_overrides(values: Iterable[str]) -> dict[str, str]:
     for value in values:
         registry, sep, url = value.partition("=")
         if not sep or not registry or not url.startswith(("http://", "https://")) or not urlsplit(url).netloc:
-            raise InputError(f"'{value}' is not REGISTRY=http[s]://HOST[:PORT]", field="--registry-url")
+            raise InputError(f"'{hide_credentials(value)}' is not REGISTRY=http[s]://HOST[:PORT]",
+                             field="--registry-url")
         found[registry.strip()] = url.rstrip("/")
     return found
 

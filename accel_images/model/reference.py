@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from collections.abc import Iterable
 
+from accel_images.credentials import hide_credentials
 from accel_images.errors import InputError
 
 REGISTRY_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?\Z")
@@ -35,7 +36,8 @@ class Mirror:
         registry, prefix = registry.strip(), prefix.strip().rstrip("/")
         if (not (sep and REGISTRY_RE.match(registry) and MIRROR_PREFIX_RE.match(prefix))
                 or any(c.isspace() for c in text)):
-            raise InputError(f"'{text}' is not REGISTRY=HOST[/PATH] (e.g. docker.io=mirror.example.com/dockerhub)",
+            raise InputError(f"'{hide_credentials(text)}' is not REGISTRY=HOST[/PATH] "
+                             "(e.g. docker.io=mirror.example.com/dockerhub)",
                              field="--registry-mirror")
         return cls(registry, prefix)
 

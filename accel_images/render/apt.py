@@ -17,6 +17,7 @@ from typing import Any
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
+from accel_images.credentials import hide_credentials
 from accel_images.errors import InputError
 
 KEYS_DIR = Path(__file__).parent.parent / "data" / "apt-keys"
@@ -39,7 +40,8 @@ class AptMirror:
         host, sep, prefix = text.partition("=")
         host, prefix = host.strip().lower(), prefix.strip().rstrip("/")
         if not (sep and HOST_RE.match(host) and MIRROR_URL_RE.match(prefix)):
-            raise InputError(f"'{text}' is not HOST=URL (e.g. archive.ubuntu.com=http://mirror.example.com/ubuntu)",
+            raise InputError(f"'{hide_credentials(text)}' is not HOST=URL "
+                             "(e.g. archive.ubuntu.com=http://mirror.example.com/ubuntu)",
                              field="--apt-mirror")
         return cls(host, prefix)
 

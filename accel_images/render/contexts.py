@@ -34,7 +34,7 @@ import jinja2.sandbox
 from accel_images import state, vendors
 from accel_images.render import apt, companions, reproducible
 from accel_images.kb.compat import KnowledgeBase
-from accel_images.credentials import index_credentials
+from accel_images.credentials import hide_credentials, index_credentials
 from accel_images.errors import InputError
 from accel_images.resources import default_templates
 from accel_images.model.reference import Mirror, mirrored
@@ -87,7 +87,8 @@ class RenderOptions:
     def __post_init__(self) -> None:
         url = self.pip_index_url
         if url is not None and not INDEX_URL_RE.match(url.replace("{index}", "index")):
-            raise InputError(f"{url!r} is not an http(s):// or file:// URL (only '{{index}}' may be templated)",
+            raise InputError(f"{hide_credentials(url)!r} is not an http(s):// or file:// URL "
+                             "(only '{index}' may be templated)",
                              field="--pip-index-url")
 
     @property

@@ -13,7 +13,12 @@ Here: the tests that need the real engine or registry; the others are in tests/u
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +38,8 @@ from accel_images.publish import catalogue
 from accel_images.publish.catalogue import write_record
 from accel_images.publish.tested import RECORD_LABEL
 from accel_images.registry import RegistryClient
-from faultproxy import Canned, FaultProxy
+from accel_images.smoke.judge import SmokeResult
+from faultproxy import Canned, FaultProxy, RequestSink
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import CONFIG_TYPES, DOCKER_MANIFEST, OCI_MANIFEST, RawRegistry
 from test_catalogue import CPU_NEW, CPU_OLD, CUDA, PASSED, VARIANTS
@@ -41,6 +47,8 @@ from test_catalogue_integration import host_file
 from test_nightly import DEBIAN, UBUNTU
 from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
 from test_supply import write_key
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -226,6 +234,69 @@ def test_verify_against_a_lying_referrers_list_is_one_line_and_exit_4(registry: 
     assert result.exit_code == 4, result.output
     [line] = result.output.splitlines()
     assert line.startswith("accel-images: error: ") and problem in line and "referrers" in line
+# ---- a tag list's next page (the `Link` header) -----------------------------------------------------
+
+SECRET = f"pagination-secret-{uuid.uuid4().hex[:8]}"
+
+
+def logged_in(tmp_path: Path, host: str) -> dict[str, str]:
+    """The environment of a process whose `docker login HOST` is builder / SECRET."""
+    auth = base64.b64encode(f"builder:{SECRET}".encode()).decode()
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+    return {**os.environ, "DOCKER_CONFIG": str(tmp_path), "PYTHONPATH": str(ROOT / "tests")}
+
+
+def run_catalogue(host: str, repository: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "accel_images", "catalogue", "--registry", host,
+                             "--image", repository], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    return result, time.monotonic() - started
+
+
+@pytest.mark.registry
+def test_a_next_page_on_another_host_is_refused_and_gets_no_request_nor_credentials(
+        registry: str, repo: str, tmp_path: Path) -> None:
+    """The registry (the proxy, which wants the user's login) points the tag list's next page at a sink."""
+    RawRegistry(registry).push_config_image(repo, "one", {})
+    with FaultProxy(registry) as proxy, RequestSink() as sink:
+        proxy.faults.basic = ("builder", SECRET)
+        proxy.faults.next_link = f"http://{sink.host}/v2/{repo}/tags/list?n=1000&last=one"
+        result, _ = run_catalogue(proxy.host, repo, logged_in(tmp_path, proxy.host))
+        with pytest.raises(RegistryError) as caught:
+            RegistryClient(proxy.host, credentials=lambda host: {"username": "builder", "password": SECRET}).tags(repo)
+    assert sink.received == [], [(r.method, r.path, r.headers.get("Authorization")) for r in sink.received]
+    assert "Traceback" not in result.stderr and result.returncode == 4, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("accel-images: error: ") and f"on another host (http://{sink.host})" in line, line
+    assert f"on another host (http://{sink.host})" in caught.value.one_line()
+    assert SECRET not in result.stderr + caught.value.one_line()
+
+
+@pytest.mark.registry
+def test_a_next_page_in_another_repository_is_refused(registry: str, repo: str) -> None:
+    """Same host, another repository's tag list: its tags are not this repository's."""
+    RawRegistry(registry).push_config_image(repo, "one", {})
+    with FaultProxy(registry) as proxy:
+        proxy.faults.next_link, proxy.faults.next_link_on = "/v2/library/debian/tags/list?n=1000", f"/v2/{repo}/"
+        with pytest.raises(RegistryError) as caught:
+            RegistryClient(proxy.host, credentials=lambda host: None).tags(repo)
+    assert "/v2/library/debian/tags/list" in caught.value.one_line()
+    assert f"not the tag list of {repo}" in caught.value.one_line()
+
+
+@pytest.mark.registry
+def test_a_tag_list_whose_next_page_is_itself_stops_at_the_repeat(registry: str, repo: str,
+                                                                  tmp_path: Path) -> None:
+    """Before: `catalogue` asked again and again (868 requests in 40 s) and never ended."""
+    RawRegistry(registry).push_config_image(repo, "one", {})
+    with FaultProxy(registry) as proxy:
+        proxy.faults.next_link = f"{{self}}/v2/{repo}/tags/list?n=1000"
+        result, took = run_catalogue(proxy.host, repo, logged_in(tmp_path, "nowhere.example"))
+        listed = [request for request in proxy.faults.seen if "/tags/list" in request]
+    assert "Traceback" not in result.stderr and result.returncode == 4, result.stderr
+    [line] = result.stderr.splitlines()
+    assert "repeats a page already read" in line, line
+    assert len(listed) == 1 and took < 20, (listed, took)   # the first page names itself as the next
 
 
 @pytest.mark.engine
@@ -246,3 +317,71 @@ def test_a_lying_referrers_api_fails_the_variant_it_was_asked_for_and_the_report
     statuses = {r["tag"]: (r["status"], r["error"]) for r in report["variants"]}
     assert statuses[DEBIAN][0] == "failed" and "manifests is a number" in statuses[DEBIAN][1]
 
+def test_a_nightly_behind_a_self_referencing_tag_list_ends_and_publishes(site: Site, tmp_path: Path) -> None:
+    """The nightly lists tags twice (its sweep of old candidates, retention): both give up at the repeat,
+    with a line each, and the run publishes and reports as before."""
+    with FaultProxy(site.registry) as proxy:
+        proxy.faults.next_link = f"{{self}}/v2/{site.repository}/tags/list?n=1000"
+        args = [arg if arg != site.registry else proxy.host for arg in site.cli_args()]
+        result = subprocess.run([sys.executable, "-m", "nightly_fixture", "nightly", *args], cwd=ROOT,
+                                env=logged_in(tmp_path, "nowhere.example"), capture_output=True, text=True,
+                                timeout=300)
+        listed = [request for request in proxy.faults.seen if "/tags/list" in request]
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "repeats a page already read" in result.stderr, result.stderr
+    report = json.loads((site.state / "reports" / "nightly-latest" / "report.json").read_text())
+    assert {r["tag"]: r["status"] for r in report["variants"]} == {DEBIAN: "built", UBUNTU: "built"}
+    assert len(listed) <= 10, listed
+
+
+# ---- escape sequences in what a registry says ----------------------------------------------------------
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x9b1m\u202eevil"
+"""A window title, a screen clear, a colour, a C1 CSI and a right-to-left override."""
+
+
+def controls_in(text: str) -> list[str]:
+    """Every character a terminal would act on, but the newlines that end lines."""
+    return [char for char in text if char != "\n" and (not char.isprintable() or char == "\u202e")]
+
+
+@pytest.mark.registry
+def test_escape_sequences_in_a_smoke_record_reach_no_terminal(registry: str, repo: str, tmp_path: Path) -> None:
+    """Before: the record's `ran-on` and device went to the terminal raw in `catalogue` and `recommend`."""
+    digest = RawRegistry(registry).push_config_image(repo, CPU_OLD, VARIANTS[CPU_OLD].labels())
+    write_record(RegistryClient(registry), repo, digest,
+                 SmokeResult(True, f"cpu{ESCAPES}", False, (), (), raw={"device_name": f"AMD{ESCAPES}"}), "r1")
+    host = tmp_path / "host.json"
+    host.write_text('{"vendor": "cpu"}')
+    env = {**os.environ, "COLUMNS": "250"}
+    listed = subprocess.run([sys.executable, "-m", "accel_images", "catalogue", "--registry", registry,
+                             "--image", repo], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    chosen = subprocess.run([sys.executable, "-m", "accel_images", "recommend", "--registry", registry,
+                             "--image", repo, "--host-json", str(host)], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+    for result in (listed, chosen):
+        assert result.returncode == 0, result.stderr
+        assert controls_in(result.stdout + result.stderr) == [], result.stdout + result.stderr
+    assert "passed on cpu\\x1b]0;owned\\x07\\x1b[2J" in listed.stdout, listed.stdout    # shown, escaped
+    assert "\\u202eevil" in chosen.stderr, chosen.stderr
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_escape_sequences_in_a_registry_error_reach_no_terminal(site: Site) -> None:
+    """The registry refuses to serve a variant's manifest with an error message full of escape sequences:
+    the nightly's FAILED line, its table and `catalogue`'s error line show them escaped."""
+    error = json.dumps({"errors": [{"code": "DENIED", "message": f"go away{ESCAPES}"}]}).encode()
+    with FaultProxy(site.registry) as proxy:
+        proxy.faults.canned = [Canned("GET", f"/manifests/{DEBIAN}", 400, error)]
+        args = [arg if arg != site.registry else proxy.host for arg in site.cli_args()]
+        night = CliRunner().invoke(nightly_command, args)
+        proxy.faults.canned = [Canned("GET", "/tags/list", 400, error)]
+        listed = subprocess.run([sys.executable, "-m", "accel_images", "catalogue", "--registry", proxy.host,
+                                 "--image", site.repository], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in night.output and night.exit_code == 4, night.output
+    assert controls_in(night.output) == [], night.output
+    [failed] = [line for line in night.stderr.splitlines() if line.startswith("FAILED")]
+    assert "DENIED: go away\\x1b]0;owned\\x07\\x1b[2J\\x1b[31mred\\x9b1m\\u202eevil" in failed, failed
+    assert listed.returncode == 4 and controls_in(listed.stderr) == [], listed.stderr
+    assert len(listed.stderr.splitlines()) == 1 and "go away\\x1b]0;owned" in listed.stderr, listed.stderr

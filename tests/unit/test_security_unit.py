@@ -6,15 +6,27 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 
 from accel_images.kb.compat import load_kb
 from accel_images.credentials import hide_credentials
+from accel_images.build.progress import PlainProgress
+from accel_images.cli.options import print_line, print_table, say
+from accel_images.errors import InputError, RegistryError
+from accel_images.formatting import inert
+from accel_images.kb.sources import parse_registry_overrides
+from accel_images.model.reference import Mirror
+from accel_images.registry import Destination
+from accel_images.render.apt import AptMirror
 from accel_images.model.devices import DeviceOptions
 from accel_images.build.engine import RunResult
 from accel_images.render.contexts import CREDENTIALS_ARG, RenderOptions, Renderer
@@ -22,7 +34,7 @@ from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
 from accel_images.plan.variants import Expansion, make_variant
 from accel_images.plan.matrix import User
-from fakeimage import FakeEngine
+from fakeimage import FakeEngine, honest_record
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = uuid.uuid4().hex[:10]
@@ -104,9 +116,69 @@ def test_smoke_options_drop_everything_the_device_does_not_need() -> None:
 def test_run_smoke_applies_the_locked_down_options_and_its_label() -> None:
     runner = FakeEngine(RunResult(exit_code=1, stdout="", stderr="", timed_out=False))
     run_smoke(runner, "img", Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11"),
-              vendor_options=None, require_accelerator=False, mem_limit="3g")
+              recorded=honest_record(), vendor_options=None, require_accelerator=False, mem_limit="3g")
     [call] = runner.calls
     locked = container_options(None, mem_limit="3g")
     assert {key: call["options"][key] for key in locked} == locked
     assert set(call["options"]) - set(locked) == {"entrypoint", "healthcheck", "volumes"}
     assert call["labels"][SMOKE_LABEL] == "true"
+
+
+# ---- credentials in rejected values ----------------------------------------------------------------
+
+def _refusal(parse: Callable[[], object]) -> str:
+    with pytest.raises(InputError) as caught:
+        parse()
+    return caught.value.one_line()
+
+
+@pytest.mark.parametrize(("parse", "shown"), [
+    (lambda: RenderOptions(pip_index_url=f"https://builder:{SECRET}@mirror.example.com/simple; id"),
+     "--pip-index-url: 'https://***@mirror.example.com/simple; id' is not an http(s):// or file:// URL"),
+    (lambda: Destination.parse(f"https://builder:{SECRET}@ghcr.io/team"),
+     "--registry: 'https://***@ghcr.io/team' is not [http[s]://]HOST[:PORT][/NAMESPACE]"),
+    (lambda: Destination.parse(f"builder:{SECRET}@ghcr.io/team"),
+     "--registry: '***@ghcr.io/team' is not [http[s]://]HOST[:PORT][/NAMESPACE]"),
+    (lambda: Mirror.parse(f"docker.io=builder:{SECRET}@mirror.example.com/hub"),
+     "--registry-mirror: 'docker.io=***@mirror.example.com/hub' is not REGISTRY=HOST[/PATH]"),
+    (lambda: AptMirror.parse(f"deb.debian.org=ftp://builder:{SECRET}@mirror.example.com/debian"),
+     "--apt-mirror: 'deb.debian.org=ftp://***@mirror.example.com/debian' is not HOST=URL"),
+    (lambda: parse_registry_overrides((f"docker.io=builder:{SECRET}@mirror.example.com",)),
+     "--registry-url: 'docker.io=***@mirror.example.com' is not REGISTRY=http[s]://HOST[:PORT]"),
+], ids=["pip-index-url", "registry-with-scheme", "registry", "registry-mirror", "apt-mirror", "kb-registry-url"])
+def test_a_rejected_value_is_echoed_without_its_credentials(parse: Callable[[], object], shown: str) -> None:
+    line = _refusal(parse)
+    assert SECRET not in line and "builder" not in line, line
+    assert line.startswith(shown), line
+
+
+def test_hide_credentials_masks_every_userinfo_and_nothing_else() -> None:
+    assert hide_credentials(f"https://u:{SECRET}@h/p and u:{SECRET}@h and x=u:{SECRET}@h") == \
+        "https://***@h/p and ***@h and x=***@h"
+    assert hide_credentials("https://h/simple/a@b mail me@example.com") == "https://h/simple/a@b mail ***@example.com"
+
+
+# ---- outside text on a terminal ------------------------------------------------------------------
+
+HOSTILE = "ok\x1b]0;owned\x07\x1b[2J\x9b1m\u202eevil\x7f"
+SHOWN = "ok\\x1b]0;owned\\x07\\x1b[2J\\x9b1m\\u202eevil\\x7f"
+
+
+def test_inert_escapes_what_a_terminal_acts_on_and_keeps_every_script() -> None:
+    assert inert(HOSTILE) == SHOWN
+    assert inert("torch 2.13.0+cpu on AMD EPYC 日本 é") == "torch 2.13.0+cpu on AMD EPYC 日本 é"
+
+
+def test_errors_tables_lines_and_progress_print_outside_text_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    assert RegistryError(f"registry r answered 400 (DENIED: {HOSTILE})").one_line() == \
+        f"registry r answered 400 (DENIED: {SHOWN})"
+    print_table(("tag", "smoke"), [("t", f"passed on {HOSTILE}")])
+    print_line(f"note {HOSTILE}")
+    say(f"why: {HOSTILE}", err=True)
+    stream = io.StringIO()
+    variant = make_variant(load_kb(), "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    PlainProgress(stream)(variant, f"FAILED: {HOSTILE}")
+    printed = capsys.readouterr()
+    for text in (printed.out, printed.err, stream.getvalue()):
+        assert [char for char in text if not char.isprintable() and char != "\n"] == [], repr(text)
+        assert SHOWN in text

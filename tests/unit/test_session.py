@@ -171,6 +171,44 @@ def test_devcontainer_writes_the_file_once(tmp_path: Path) -> None:
     assert forced.exit_code == 0 and json.loads(out.read_text())["image"].endswith(":2.13.0-cpu-py3.12-ubuntu24.04")
 
 
+@pytest.mark.parametrize("force", [False, True], ids=["", "force"])
+@pytest.mark.parametrize("dangling", [True, False], ids=["dangling", "to-a-file"])
+def test_devcontainer_refuses_a_link_in_place_of_the_file(tmp_path: Path, force: bool, dangling: bool) -> None:
+    """Before: a dangling link made the file elsewhere (where the link pointed), and --force wrote over
+    the link's target."""
+    out = tmp_path / ".devcontainer" / "devcontainer.json"
+    out.parent.mkdir()
+    target = tmp_path / "elsewhere" / "victim.json"
+    target.parent.mkdir()
+    if not dangling:
+        target.write_text("precious\n")
+    out.symlink_to(target)
+    result = invoke(cli_session.devcontainer_command, "--host-json", host_json(tmp_path), "--out", str(out),
+                    *(["--force"] if force else []))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"accel-images: error: --out: {out} is a symbolic link (to {target}); "
+                                     "accel-images writes a plain file there, never through a link "
+                                     "(remove the link, or pass another --out)")
+    assert out.is_symlink() and os.readlink(out) == str(target)
+    assert (not target.exists()) if dangling else target.read_text() == "precious\n"
+
+
+def test_devcontainer_replaces_the_file_never_writes_into_it(tmp_path: Path) -> None:
+    """--force puts a new file in place (written beside it, then renamed): a hard link elsewhere to the
+    old file keeps what it held, and no reader ever sees half a document."""
+    out = tmp_path / ".devcontainer" / "devcontainer.json"
+    out.parent.mkdir()
+    other = tmp_path / "other.json"
+    other.write_text("precious\n")
+    os.link(other, out)
+    result = invoke(cli_session.devcontainer_command, "--host-json", host_json(tmp_path), "--out", str(out),
+                    "--force")
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["remoteUser"] == "dev"
+    assert other.read_text() == "precious\n"
+    assert sorted(path.name for path in out.parent.iterdir()) == ["devcontainer.json"]   # no temporary left
+
+
 def test_devcontainer_print_is_only_the_document(tmp_path: Path) -> None:
     result = invoke(cli_session.devcontainer_command, "img:2.14.0-xpu2026.1-py3.12-ubuntu24.04", "--print")
     assert result.exit_code == 0, result.output
