@@ -48,9 +48,8 @@ import docker.errors
 import requests
 
 from accel_images import untrusted
-from accel_images.errors import InputError, MalformedAnswer, RegistryError
 from accel_images.credentials import hide_credentials
-from accel_images.errors import InputError, RegistryError
+from accel_images.errors import InputError, MalformedAnswer, RegistryError
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

@@ -589,14 +589,18 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
         return result
     from accel_images.cli.build import expectation_from_labels
     from accel_images.build.engine import Engine
-    from accel_images.smoke.launcher import container_options, run_smoke
+    from accel_images.smoke.integrity import Recorded
+    from accel_images.smoke.launcher import container_options, inventory_of, run_smoke
     repeats = 1 if quick else 5
     engine = Engine.connect()
     info = engine.inspect_image(CPU_IMAGE)
     expectation = expectation_from_labels(CPU_IMAGE, info.labels)
+    inventory = inventory_of(engine, info, expectation.python)  # what its build recorded: smoke runs against it
+    recorded = Recorded(info.id, inventory.interpreter, inventory.files, info.layers)
 
     def smoke() -> None:
-        verdict = run_smoke(engine, CPU_IMAGE, expectation, vendor_options=None, require_accelerator=False)
+        verdict = run_smoke(engine, CPU_IMAGE, expectation, recorded=recorded, vendor_options=None,
+                            require_accelerator=False)
         if not verdict.ok:
             raise RuntimeError(f"smoke failed: {verdict.summary()}")
 

@@ -48,6 +48,7 @@ class FakeEngine:
     facts: dict[str, bytes] = field(default_factory=dict)
     """What each image's facts.json holds, by image ID: a build records what its Dockerfile promises
     (fakeimage.facts_of_dockerfile); a test may put other facts there. Absent: an honest CPU image's."""
+    uncached: list[str] = field(default_factory=list)     # tags built without the layer cache
 
     def pull(self, ref: str, on_line: object = None) -> ImageInfo:
         self.calls.append(("pull", ref))
@@ -68,6 +69,8 @@ class FakeEngine:
 
     def build(self, context: Path, tag: str, **kwargs: object) -> BuiltImage:
         self.calls.append(("build", tag))
+        if kwargs.get("nocache"):
+            self.uncached.append(tag)
         if tag.split(":")[-1] in self.failing_builds:
             raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
         self.facts.setdefault(f"sha256:built-{tag}", fakeimage.facts_of_dockerfile((context / "Dockerfile").read_text()))
@@ -157,6 +160,12 @@ class FakeRegistry:
 
     def descriptor(self, repository: str, reference: str) -> dict | None:
         return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
+
+    def referrers(self, repository: str, digest: str) -> dict | None:
+        return None  # no referrers API, and (manifest_bytes) no fallback tag either: nothing attests anything
+
+    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> None:
+        return None
 
     def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
         self.records[tag] = artifact

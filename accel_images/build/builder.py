@@ -32,7 +32,8 @@ from accel_images.build.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
 from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
 from accel_images.kb.claims import contradiction
-from accel_images.smoke.records import last_smoke_pass, recorded_build, remember_build, remember_smoke_pass
+from accel_images.smoke.records import (built_here, last_smoke_pass, recorded_build, remember_build,
+                                       remember_smoke_pass)
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
 from accel_images.build.wheels import Closure, RunWheelhouse, WheelRequest, machine_of, platform_tags
@@ -128,7 +129,8 @@ class Builder:
     def _build(self, variant: Variant, ref: str) -> Outcome:
         prepared = self.prepare(variant)
         existing = self.engine.inspect_image(ref)
-        if existing and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint and not self.settings.force:
+        if existing and not self.settings.force and existing.labels.get(FINGERPRINT_LABEL) == prepared.fingerprint \
+                and built_here(self.settings.state_dir, prepared.fingerprint, existing.id, existing.layers):
             skipped = Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
                               prepared.base_digest, notes=prepared.notes, without_companions=prepared.left_out)
             return self.check_facts(prepared, skipped)
@@ -230,7 +232,7 @@ class Builder:
             raise EngineError(f"image {image_id} of {prepared.ref} vanished right after its build")
         inventory = inventory_of(self.engine, info, prepared.variant.python)
         try:
-            remember_build(self.settings.state_dir, prepared.fingerprint, info.id, inventory)
+            remember_build(self.settings.state_dir, prepared.fingerprint, info.id, inventory, info.layers)
         except OSError as error:
             raise EngineError(f"cannot keep the build record of {prepared.ref}: {error.strerror or error}") from error
 

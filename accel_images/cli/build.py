@@ -191,8 +191,8 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
 @click.option("--json", "as_json", is_flag=True,
               help="Print the workload's JSON report (alone on stdout; the verdict goes to stderr).")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where `build` kept its records (default: .accel-images): an image built there must "
-                   "hold the files its build recorded.")
+              help="Where `build` kept its records (default: .accel-images): the image must hold the files "
+                   "its build recorded there; an image with no build record is refused.")
 @expected_failures
 def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool,
                   state_dir: Path | None) -> None:

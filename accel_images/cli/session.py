@@ -32,7 +32,6 @@ from accel_images.cli.options import (
     expected_failures,
     matrix_option,
     print_table,
-    say,
     show_choice,
     show_rendered,
 )

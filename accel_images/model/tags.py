@@ -116,6 +116,18 @@ def aliases_of(variant: TaggedT, variants: Iterable[TaggedT]) -> tuple[str, ...]
     return tuple(sorted(a for a, v in aliases(variants).items() if v == variant))
 
 
+DATED_SUFFIX_RE = re.compile(r"^-\d{8}\Z")
+
+
+def wears(tag: str, variant: Tagged) -> bool:
+    """Whether `tag` is one the variant's image may be published under: its full tag, a dated tag of it,
+    or a floating alias its group competes for (which image of the group wears an alias now is the
+    matrix's call, not the tag's)."""
+    full = full_tag(variant)
+    dated = tag.startswith(full) and DATED_SUFFIX_RE.match(tag[len(full):]) is not None
+    return tag == full or dated or tag in alias_groups(variant)
+
+
 def all_tags(variant: TaggedT, variants: Iterable[TaggedT], day: _dt.date) -> tuple[str, ...]:
     """Every real tag a green build of this variant is promoted to."""
     return (full_tag(variant), dated_tag(variant, day), *aliases_of(variant, variants))

@@ -8,13 +8,15 @@ smoke-tested (accel_images.publish.tested: a label can be copied onto anything),
 real tag of it is healed onto that digest (the floating aliases the matrix now gives it, the
 dated tag a killed run left behind); an unchanged image past that age is rebuilt
 without the layer cache; anything else is built, or taken from a fresh local build with the
-same fingerprint, then pushed as a candidate, smoke-tested, given its SBOM and provenance
-(accel_images.supply), recorded (accel_images.publish.tested, and the catalogue's smoke record,
-accel_images.publish.catalogue) and promoted (accel_images.publish.promote).
-A rebuild for age alone whose layers equal the published ones (the layers are reproducible:
-templates/partials/reproducible.j2) pushes nothing and keeps the published digest, so users
-download nothing and the registry stores nothing new. One variant's failure never stops the
-others; the caller turns the outcomes into reports and an exit code.
+same fingerprint that this state directory recorded building, then pushed as a candidate,
+smoke-tested, given its SBOM and provenance (accel_images.supply), recorded
+(accel_images.publish.tested, and the catalogue's smoke record, accel_images.publish.catalogue)
+and promoted (accel_images.publish.promote). A rebuild for age alone whose layers equal the
+published ones (the layers are reproducible: templates/partials/reproducible.j2) pushes nothing
+and keeps the published digest, so users download nothing and the registry stores nothing new;
+like a skip, that needs the published digest to be one this tool smoke-tested (and, with a
+key, one that verifies). One variant's failure never stops the others; the caller turns the
+outcomes into reports and an exit code.
 
 With a signing key, "unchanged" also means "verifies": an image under the full tag whose
 digest has no provenance signed by that key (say, one pushed by hand with a copied
@@ -50,6 +52,7 @@ from accel_images.publish.promote import (STOPPED_ERROR, Publication, RetryPolic
 from accel_images.registry import RegistryClient, RemoteImage, parse_time
 from accel_images.build.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
+from accel_images.smoke.records import built_here
 from accel_images.publish.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
 from accel_images.state import StateDir
 from accel_images.supply.attest import Attester, BuildInputs, Source
@@ -228,23 +231,38 @@ class _Night:
         return replace(self._decide(prepared, remote, night), swept=swept)
 
     def _decide(self, prepared: Prepared, remote: RemoteImage | None, night: NightlyOutcome) -> NightlyOutcome:
+        """Skip, rebuild-and-maybe-keep, or rebuild-and-publish.
+
+        Every path that leaves the registry's image where it is (skipped as current, or kept
+        because a rebuild for age came out with its very layers) first checks that this tool
+        smoke-tested its digest and, with a key, that it verifies: an image with a copied
+        fingerprint label is otherwise rebuilt, smoke-tested and published like any changed one.
+        """
         variant = prepared.variant
         verified = read_verified(self.settings.state_dir, remote.digest) if remote else None
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
-        fresh = aged_only(remote, prepared)
-        verdict = None
-        if reason is None and remote is not None:
-            record = self._record(variant)
-            entry = record.find(remote.digest)
-            verdict = self._verify(variant, remote.digest) if entry is not None else None
-            if entry is not None and (verdict is None or verdict.ok):
-                return replace(self._skipped(prepared, remote, entry), verdict=verdict)
-            reason = untested_reason(variant.tag, remote.digest, record) if entry is None else \
-                f"the registry's image does not verify: {verdict.reason if verdict else '?'}"
-            fresh = False
+        same_inputs = remote if remote is not None and aged_only(remote, prepared) else None
+        fresh, verdict = reason is not None and same_inputs is not None, None
+        if same_inputs is not None:
+            entry, verdict, distrust = self._trusted(variant, same_inputs)
+            if entry is not None and distrust is None and reason is None:
+                return replace(self._skipped(prepared, same_inputs, entry), verdict=verdict)
+            if distrust is not None:
+                reason, same_inputs = distrust, None
         night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None,
                         verdict=verdict)
-        return self._rebuilt(prepared, night, remote if fresh else None)
+        return self._rebuilt(prepared, night, fresh=fresh, keepable=same_inputs)
+
+    def _trusted(self, variant: Variant, remote: RemoteImage) -> tuple[SmokedDigest | None, Verdict | None, str | None]:
+        """(its entry in the tested record, its verdict with a key, why it is not trusted or None)."""
+        record = self._record(variant)
+        entry = record.find(remote.digest)
+        if entry is None:
+            return None, None, untested_reason(variant.tag, remote.digest, record)
+        verdict = self._verify(variant, remote.digest)
+        if verdict is not None and not verdict.ok:
+            return entry, verdict, f"the registry's image does not verify: {verdict.reason}"
+        return entry, verdict, None
 
     def _verify(self, variant: Variant, digest: str) -> Verdict | None:
         """The registry image's verdict under the signing key's public half; None without a key.
@@ -256,7 +274,8 @@ class _Night:
             return None
         self.status(variant, "verifying the registry's image")
         key = self.options.signer.public_key
-        return with_retries(lambda: verify_digest(self.registry, self.options.target.repository, digest, key),
+        return with_retries(lambda: verify_digest(self.registry, self.options.target.repository, digest, key,
+                                                  variant.tag),
                             self.options.retry, f"verifying {self.options.target.ref(variant.tag)}")
 
     def _sweep(self, variant: Variant) -> tuple[str, ...]:
@@ -313,25 +332,26 @@ class _Night:
         return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
                               registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
-    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, same_inputs: RemoteImage | None) -> NightlyOutcome:
+    def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool,
+                 keepable: RemoteImage | None) -> NightlyOutcome:
         """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
 
-        `same_inputs` is the registry's image when only its age calls for the rebuild: then
-        the build runs without the layer cache and never takes a local build, which may
-        itself have come from that cache; and when its layers come out equal to the
-        published ones, nothing is pushed and the published digest stays (`kept`).
+        `fresh` when only its age calls for the rebuild: then the build runs without the layer
+        cache and never takes a local build, which may itself have come from that cache.
+        `keepable` is the registry's image when it may stay (its fingerprint is this one and this
+        tool smoke-tested it): when the build's layers come out equal to its layers, nothing is
+        pushed and the published digest stays (`kept`).
         """
         variant, target = prepared.variant, self.options.target
-        fresh = same_inputs is not None
         local = None if fresh else self._local_build(prepared)
         built = replace(local or self.builder.build_prepared(prepared, nocache=fresh), notes=prepared.notes,
                         without_companions=prepared.left_out)
         if not built.ok or built.image_id is None:
             return replace(night, outcome=built)
-        if same_inputs is not None and self._identical(built.image_id, same_inputs):
-            write_verified(self.settings.state_dir, same_inputs.digest, self.options.now)
+        if keepable is not None and self._identical(built.image_id, keepable):
+            write_verified(self.settings.state_dir, keepable.digest, self.options.now)
             return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
-                           registry_digest=same_inputs.digest, kept=True)
+                           registry_digest=keepable.digest, kept=True)
         real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
         inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args, prepared.wheels)
         try:
@@ -387,13 +407,21 @@ class _Night:
         return bool(local and local.layers and remote.diff_ids and local.layers == remote.diff_ids)
 
     def _local_build(self, prepared: Prepared) -> Outcome | None:
-        """A local image with this fingerprint, young enough to publish, as a build outcome.
+        """A local image with this fingerprint that this state directory built, young enough to publish.
 
         `accel-images build` (or an earlier nightly whose push failed) may have built exactly
-        this image already: publishing it saves the build.
+        this image already: publishing it saves the build. Only a build this state directory
+        recorded counts, with the image ID and every layer it recorded (accel_images.smoke.records):
+        a label can be copied onto an image derived from it, and on a shared engine another
+        user's build carries the same name and label. What is published is then what the
+        provenance says was built.
         """
         local = self.engine.inspect_image(prepared.ref)
         if local is None or local.labels.get(FINGERPRINT_LABEL) != prepared.fingerprint:
+            return None
+        if not built_here(self.settings.state_dir, prepared.fingerprint, local.id, local.layers):
+            self.status(prepared.variant, f"not publishing the local {prepared.ref}: this state directory did not "
+                                          "build it (no build record with its image ID and layers)")
             return None
         created = parse_time(local.labels.get(CREATED_LABEL)) or parse_time(local.created)
         if created is None or self.options.now - created > timedelta(days=self.options.max_age_days):

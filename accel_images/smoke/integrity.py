@@ -109,10 +109,10 @@ class Inventory:
     files: Mapping[str, str]              # path -> Entry.digest() (or 'absent')
     failures: tuple[str, ...]             # structural problems, one line each
 
-    def record(self, image_id: str) -> dict[str, object]:
-        """The build's record of this image (JSON)."""
-        return {"version": RECORD_VERSION, "image_id": image_id, "interpreter": self.interpreter,
-                "files": dict(sorted(self.files.items()))}
+    def record(self, image_id: str, layers: tuple[str, ...] = ()) -> dict[str, object]:
+        """The build's record of this image (JSON): its ID, its layers (diff IDs, base first) and its files."""
+        return {"version": RECORD_VERSION, "image_id": image_id, "layers": list(layers),
+                "interpreter": self.interpreter, "files": dict(sorted(self.files.items()))}
 
 
 def shown(text: str) -> str:
@@ -402,6 +402,7 @@ class Recorded:
     image_id: str
     interpreter: str
     files: Mapping[str, str]
+    layers: tuple[str, ...] = ()
 
 
 def parse_record(text: str) -> Recorded | None:
@@ -415,7 +416,9 @@ def parse_record(text: str) -> Recorded | None:
     files = value.get("files")
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         return None
-    return Recorded(str(value.get("image_id", "")), str(value.get("interpreter", "")), files)
+    layers = value.get("layers")
+    layers = tuple(layers) if isinstance(layers, list) and all(isinstance(layer, str) for layer in layers) else ()
+    return Recorded(str(value.get("image_id", "")), str(value.get("interpreter", "")), files, layers)
 
 
 def differences(now: Inventory, recorded: Recorded) -> list[str]:

@@ -7,7 +7,8 @@ result says so.
 
 The report is written inside the image, so before it is believed the launcher checks from
 outside what it can (accel_images/smoke/integrity.py): the interpreter and torch are the
-image's real ones and, when this machine built the image, the files the build recorded. The
+image's real ones and the files are those the build recorded; an image whose build no state
+directory here recorded is refused. The
 workload is this package's own file, mounted read-only at a path chosen for the run and
 checked from outside to be what the container sees there; the interpreter is run by its full
 path as the entry point (not the image's ENTRYPOINT, not a PATH lookup), isolated (`-I`: no
@@ -43,6 +44,10 @@ MOUNT_ROOT = "/run/accel-images-smoke-"
 """The mount directory's prefix; a random suffix per run, so no image can prepare that path."""
 PIDS_LIMIT = 1024
 SMOKE_LABEL = "io.accel-images.smoke"
+NO_RECORD = ("no build record of this image: only an image whose build accel-images recorded "
+             "(builds/<fingerprint>.json of the state directory) is checked file by file, byte code included, "
+             "and trusted (build it with `accel-images build`, or point --state-dir at the state directory that "
+             "built it)")
 
 
 class RunOutcome(Protocol):
@@ -136,13 +141,17 @@ def container_options(vendor_options: DeviceOptions | None, *, mem_limit: str) -
     }
 
 
-def run_smoke(engine: Runner, image: str, expectation: Expectation, *,
+def run_smoke(engine: Runner, image: str, expectation: Expectation, *, recorded: Recorded | None,
               vendor_options: DeviceOptions | None, require_accelerator: bool,
-              timeout_s: float = 300, mem_limit: str = "8g", recorded: Recorded | None = None) -> SmokeResult:
+              timeout_s: float = 300, mem_limit: str = "8g") -> SmokeResult:
     """Check `image` from outside, run the smoke workload in it and judge it against `expectation`.
 
-    `recorded` is what the build of this image's fingerprint found in it (integrity.Recorded),
-    when this machine built it. Engine failures (image missing, unknown runtime, daemon gone)
+    `recorded` is what the build of this image's fingerprint found in it (integrity.Recorded).
+    Without it the image is refused: the structural checks alone leave what no package manager
+    lists unchecked (compiled byte code in `__pycache__`, the standard library's files), and a
+    poisoned `torch/__pycache__/__init__.cpython-311.pyc` whose header matches its source would
+    run in place of torch. With it, every file of the standard library and site-packages, byte
+    code included, must be what the build recorded. Engine failures (image missing, unknown runtime, daemon gone)
     raise EngineError from the engine; whatever is wrong with the image or the workload's
     report is in the returned SmokeResult. The run uses the image's ID, so the name cannot be
     moved to another image between the checks and the run.
@@ -151,7 +160,7 @@ def run_smoke(engine: Runner, image: str, expectation: Expectation, *,
     if info is None:
         raise EngineError(f"image {image} not found locally: build or pull it first")
     inventory = inventory_of(engine, info, expectation.python)
-    problems = [*inventory.failures, *(differences(inventory, recorded) if recorded is not None else ())]
+    problems = [*inventory.failures, *(differences(inventory, recorded) if recorded is not None else [NO_RECORD])]
     if problems:
         return refused(problems)
     launch = Launch.draw()

@@ -4,9 +4,10 @@
 test already passed on this machine need not run it again; the record is keyed by image ID, so
 a rebuilt image (a new ID) is always tested.
 
-`builds/<fingerprint>.json`: the files the build found in the image it had just built
-(accel_images.smoke.integrity), keyed by the fingerprint label, which an image derived from it
-or copying its labels carries too: such an image must hold the same files to pass.
+`builds/<fingerprint>.json`: the image a build made (its ID and layers) and the files the build
+found in it (accel_images.smoke.integrity), keyed by the fingerprint label, which an image derived
+from it or copying its labels carries too: such an image must hold the same files to pass its smoke
+test, and only the recorded image itself counts as built here (built_here).
 """
 
 from __future__ import annotations
@@ -42,16 +43,26 @@ def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResu
                                 "facts": result.facts.compact() if result.facts is not None else None}))
 
 
-def remember_build(state: StateDir, fingerprint: str, image_id: str, inventory: Inventory) -> None:
-    """Keep what the build found in the image it just built, for the smoke runs of that fingerprint.
+def remember_build(state: StateDir, fingerprint: str, image_id: str, inventory: Inventory,
+                   layers: tuple[str, ...] = ()) -> None:
+    """Keep what the build found in the image it just built (its ID, layers and files), for the smoke
+    runs of that fingerprint and for the nightly's choice of a local build to publish (built_here).
 
     Written atomically: a record half-written by a killed run would otherwise read as "no record".
     """
     path = state.build_record(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(inventory.record(image_id), sort_keys=True))
+    partial.write_text(json.dumps(inventory.record(image_id, layers), sort_keys=True))
     os.replace(partial, path)
+
+
+def built_here(state: StateDir, fingerprint: str | None, image_id: str, layers: tuple[str, ...]) -> bool:
+    """Whether this state directory recorded building exactly this image: the record of its fingerprint
+    names its image ID and its every layer. A copied label, an image derived from the build, or another
+    user's build of the same name on a shared engine is not it."""
+    recorded = recorded_build(state, fingerprint)
+    return recorded is not None and recorded.image_id == image_id and bool(layers) and recorded.layers == layers
 
 
 def recorded_build(state: StateDir, fingerprint: str | None) -> Recorded | None:

@@ -6,8 +6,11 @@ builder alone holds does not. An image verifies when some provenance artifact re
 digest
 1. is a DSSE envelope signed by the expected key,
 2. holds an in-toto SLSA provenance statement whose subject is that very digest,
-3. records a passed smoke test, and
-4. names an SBOM that is attached to the same digest (the SBOM is signed by being named).
+3. records a passed smoke test,
+4. names an SBOM that is attached to the same digest (the SBOM is signed by being named), and
+5. when a tag was asked for, names a variant that wears that tag (its full tag, a dated tag of it,
+   or an alias of its group): a tag that serves another variant's signed image (a downgrade) is
+   not verified. By digest there is no tag to compare.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any
 from securesystemslib.signer import Key
 
 from accel_images.errors import AccelError, InputError, RegistryError
+from accel_images.model import tags
 from accel_images.model.reference import REPOSITORY_RE, TAG_RE
+from accel_images.model.variant import Variant
 from accel_images.supply import attach, provenance, sbom
 
 PROVENANCE_ARTIFACT_TYPE = provenance.PAYLOAD_TYPE
@@ -81,13 +86,16 @@ class Verdict:
         return f"not verified: {image}: {self.reason}"
 
 
-def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key) -> Verdict:
+def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key,
+                  tag: str | None = None) -> Verdict:
     """Check the provenance artifacts referring to `digest`; the first that holds wins.
 
-    Registry failures (unreachable, denied, a referrers list of the wrong shape) raise RegistryError,
-    and so does a transient one (a 503, a reset connection) while an artifact is read: that is no
-    evidence about the image, and a retry may read it whole. Everything about the artifacts
-    themselves (a bad signature, a missing or malformed referrer, another subject) is in the Verdict.
+    `tag`: the tag the digest was asked for (or is published under); the statement's variant must
+    wear it. Registry failures (unreachable, denied, a referrers list of the wrong shape) raise
+    RegistryError, and so does a transient one (a 503, a reset connection) while an artifact is read:
+    that is no evidence about the image, and a retry may read it whole. Everything about the artifacts
+    themselves (a bad signature, a missing or malformed referrer, another subject, another variant) is
+    in the Verdict.
     """
     entries = attach.referrers(store, repository, digest, PROVENANCE_ARTIFACT_TYPE)
     if not entries:
@@ -98,6 +106,8 @@ def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key
             _, envelope = attach.document(store, repository, entry, digest)
             statement = provenance.open_envelope(envelope, key)
             smoke = provenance.check_statement(statement, digest)
+            if tag is not None:
+                check_tag(statement, tag)
             sbom_manifest = _named_sbom(store, repository, digest, statement)
         except AccelError as error:
             if isinstance(error, RegistryError) and error.transient:
@@ -123,9 +133,34 @@ def _named_sbom(store: attach.ArtifactStore, repository: str, digest: str, state
 
 
 def verify_image(store: Any, image: ImageName, key: Key) -> Verdict:
-    """Resolve a tag to its digest (a digest stays itself), then verify_digest."""
-    digest = image.reference if image.reference.startswith("sha256:") else \
-        store.manifest_digest(image.repository, image.reference)
+    """Resolve a tag to its digest (a digest stays itself), then verify_digest (with the tag to compare)."""
+    by_digest = image.reference.startswith("sha256:")
+    digest = image.reference if by_digest else store.manifest_digest(image.repository, image.reference)
     if digest is None:
         return Verdict(False, None, f"the registry has no {image}")
-    return verify_digest(store, image.repository, digest, key)
+    return verify_digest(store, image.repository, digest, key, None if by_digest else image.reference)
+
+
+def check_tag(statement: Mapping[str, Any], tag: str) -> None:
+    """The signed statement's variant must wear `tag` (NotVerified otherwise), and its own tag must be the
+    variant's full tag: a signature covers both, and they must not disagree."""
+    external = ((statement.get("predicate") or {}).get("buildDefinition") or {}).get("externalParameters") or {}
+    raw = external.get("variant") if isinstance(external, Mapping) else None
+    fields = ("vendor", "torch", "python", "os", "flavor")
+    if not isinstance(raw, Mapping) or not all(isinstance(raw.get(name), str) for name in fields) \
+            or not isinstance(raw.get("stack"), str | None):
+        raise provenance.NotVerified("the signed provenance names no variant to compare the tag with")
+    variant = Variant(raw["vendor"], raw["stack"], raw["torch"], raw["python"], raw["os"], raw["flavor"],
+                      base_image="")
+    signed_tag = external.get("tag")
+    if signed_tag != tags.full_tag(variant):
+        raise provenance.NotVerified(f"the signed provenance's tag {shown(signed_tag)} is not its variant's "
+                                     f"({tags.full_tag(variant)})")
+    if not tags.wears(tag, variant):
+        raise provenance.NotVerified(f"the signed provenance is about {tags.full_tag(variant)}, which does not "
+                                     f"wear the tag {tag}: the tag serves another variant's image")
+
+
+def shown(value: object) -> str:
+    text = str(value)[:80]
+    return repr(text if text.isprintable() else text.encode("unicode_escape").decode("ascii"))

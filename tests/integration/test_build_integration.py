@@ -87,7 +87,7 @@ def test_unchanged_rebuild_is_skipped(published_build: dict, registry: str, whee
 
 
 def test_smoke_command_reports_the_workload_json(published_build: dict) -> None:
-    result = cli("smoke", IMAGE, "--json")
+    result = cli("smoke", IMAGE, "--json", "--state-dir", str(published_build["state"]))
     assert result.returncode == 0, result.stdout + result.stderr
     payload = json.loads(result.stdout)  # the document alone: `| jq` works
     assert result.stderr.strip().endswith("smoke passed on cpu")
@@ -123,7 +123,7 @@ def test_smoke_fails_on_an_image_whose_torch_does_not_match_its_tag(published_bu
     liar = "accel-images-test/liar:2.12.1"
     docker_client.images.build(path=str(tmp_path), tag=liar, rm=True)
     try:
-        result = cli("smoke", liar)
+        result = cli("smoke", liar, "--state-dir", str(published_build["state"]))  # the files are the build's
         assert result.returncode == 1, result.stdout + result.stderr
         said = result.stdout + result.stderr
         assert "2.12.1" in said and "2.13.0" in said

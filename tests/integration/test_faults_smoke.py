@@ -4,7 +4,9 @@ Each case derives a hostile image from the published CPU image (built by test_bu
 fixture, whose state directory holds the build's record) and runs the real CLI on it. Before the
 launcher checked images from outside, every one of these passed (`smoke` exit 0) while torch was
 deleted or replaced; now each is refused with one line naming the file, or (the image's own
-entry point and smoke.py) simply not used. The forgers echo the run's nonce, as a forger that
+entry point and smoke.py) simply not used. Run from a directory with no state directory, the
+structural checks still name what they find, and the image is refused for having no build
+record (a poisoned `.pyc`, which only the record catches, passed before). The forgers echo the run's nonce, as a forger that
 reads its arguments would: the nonce alone stops only a canned document (tests/test_smoke_integrity.py).
 """
 
@@ -19,6 +21,7 @@ import docker
 import pytest
 
 from test_build_integration import IMAGE, cli, published_build  # noqa: F401  (the published CPU image's fixture)
+from accel_images.smoke.launcher import NO_RECORD
 from test_smoke_judge import RECORDED_CPU
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
@@ -61,6 +64,14 @@ CASES = {
     "ld-preload": dockerfile("ENV LD_PRELOAD=/opt/forger.so"),
     "ld-so-preload": dockerfile("RUN echo /opt/forger.so > /etc/ld.so.preload"),
     "root-user": "\n".join([f"FROM {IMAGE}", "USER 0:0", ""]),
+    # torch's byte code replaced by the forger's, its 16-byte header kept (the source and its hash are
+    # unchanged, so Python loads it in place of torch/__init__.py, and the real torch never imports);
+    # written with -B, so no other byte code changes. Every file a RECORD lists is untouched.
+    "poisoned-pyc": dockerfile(
+        f"RUN /opt/venv/bin/python -I -B -c \"import importlib.util, marshal, pathlib; "
+        f"source = '{SITE}/torch/__init__.py'; pyc = pathlib.Path(importlib.util.cache_from_source(source)); "
+        "pyc.write_bytes(pyc.read_bytes()[:16] + marshal.dumps(compile(open('/opt/forger.py').read(), source, "
+        "'exec')))\""),
 }
 
 
@@ -142,8 +153,12 @@ def test_torch_replaced_with_its_record_is_caught_by_the_build_record(forged: di
     assert ", the build recorded sha256:" in line
 
 
-def test_the_images_entry_point_and_smoke_py_are_not_what_runs(forged: dict[str, str], nowhere: Path) -> None:
-    code, stdout, stderr = smoke(forged["entrypoint-and-smoke-py"], nowhere)
+def test_the_images_entry_point_and_smoke_py_are_not_what_runs(forged: dict[str, str], published_build: dict,
+                                                               tmp_path: Path) -> None:
+    """The derived image holds the files its build recorded (only /opt/accel-images changed): it is run, and
+    what runs is the launcher's interpreter and workload."""
+    (tmp_path / ".accel-images").symlink_to(published_build["state"])
+    code, stdout, stderr = smoke(forged["entrypoint-and-smoke-py"], tmp_path)
     assert code == 0, stderr
     report = json.loads(stdout)
     assert "forged" not in report, "the image's own entry point or smoke.py wrote the report"
@@ -161,3 +176,24 @@ def test_the_images_entry_point_and_smoke_py_are_not_what_runs(forged: dict[str,
 def test_injected_libraries_and_a_root_user_are_refused(forged: dict[str, str], nowhere: Path, case: str,
                                                         said: str) -> None:
     assert refusal(forged[case], nowhere).startswith(said)
+
+
+def test_poisoned_byte_code_with_no_build_record_is_refused(forged: dict[str, str], nowhere: Path) -> None:
+    """Before: with no build record the byte code went unchecked, and the forger's .pyc, loaded in place of
+    torch/__init__.py, printed a green report (`smoke passed on cpu`, exit 0)."""
+    line = refusal(forged["poisoned-pyc"], nowhere)
+    assert line == NO_RECORD, line
+
+
+def test_poisoned_byte_code_is_named_against_the_build_record(forged: dict[str, str], published_build: dict,
+                                                              tmp_path: Path) -> None:
+    (tmp_path / ".accel-images").symlink_to(published_build["state"])
+    line = refusal(forged["poisoned-pyc"], tmp_path)
+    assert line.startswith(f"{SITE}/torch/__pycache__/__init__.cpython-311.pyc is sha256:"), line
+    assert ", the build recorded sha256:" in line
+
+
+@pytest.mark.parametrize("case", ["torch-init", "apport-hook", "ld-preload"])
+def test_every_refusal_without_a_record_also_says_there_is_none(forged: dict[str, str], nowhere: Path,
+                                                                case: str) -> None:
+    assert refusal(forged[case], nowhere).endswith(f"; refused before the run: {NO_RECORD}")

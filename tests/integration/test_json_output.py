@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from accel_images.smoke.launcher import NO_RECORD
 from nightly_fixture.rawregistry import RawRegistry
 from test_json_output_unit import cli, cpu_host, only_json  # noqa: F401  (cpu_host is a fixture)
 
@@ -70,7 +71,11 @@ def test_pull(catalogue_registry: str, cpu_host: str, docker_client) -> None:
 
 
 @pytest.mark.engine
-def test_smoke(docker_client) -> None:
-    result = cli("smoke", CPU_IMAGE, "--json")
-    assert only_json(result)["ok"] is True  # type: ignore[index]
-    assert result.stderr.strip().splitlines()[-1] == f"{CPU_IMAGE}: smoke passed on cpu"
+def test_smoke(docker_client, tmp_path: Path) -> None:
+    """A refused image (a state directory with no build record of it) still prints one document; the
+    passing case is test_build_integration.py::test_smoke_command_reports_the_workload_json."""
+    result = cli("smoke", CPU_IMAGE, "--json", "--state-dir", str(tmp_path / "empty"))
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)  # raises on anything before or after the document
+    assert document["ok"] is False and document["failures"][-1] == f"refused before the run: {NO_RECORD}"
+    assert result.stderr.strip().splitlines()[-1].startswith(f"{CPU_IMAGE}: smoke failed on unknown device: ")

@@ -127,6 +127,14 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
 
     verified = cli("verify", f"{registry}/{repository}:{tag}", "--key", str(pub))
     assert verified.returncode == 0 and verified.stdout.startswith("verified: "), verified.stdout + verified.stderr
+    # A downgrade: another variant's full tag, and an alias of another vendor, made to serve this signed image.
+    from accel_images.registry import RegistryClient
+    for other in ("2.14.1-cpu-py3.12-ubuntu24.04", "latest-cuda"):
+        RegistryClient(registry).copy_tag(repository, tag, other)
+        downgraded = cli("verify", f"{registry}/{repository}:{other}", "--key", str(pub))
+        assert downgraded.returncode == 1, downgraded.stdout + downgraded.stderr
+        assert downgraded.stdout.startswith(f"not verified: {registry}/{repository}:{other}: the signed provenance "
+                                            f"is about {tag}, which does not wear the tag {other}"), downgraded.stdout
 
     # Someone with push access puts another image under the tag, with the fingerprint label copied.
     labels = docker_client.images.get(cpu_image).labels

@@ -13,15 +13,16 @@ import posixpath
 from accel_images.vendors import device_options
 from accel_images.build.engine import RunResult
 from accel_images.smoke.judge import Expectation
-from accel_images.smoke.launcher import SMOKE_LABEL, Launch, container_options, run_smoke, smoke_command
+from accel_images.smoke.launcher import NO_RECORD, SMOKE_LABEL, Launch, container_options, run_smoke, smoke_command
 
 import fakeimage
-from fakeimage import FakeEngine
+from fakeimage import FakeEngine, honest_record
 
 from test_smoke_judge import RECORDED_CPU, cuda_build, report
 
 CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
 CUDA13 = Expectation(vendor="cuda", torch="2.13.0", stack="13.0", python="3.11")
+RECORDED = honest_record()
 
 
 def answer(data: dict | None, exit_code: int = 0, *, stderr: str = "", timed_out: bool = False) -> FakeEngine:
@@ -62,7 +63,7 @@ def test_device_needs_are_merged_into_the_safety_settings(tmp_path):
 
 def test_run_smoke_passes_expectation_options_timeout_and_labels():
     engine = answer(RECORDED_CPU)
-    result = run_smoke(engine, "img:1", CPU, vendor_options=None, require_accelerator=False,
+    result = run_smoke(engine, "img:1", CPU, recorded=RECORDED, vendor_options=None, require_accelerator=False,
                        timeout_s=120, mem_limit="2g")
     assert result.ok, result.failures
     (call,) = engine.calls
@@ -81,17 +82,17 @@ def test_the_smoke_result_carries_the_images_facts_read_from_outside():
     """The facts file the build wrote (accel_images/smoke/facts.py) travels with the verdict into the smoke
     record and the catalogue; an image built before facts existed simply has none."""
     engine = answer(RECORDED_CPU)
-    result = run_smoke(engine, "img:1", CPU, vendor_options=None, require_accelerator=False)
+    result = run_smoke(engine, "img:1", CPU, recorded=RECORDED, vendor_options=None, require_accelerator=False)
     assert result.facts is not None and result.facts.torch == "2.13.0+cpu" and result.facts.backend == "cpu"
     del engine.files[fakeimage.FACTS_PATH]
-    again = run_smoke(engine, "img:1", CPU, vendor_options=None, require_accelerator=False)
+    again = run_smoke(engine, "img:1", CPU, recorded=RECORDED, vendor_options=None, require_accelerator=False)
     assert again.ok and again.facts is None
 
 
 def test_gpu_image_without_device_options_runs_in_cpu_mode_and_says_so():
     data = report(torch="2.13.0+cu130", build=cuda_build("13.0"), backend="cpu")
     engine = answer(data)
-    result = run_smoke(engine, "img:cuda", CUDA13, vendor_options=None, require_accelerator=False)
+    result = run_smoke(engine, "img:cuda", CUDA13, recorded=RECORDED, vendor_options=None, require_accelerator=False)
     assert result.ok, result.failures
     assert result.cpu_fallback and result.ran_on == "cpu"
     assert "device_requests" not in engine.calls[0]["options"]
@@ -99,14 +100,14 @@ def test_gpu_image_without_device_options_runs_in_cpu_mode_and_says_so():
 
 def test_required_accelerator_missing_fails(tmp_path):
     data = report(torch="2.13.0+cu130", build=cuda_build("13.0"), backend="cpu")
-    result = run_smoke(answer(data), "img:cuda", CUDA13, vendor_options=device_options("cuda", tmp_path),
+    result = run_smoke(answer(data), "img:cuda", CUDA13, recorded=RECORDED, vendor_options=device_options("cuda", tmp_path),
                        require_accelerator=True)
     assert not result.ok
     assert "no cuda accelerator was usable: the workload ran on the CPU" in result.failures
 
 
 def test_timeout_is_reported_with_its_limit():
-    result = run_smoke(answer(None, exit_code=137, timed_out=True), "img:1", CPU,
+    result = run_smoke(answer(None, exit_code=137, timed_out=True), "img:1", CPU, recorded=RECORDED,
                        vendor_options=None, require_accelerator=False, timeout_s=42)
     assert not result.ok
     assert result.failures[0] == "smoke workload timed out after 42 s"
@@ -114,6 +115,15 @@ def test_timeout_is_reported_with_its_limit():
 
 def test_crash_without_json_keeps_the_stderr_tail():
     result = run_smoke(answer(None, exit_code=1, stderr="OSError: libtorch_cpu.so: cannot open"),
-                       "img:1", CPU, vendor_options=None, require_accelerator=False)
+                       "img:1", CPU, recorded=RECORDED, vendor_options=None, require_accelerator=False)
     assert not result.ok and result.ran_on is None
     assert "libtorch_cpu.so" in result.failures[0]
+
+
+def test_an_image_without_a_build_record_is_refused_and_never_run():
+    """Not built here (or its record lost): the checks that need no record cannot see byte code or the
+    standard library, so the workload does not run at all."""
+    engine = answer(RECORDED_CPU)
+    result = run_smoke(engine, "img:1", CPU, recorded=None, vendor_options=None, require_accelerator=False)
+    assert not result.ok and engine.calls == []
+    assert result.failures == (f"refused before the run: {NO_RECORD}",)

@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from securesystemslib.signer import CryptoSigner
 
 from accel_images.kb import compat
-from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Prepared
+from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared
 from accel_images.cli import nightly as cli_nightly
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.options import load_expansion
@@ -45,7 +46,9 @@ from accel_images.smoke.judge import SmokeResult
 from accel_images.publish.tested import RECORD_LABEL, SmokedRecord
 from accel_images.plan.variants import Expansion
 import fakeimage
-from fakes import FakeEngine, FakeRegistry
+from accel_images.smoke.integrity import Inventory
+from accel_images.smoke.records import remember_build
+from fakes import PUSHED, FakeEngine, FakeRegistry
 
 FIXTURE = Path(__file__).parents[1] / "nightly_fixture"
 TEMPLATES = FIXTURE / "templates"
@@ -126,11 +129,11 @@ def expansion(tmp_path: Path) -> Expansion:
 
 
 def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
-             jobs: int = 1, run_id: str = "r1") -> list[NightlyOutcome]:
+             jobs: int = 1, run_id: str = "r1", signer: CryptoSigner | None = None) -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
     # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
     options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT,
-                             attest=False)
+                             attest=False, signer=signer)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
@@ -237,13 +240,26 @@ def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion
         f"{UBUNTU}-candidate-r1", f"{DEBIAN}-candidate-r1"}
 
 
+LOCAL_LAYERS = ("sha256:" + "7" * 64, "sha256:" + "8" * 64)
+
+
+def recorded_local(tmp_path: Path, fingerprint: str, image_id: str = "sha256:local",
+                   layers: tuple[str, ...] = LOCAL_LAYERS) -> None:
+    """The state directory's record of a build of `fingerprint` (accel_images.smoke.records)."""
+    remember_build(StateDir(tmp_path / "state"), fingerprint, image_id, Inventory("/opt/venv/bin/python", {}, ()),
+                   layers)
+
+
 @pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
 def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expansion: Expansion, tmp_path: Path,
                                                                           built_at: str, reused: bool) -> None:
     first = FakeEngine()
     [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
-    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: built_at}
-    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())},
+    fingerprint = debian.outcome.fingerprint or ""
+    recorded_local(tmp_path, fingerprint)
+    labels = {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: built_at}
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                   LOCAL_LAYERS)},
                         facts={"sha256:local": first.facts[f"sha256:built-team/pytorch:{DEBIAN}"]})
     [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
     assert night.status == "built" and night.publication is not None and night.publication.ok
@@ -269,12 +285,58 @@ def test_an_image_whose_facts_contradict_the_knowledge_base_is_refused_before_it
 def test_a_fresh_local_build_whose_facts_contradict_is_not_published(expansion: Expansion, tmp_path: Path) -> None:
     first = FakeEngine()
     [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
+    recorded_local(tmp_path, debian.outcome.fingerprint or "")   # this state directory built it
     labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-02T02:00:00Z"}
-    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", ())},
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                   LOCAL_LAYERS)},
                         facts={"sha256:local": json.dumps(fakeimage.facts_document(python="3.12.3")).encode()})
     [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
     assert night.status == "failed" and night.publication is None
     assert "accel_images/data/kb.yaml os.debian12.python says 3.11; the image has 3.12.3" in (night.outcome.error or "")
+
+
+@pytest.mark.parametrize("record", ["none", "another-image", "other-layers"])
+def test_a_local_image_this_state_directory_did_not_build_is_never_published(
+        expansion: Expansion, tmp_path: Path, record: str) -> None:
+    """A derived image carrying the label (its guard.sh replaced), or another user's build on a shared
+    engine: same name, same fingerprint label, fresh; the state directory has no record of it."""
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    fingerprint = debian.outcome.fingerprint or ""
+    if record == "another-image":
+        recorded_local(tmp_path, fingerprint, image_id="sha256:the-build")
+    elif record == "other-layers":
+        recorded_local(tmp_path, fingerprint, layers=LOCAL_LAYERS[:1])
+    else:
+        StateDir(tmp_path / "state").build_record(fingerprint).unlink()
+    labels = {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: "2026-12-02T02:00:00Z"}
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                   LOCAL_LAYERS)})
+    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    assert night.status == "built" and night.publication is not None and night.publication.ok
+    assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    assert night.outcome.image_id == f"sha256:built-team/pytorch:{DEBIAN}"
+    assert describe(night).startswith("published (not in the registry yet): built in ")
+
+
+@pytest.mark.parametrize("recorded,skipped", [(True, True), (False, False)])
+def test_build_skips_only_an_unchanged_image_this_state_directory_built(expansion: Expansion, tmp_path: Path,
+                                                                        recorded: bool, skipped: bool) -> None:
+    """`build` alike: a local image with the fingerprint label that the state directory has no record of
+    (another user's, a derived one) is built, never taken as this run's unchanged image."""
+    first = FakeEngine()
+    [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
+    fingerprint = debian.outcome.fingerprint or ""
+    if recorded:
+        recorded_local(tmp_path, fingerprint)
+    labels = {FINGERPRINT_LABEL: fingerprint}
+    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                   LOCAL_LAYERS)},
+                        facts={"sha256:local": first.facts[f"sha256:built-team/pytorch:{DEBIAN}"]})
+    settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), smoke=False)
+    [outcome] = Builder(engine, compat.load_kb(), expansion, settings,  # type: ignore[arg-type]
+                        templates_dir=TEMPLATES).run([v for v in expansion.variants if v.tag == DEBIAN])
+    assert (outcome.status == "skipped") is skipped, outcome.error
+    assert (("build", f"team/pytorch:{DEBIAN}") in engine.calls) is not skipped
 
 
 LAYERS = ("sha256:" + "1" * 64, "sha256:" + "2" * 64)
@@ -295,7 +357,7 @@ def test_an_aged_rebuild_with_the_published_layers_pushes_nothing(expansion: Exp
     published = aged(debian.outcome.fingerprint or "")
     engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
         f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), rebuilt_layers)})
-    registry = FakeRegistry(images={DEBIAN: published})
+    registry = FakeRegistry(images={DEBIAN: published, f"{DEBIAN}-tested": record_of(published.digest)})
     [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.reason == "older than 7 days (built 2026-11-01)"
     assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
@@ -306,6 +368,33 @@ def test_an_aged_rebuild_with_the_published_layers_pushes_nothing(expansion: Exp
         assert describe(night) == (f"rebuilt, identical content, kept {published.digest}"
                                    " (older than 7 days (built 2026-11-01))")
         assert nightly_record(night, Target(registry.host, "team/pytorch"))["uploaded_bytes"] == 0
+
+
+@pytest.mark.parametrize("record", [None, "another-digest", "unsigned"])
+def test_an_aged_image_this_tool_never_tested_is_published_anew_even_when_the_rebuild_equals_it(
+        expansion: Expansion, tmp_path: Path, record: str | None) -> None:
+    """A hand-pushed image under the full tag: copied fingerprint label, an old `created`, layers equal
+    to a rebuild's, a replaced entry point. Not in the tested record (or, with a key, unsigned): it
+    is never kept; the rebuild (without the layer cache: it is due to age) is smoke-tested and published."""
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    published = aged(debian.outcome.fingerprint or "")
+    engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
+        f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), LAYERS)})
+    images = {DEBIAN: published}
+    if record is not None:
+        images[f"{DEBIAN}-tested"] = record_of("sha256:" + "f" * 64 if record == "another-digest" else published.digest)
+    registry = FakeRegistry(images=images)
+    signer = CryptoSigner.generate_ed25519() if record == "unsigned" else None
+    [_, night] = fake_run(expansion, engine, registry, tmp_path, signer=signer)
+    assert night.kept is False and night.status == "built", night.outcome.error
+    if record == "unsigned":
+        assert night.reason.startswith("the registry's image does not verify: "), night.reason
+    else:
+        assert night.reason.startswith(f"{DEBIAN} points at {published.digest[:19]}, which this tool never "
+                                       "smoke-tested"), night.reason
+    assert night.publication is not None and night.publication.promoted[0] == DEBIAN
+    assert night.registry_digest == PUSHED != published.digest
+    assert engine.uncached == [f"team/pytorch:{DEBIAN}"]   # due to its age too: today's packages
 
 
 def test_a_kept_image_is_not_rebuilt_again_before_its_age_runs_out(expansion: Expansion, tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from accel_images.smoke.integrity import Entry, ImageConfig, differences, parse_
 from accel_images.smoke.judge import Expectation, judge
 from accel_images.smoke.launcher import NotMounted, check_mounted, run_smoke
 
-from fakeimage import ELF, PATH, SITE, TORCH_FILES, FakeEngine, FakeFiles, FakeInfo, file_entry, honest_files, link, replaced, \
-    without
+from fakeimage import ELF, PATH, SITE, TORCH_FILES, FakeEngine, FakeFiles, FakeInfo, file_entry, honest_files, \
+    honest_record, link, replaced, without
 from test_smoke_judge import RECORDED_CPU
 
 CPU = Expectation(vendor="cpu", torch="2.13.0", stack=None, python="3.11")
@@ -28,6 +28,8 @@ FORGER = b"#!/bin/sh\necho '{\"schema\": 1, \"ok\": true}'\n"
 
 
 def smoke(engine: FakeEngine, **kwargs: object):
+    """run_smoke against the honest image's build record unless a test gives another one."""
+    kwargs.setdefault("recorded", honest_record())
     return run_smoke(engine, "img", CPU, vendor_options=None, require_accelerator=False, **kwargs)  # type: ignore[arg-type]
 
 
@@ -121,7 +123,7 @@ def test_a_pth_file_no_record_lists_is_refused_and_one_a_record_lists_is_not() -
     assert line == (f"{SITE}/evil.pth is a .pth file no installed distribution's RECORD lists: "
                     "it can run code at interpreter start")
     owned = honest_files({"distutils-precedence.pth": b"import os\n", **TORCH_FILES})
-    assert smoke(FakeEngine(PASSED, owned)).ok
+    assert smoke(FakeEngine(PASSED, owned), recorded=honest_record(owned)).ok
 
 
 def test_injected_libraries_and_a_root_user_are_refused() -> None:
