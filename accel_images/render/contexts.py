@@ -65,6 +65,13 @@ no layer of any stage can contain it. What remains: like any build arg, the valu
 environment of each RUN while it runs (a step that wrote its environment to a file would leak
 it; tests/integration/test_security.py scans every layer for that).
 """
+APT_CREDENTIALS_ARG = "ftp_proxy"
+"""The build arg that carries apt's login file for `--apt-mirror` URLs with credentials
+(accel_images.render.apt.auth_conf): the other predefined FTP proxy arg, for the same reasons as
+CREDENTIALS_ARG (Docker's list of predefined args holds both spellings; apt 2.x has no ftp method
+at all, and no step fetches an ftp:// URL). Each apt step writes the file from it first and deletes
+it before it ends, so no layer ever holds it; the sources name the mirror without credentials.
+"""
 
 
 # Both end up in a FROM line: a host[:port] and an optional lower-case repository path, nothing else.
@@ -139,9 +146,12 @@ def wheel_index_url(variant: Variant, options: RenderOptions) -> str:
 
 
 def secret_build_args(options: RenderOptions) -> dict[str, str]:
-    """What the build of a context rendered with `options` must be given besides its files."""
+    """What the build of a context rendered with `options` must be given besides its files: the package
+    index's `user:password`, apt's login file for the mirrors."""
     credentials = index_credentials(options.pip_index_url)
-    return {CREDENTIALS_ARG: credentials} if credentials and not options.wheelhouse_route else {}
+    secrets = {CREDENTIALS_ARG: credentials} if credentials and not options.wheelhouse_route else {}
+    logins = apt.auth_conf(options.apt_mirrors)
+    return {**secrets, APT_CREDENTIALS_ARG: logins} if logins else secrets
 
 
 COPY_INSTRUCTION = re.compile(r"^\s*(?:COPY|ADD)\s+(?P<args>.*)$", re.IGNORECASE)
@@ -211,7 +221,7 @@ class Renderer:
         """The Dockerfile and the extra files (apt keys and sources) its template asked for."""
         name = self.template_name(variant)
         repositories = {key: apt.Repository.from_kb(key, raw) for key, raw in self.kb.apt_repositories.items()}
-        apt_repos = apt.Collector(repositories, variant.os, options.apt_mirrors)
+        apt_repos = apt.Collector(repositories, variant.os, options.apt_mirrors, APT_CREDENTIALS_ARG)
         plan = self.companions(variant, options)
         labels = {**oci_labels(variant, expansion.image), **variant.labels(),
                   f"{LABEL_PREFIX}.companions": ",".join(plan.names)}

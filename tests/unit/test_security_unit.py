@@ -29,7 +29,7 @@ from accel_images.registry import Destination
 from accel_images.render.apt import AptMirror
 from accel_images.model.devices import DeviceOptions
 from accel_images.build.engine import RunResult
-from accel_images.render.contexts import CREDENTIALS_ARG, RenderOptions, Renderer
+from accel_images.render.contexts import APT_CREDENTIALS_ARG, CREDENTIALS_ARG, RenderOptions, Renderer
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
 from accel_images.plan.variants import Expansion, make_variant
@@ -68,8 +68,45 @@ def test_the_renderer_keeps_index_credentials_out_of_every_file_and_hands_them_t
     assert len(pip_steps) == 1 and '--index-url "https://${FTP_PROXY}@127.0.0.1:9/simple/cpu"' in pip_steps[0]
     # Declared, the arg would be recorded in the history and cache key of every later RUN.
     assert not re.search(rf"^\s*ARG\s+{CREDENTIALS_ARG}\b", dockerfile, re.MULTILINE | re.IGNORECASE)
-    # the pip step (its install and its download of the build backend), and the comment above it naming it twice
-    assert dockerfile.count(CREDENTIALS_ARG) == 4
+    # the pip step (its install and its download of the build backend), and the comment above it naming it
+    assert dockerfile.count(CREDENTIALS_ARG) == 3
+
+
+APT_SECRET = f"apt-{SECRET}"
+APT_MIRROR = f"deb.debian.org=http://mirror-user:{APT_SECRET}@127.0.0.1:9/debian"
+AUTH_CONF = "/etc/apt/auth.conf.d/90accel-images-mirrors.conf"
+
+
+def test_the_renderer_keeps_apt_mirror_credentials_out_of_every_file_and_hands_them_to_the_build() -> None:
+    """Before: `--apt-mirror HOST=http://user:token@mirror/...` went into the sed of every apt step (a RUN
+    line: the image history, the build log) and so into /etc/apt/sources.list of the image."""
+    mirror = AptMirror.parse(APT_MIRROR)
+    assert APT_SECRET not in repr(mirror) and mirror.prefix == "http://127.0.0.1:9/debian"
+    context = _cpu_context(RenderOptions(apt_mirrors=(mirror,)))
+    assert not [name for name, data in context.files.items() if APT_SECRET.encode() in data]
+    assert APT_SECRET not in repr(context)
+    assert context.secret_args == {
+        APT_CREDENTIALS_ARG: f"machine http://127.0.0.1:9/debian login mirror-user password {APT_SECRET}"}
+    dockerfile = context.files["Dockerfile"].decode()
+    update = "/lists update"   # apt-get -o Dir::State::lists=... update (partials/apt.j2)
+    apt_steps = [step for step in dockerfile.split("\nRUN ")[1:] if update in step]
+    assert len(apt_steps) == 3   # the build stage's packages, the final stage's, the OS updates
+    for step in apt_steps:
+        # apt's login file, from the predefined arg, exists only while the step runs: no layer holds it
+        login = f"printf '%s\\n' \"${{{APT_CREDENTIALS_ARG}}}\" > {AUTH_CONF}"
+        assert step.index(login) < step.index(update) < step.rindex(f"rm -f {AUTH_CONF}"), step
+        assert "s#https\\?://deb\\.debian\\.org#http://127.0.0.1:9/debian#g" in step
+    assert not re.search(rf"^\s*ARG\s+{APT_CREDENTIALS_ARG}\b", dockerfile, re.MULTILINE)
+    assert APT_CREDENTIALS_ARG != CREDENTIALS_ARG   # pip's credentials may come too, each in its own arg
+
+
+@pytest.mark.parametrize(("given", "problem"), [
+    ("deb.debian.org=http://mirror-user@127.0.0.1:9/debian", "give user:password"),
+    ("deb.debian.org=http://mirror%20user:pw@127.0.0.1:9/debian", "no spaces"),
+])
+def test_apt_mirror_credentials_apt_cannot_take_are_refused(given: str, problem: str) -> None:
+    line = _refusal(lambda: AptMirror.parse(given))
+    assert line.startswith("--apt-mirror: ") and problem in line and "mirror-user" not in line, line
 
 
 def test_an_index_without_credentials_or_a_wheelhouse_needs_no_secret(tmp_path: Path) -> None:
