@@ -24,6 +24,7 @@ import pytest
 
 from accel_images.errors import InputError, RegistryError
 from accel_images.registry import Destination, RegistryClient, is_loopback, parse_time
+from faultproxy import RequestSink
 from nightly_fixture.rawregistry import (DOCKER_MANIFEST)
 
 
@@ -70,6 +71,10 @@ class FakeRegistry(BaseHTTPRequestHandler):
             return self._challenge()
         if self.path == "/v2/":
             return self._send(200, {})
+        if "/tags/list" in self.path:  # pages on forever: each names the next
+            page = int(self.path.rsplit("last=t", 1)[1]) if "last=t" in self.path else 0
+            return self._send(200, {"name": "team/img", "tags": [f"t{page + 1}"]},
+                              {"Link": f'</v2/team/img/tags/list?n=1&last=t{page + 1}>; rel="next"'})
         if self.path.endswith("/manifests/missing"):
             return self._send(404, {"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown"}]})
         if "/manifests/" in self.path:
@@ -81,6 +86,14 @@ class FakeRegistry(BaseHTTPRequestHandler):
         self._send(404, {})
 
     do_HEAD = do_GET
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        """An upload starts here and goes on where `upload_location` says (a storage service elsewhere)."""
+        self.server.seen.append((self.path, self.headers.get("Authorization")))
+        wanted = "Basic " + base64.b64encode(b"u:p").decode()
+        if self.headers.get("Authorization") != wanted:
+            return self._challenge()
+        self._send(202, {}, {"Location": self.server.upload_location})
 
     def _challenge(self) -> None:
         host = f"127.0.0.1:{self.server.server_address[1]}"
@@ -109,6 +122,7 @@ class FakeRegistry(BaseHTTPRequestHandler):
 def fake_registry() -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeRegistry)
     server.auth, server.status, server.seen = "bearer", None, []  # type: ignore[attr-defined]
+    server.upload_location = ""  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
@@ -166,6 +180,32 @@ def test_server_errors_are_transient(fake_registry: ThreadingHTTPServer) -> None
         RegistryClient(host, credentials=lambda h: None).image("team/img", "tag")
     assert caught.value.transient is True
     assert "answered 503 (UNAVAILABLE: down)" in caught.value.one_line()
+
+
+def test_the_login_goes_only_to_the_registry_itself(fake_registry: ThreadingHTTPServer) -> None:
+    """The registry names an upload location on another host: the request goes there (a storage service
+    may need it), but without the Authorization header the registry's login is in."""
+    fake_registry.auth = "basic"  # type: ignore[attr-defined]
+    host = f"127.0.0.1:{fake_registry.server_address[1]}"
+    with RequestSink() as sink:
+        fake_registry.upload_location = f"http://{sink.host}/upload/1?_state=x"  # type: ignore[attr-defined]
+        client = RegistryClient(host, credentials=lambda h: {"username": "u", "password": "p"})
+        with pytest.raises(RegistryError):
+            client.put_labels_image("team/img", "t", {"k": "v"})   # the sink answers 200, not 201
+    [put] = sink.received
+    assert put.method == "PUT" and "Authorization" not in put.headers, put
+    assert client.is_home(f"http://{host}/v2/x") and not client.is_home(f"http://{sink.host}/v2/x")
+
+
+def test_a_tag_list_that_pages_on_forever_is_bounded(fake_registry: ThreadingHTTPServer) -> None:
+    fake_registry.auth = "basic"  # type: ignore[attr-defined]
+    host = f"127.0.0.1:{fake_registry.server_address[1]}"
+    client = RegistryClient(host, credentials=lambda h: {"username": "u", "password": "p"})
+    with pytest.raises(RegistryError) as caught:
+        client.tags("team/img", page_size=1, max_pages=25)
+    assert "the tag list goes on past 25 pages" in caught.value.one_line()
+    assert caught.value.transient is False
+    assert len([path for path, _ in fake_registry.seen if "/tags/list" in path]) <= 26  # type: ignore[attr-defined]
 
 
 # ---- values -----------------------------------------------------------------------------------
