@@ -41,3 +41,24 @@ def inert(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
+def inert_json(document: str) -> str:
+    """A JSON text with every character a terminal acts on written as a `\\uXXXX` escape: the same
+    document to any JSON reader (nothing lost), inert on a terminal (`--json` prints report.json).
+
+    JSON escapes the C0 controls itself; with `ensure_ascii=False`, which keeps every script readable,
+    it leaves C1 controls, DEL and bidirectional overrides raw. Outside a string a JSON text holds only
+    structural whitespace, so every character replaced here is inside a string, where the escape is valid.
+    """
+    if all(char.isprintable() or char == "\n" for char in document):
+        return document
+    return "".join(char if char.isprintable() or char == "\n" else _json_escape(char) for char in document)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

@@ -27,6 +27,7 @@ import jinja2
 
 from accel_images import untrusted, vendors
 from accel_images.errors import InputError
+from accel_images.formatting import inert_json
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.versions import key as version_key, newest_first
 
@@ -439,7 +440,8 @@ def build_document(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
 
 
 def render_json(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
-    return json.dumps(build_document(records, meta), indent=2, ensure_ascii=False, default=str) + "\n"
+    """report.json: readable in any script, inert on a terminal, where `--json` prints it (formatting.inert_json)."""
+    return inert_json(json.dumps(build_document(records, meta), indent=2, ensure_ascii=False, default=str)) + "\n"
 
 
 # ---- Markdown ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from accel_images.formatting import inert
 from accel_images.kb.sources import parse_registry_overrides
 from accel_images.model.reference import Mirror
 from accel_images.registry import Destination
+from accel_images.report.reports import render_json
 from accel_images.render.apt import AptMirror
 from accel_images.model.devices import DeviceOptions
 from accel_images.build.engine import RunResult
@@ -219,3 +221,13 @@ def test_errors_tables_lines_and_progress_print_outside_text_inert(capsys: pytes
     for text in (printed.out, printed.err, stream.getvalue()):
         assert [char for char in text if not char.isprintable() and char != "\n"] == [], repr(text)
         assert SHOWN in text
+
+
+def test_the_json_report_escapes_what_a_terminal_acts_on_and_loses_nothing() -> None:
+    """`nightly --json` and `build --json` print report.json: a record's error may quote a registry.
+    JSON already escapes C0 controls; C1 controls and bidirectional overrides it leaves raw."""
+    record = {"variant": "cpu/x", "status": "failed", "error": f"registry r answered 400 (DENIED: {HOSTILE})"}
+    text = render_json([record], {"command": "nightly"})
+    assert [char for char in text if not char.isprintable() and char != "\n"] == [], repr(text)
+    assert json.loads(text)["variants"][0]["error"] == record["error"]
+    assert "日本" in render_json([{**record, "error": "日本"}], {})    # printable text of any script stays
