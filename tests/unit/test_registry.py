@@ -197,6 +197,17 @@ def test_the_login_goes_only_to_the_registry_itself(fake_registry: ThreadingHTTP
     assert client.is_home(f"http://{host}/v2/x") and not client.is_home(f"http://{sink.host}/v2/x")
 
 
+@pytest.mark.parametrize("realm", ["http://auth.example.com/token", "ftp://auth.example.com/token", "/token"])
+def test_an_https_registry_may_not_send_the_login_to_a_token_service_without_tls(realm: str) -> None:
+    """The Bearer flow sends the stored login to the realm the registry names: over https only, when the
+    registry itself is https (the challenge is answered before any request to the realm)."""
+    client = RegistryClient("reg.example.com", credentials=lambda h: {"username": "u", "password": "p"})
+    with pytest.raises(RegistryError) as caught:
+        client._answer_challenge(f'Bearer realm="{realm}",service="reg"', "repository:a/b:pull", "reading a/b")
+    assert "is not an https:// URL (the login is sent there)" in caught.value.one_line()
+    assert caught.value.transient is False
+
+
 def test_a_tag_list_that_pages_on_forever_is_bounded(fake_registry: ThreadingHTTPServer) -> None:
     fake_registry.auth = "basic"  # type: ignore[attr-defined]
     host = f"127.0.0.1:{fake_registry.server_address[1]}"
