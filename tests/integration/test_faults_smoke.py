@@ -81,10 +81,12 @@ def forged(published_build: dict, docker_client: docker.DockerClient,
     """Every case's image, built once for the module and removed afterwards."""
     run = uuid.uuid4().hex[:8]
     built: dict[str, str] = {}
+    [record] = published_build["records"]
+    base = record["image_id"]   # by ID: the name is shared with every other run on this engine
     try:
         for case, text in CASES.items():
             context = tmp_path_factory.mktemp(case)
-            (context / "Dockerfile").write_text(text)
+            (context / "Dockerfile").write_text(text.replace(f"FROM {IMAGE}\n", f"FROM {base}\n", 1))
             (context / "forged.json").write_text(FORGED + "\n")
             (context / "forger.sh").write_text(FORGER_SH)
             (context / "forger.py").write_text(FORGER_PY)

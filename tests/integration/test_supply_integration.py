@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
+from accel_images.registry import RegistryClient
 from accel_images.supply import attach, provenance
 from accel_images.supply.attest import Attester
 from test_supply import NOW, digest_of, write_key, green_smoke, VARIANT, inputs, pae
@@ -128,7 +129,6 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
     verified = cli("verify", f"{registry}/{repository}:{tag}", "--key", str(pub))
     assert verified.returncode == 0 and verified.stdout.startswith("verified: "), verified.stdout + verified.stderr
     # A downgrade: another variant's full tag, and an alias of another vendor, made to serve this signed image.
-    from accel_images.registry import RegistryClient
     for other in ("2.14.1-cpu-py3.12-ubuntu24.04", "latest-cuda"):
         RegistryClient(registry).copy_tag(repository, tag, other)
         downgraded = cli("verify", f"{registry}/{repository}:{other}", "--key", str(pub))
@@ -137,7 +137,8 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
                                             f"is about {tag}, which does not wear the tag {other}"), downgraded.stdout
 
     # Someone with push access puts another image under the tag, with the fingerprint label copied.
-    labels = docker_client.images.get(cpu_image).labels
+    # (from the registry's image: the local name is shared with every other run on this engine)
+    labels = dict(RegistryClient(registry).image(repository, tag).labels)
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / "Dockerfile").write_text("FROM local/debian:bookworm\n" + "".join(
@@ -151,7 +152,6 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
         fake_digest = digest_of(raw)
         assert fake_digest != digest
         # ...and, with the same push access, adds the copy to the tested record (accel_images.publish.tested).
-        from accel_images.registry import RegistryClient
         from accel_images.publish.tested import SmokedDigest, read_record, write_record
         client, record_tag = RegistryClient(registry), f"{tag}-tested"
         forged = read_record(client, repository, record_tag).adding(SmokedDigest(fake_digest, NOW.date(), "forged"))
