@@ -1,8 +1,23 @@
-"""Numbers as people read them in progress lines and tables, and outside text made safe to print."""
+"""Numbers and tables as people read them in progress lines, tables and reports, and outside text
+made safe to print (inert).
+
+A table here is named by its first column (a variant `cpu/2.13.0-cpu-py3.11-debian12`, a tag): that
+name is never cut, at any width. On a terminal too narrow for every column, the others give way:
+free text is cut to one line with `…` (a failure's full cause is printed below every run table and
+kept in the report), and if that is not enough the least needed columns are left out, which the
+table then says under itself; no cell wraps over several lines. Into a file or a pipe nothing is
+cut: the other columns wrap instead, so `grep` finds what the report holds.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
 
 _SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]?)(?P<binary>i?)B?\s*$", re.IGNORECASE)
 _POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
@@ -27,6 +42,8 @@ def parse_size(text: str) -> int:
         raise ValueError(f"{text!r} is not a size (a number with K, M, G or T, e.g. 50G)")
     base = 1024 if found["binary"] else 1000
     return int(float(found["number"]) * base ** _POWERS[found["unit"].upper()])
+
+
 def inert(text: str) -> str:
     """`text` with every character a terminal acts on shown escaped: `\\x1b`, `\\x07`, `\\x9b`, `\\u202e`.
 
@@ -62,3 +79,122 @@ def _json_escape(char: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+# ---- tables that keep their first column ------------------------------------------------------
+
+CELL_PADDING = 2
+"""One space either side of every cell (rich's default padding, box=None)."""
+SHRINK_FLOOR = 10
+"""A column cut to fit is never narrower than its header or this many characters."""
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """One column of a fitted table; `keep` ranks what stays on a narrow page (higher stays longer)."""
+
+    header: str
+    keep: int = 0
+    justify: str = "left"
+
+
+def fit_widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int,
+               keep: Sequence[int] | None = None, measure: Callable[[str], int] = len) -> list[int | None]:
+    """The width of each column (None: left out) for a table of `width` characters at most.
+
+    Column 0 is the row's name and keeps its whole width; only a page narrower than the name itself
+    folds it (over lines, nothing lost). The others give way in the order of their `keep`, lowest
+    first and rightmost first among equals: while their floors (SHRINK_FLOOR, or the header) fit, they
+    are cut, each down to its floor before the next is touched; when even the floors do not fit, the
+    first in that order is left out and the rest tried again.
+    """
+    ranks = list(keep or [0] * len(headers))
+    natural = [max([measure(headers[i]), *(measure(row[i]) for row in rows)]) for i in range(len(headers))]
+    floors = [min(natural[i], max(measure(headers[i]), SHRINK_FLOOR)) for i in range(len(headers))]
+    shown = list(range(len(headers)))
+    while True:
+        widths = _shrunk(natural, floors, sorted(shown[1:], key=lambda i: (ranks[i], -i)), width)
+        if widths is not None:
+            return [widths.get(i) for i in range(len(headers))]
+        if len(shown) == 1:
+            return [min(natural[0], max(1, width - CELL_PADDING))] + [None] * (len(headers) - 1)
+        drop = min(shown[1:], key=lambda i: (ranks[i], -i))
+        shown.remove(drop)
+
+
+def _shrunk(natural: list[int], floors: list[int], order: list[int], width: int) -> dict[int, int] | None:
+    """Widths of column 0 and the columns in `order` once those are cut, in that order, to fit;
+    None when their floors do not fit."""
+    widths = {0: natural[0], **{i: natural[i] for i in order}}
+    excess = sum(widths.values()) + CELL_PADDING * len(widths) - width
+    if excess > sum(widths[i] - floors[i] for i in order):
+        return None
+    for i in order:
+        cut = min(excess, widths[i] - floors[i])
+        widths[i] -= max(cut, 0)
+        excess -= max(cut, 0)
+    return widths
+
+
+@dataclass
+class FittedTable:
+    """A rich renderable: a borderless table laid out for the width it is printed at (fit_widths).
+
+    Cells are plain text, never markup: an error quoting `[/PATH]` prints as written. Lines carry no
+    trailing padding (rstrip_lines), so a table in a file or a pipe reads as written.
+    """
+
+    columns: Sequence[TableColumn]
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+    row_styles: list[str] = field(default_factory=list)
+
+    def add_row(self, *cells: str, style: str = "") -> None:
+        """A row of plain text; outside text in it is made inert first (nothing in a cell acts on a terminal)."""
+        self.rows.append(tuple(inert(cell) for cell in cells))
+        self.row_styles.append(style)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """On a terminal, laid out by fit_widths: one line per row. Into a file or a pipe, nothing is cut
+        (a reader greps it): the name keeps its width and the other columns wrap."""
+        from rich.cells import cell_len
+        from rich.table import Table
+        from rich.text import Text
+        headers = [column.header for column in self.columns]
+        rows = self.rows
+        table = Table(box=None, header_style="bold", show_edge=False)
+        if console.is_terminal:
+            widths = fit_widths(headers, rows, options.max_width, [c.keep for c in self.columns], cell_len)
+        else:
+            name = max(cell_len(row[0]) for row in [tuple(headers), *rows])
+            widths = [min(name, max(1, options.max_width - CELL_PADDING)), *([0] * (len(headers) - 1))]
+        shown = [i for i, w in enumerate(widths) if w is not None]
+        for i in shown:
+            column = self.columns[i]
+            if not console.is_terminal and i > 0:
+                table.add_column(column.header, overflow="fold", justify=column.justify)  # type: ignore[arg-type]
+                continue
+            folds = i == 0 and (widths[0] or 0) < max(cell_len(row[0]) for row in [tuple(headers), *rows])
+            table.add_column(column.header, width=widths[i], no_wrap=not folds,
+                             overflow="fold" if folds else "ellipsis", justify=column.justify)  # type: ignore[arg-type]
+        for row, style in zip(rows, self.row_styles, strict=True):
+            table.add_row(*(Text(row[i]) for i in shown), style=style)
+        left_out = [headers[i] for i, w in enumerate(widths) if w is None]
+        if left_out:
+            table.caption = Text(f"(too narrow for: {', '.join(left_out)}; a wider terminal shows them)")
+            table.caption_justify = "left"
+        yield table
+
+
+def rstrip_lines(text: str) -> str:
+    """Every line without trailing spaces: what a table printed into a file or a pipe should be."""
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
+
+
+def table_text(renderable: Any, width: int) -> str:
+    """A renderable as plain text at `width` columns, lines without trailing spaces (tests, files)."""
+    import io
+
+    from rich.console import Console
+    console = Console(width=width, file=io.StringIO(), color_system=None, highlight=False)
+    console.print(renderable)
+    return rstrip_lines(console.file.getvalue())  # type: ignore[attr-defined]

@@ -19,15 +19,14 @@ from typing import IO
 
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from accel_images.build.failure import step_label
-from accel_images.formatting import inert
+from accel_images.formatting import FittedTable, TableColumn, inert
 from accel_images.model.variant import Variant
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 LOG_PREFIX = "building: "
+LIVE_COLUMNS = (TableColumn("variant"), TableColumn("time", keep=1, justify="right"), TableColumn("status", keep=2))
 FINAL_PREFIXES = ("FAILED", "built", "unchanged", "published", "rebuilt", "skipped", "interrupted")
 
 
@@ -118,17 +117,15 @@ class LiveProgress:
         seconds = self.ended.get(variant, time.monotonic()) - start
         return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
-    def _table(self) -> Table:
-        table = Table(box=None, show_header=True, header_style="bold")
-        table.add_column("variant", no_wrap=True, overflow="fold")
-        table.add_column("time", justify="right", no_wrap=True)
-        table.add_column("status", overflow="ellipsis", no_wrap=True, ratio=1)
+    def _table(self) -> FittedTable:
+        """The variant whole, then the time and the status, cut to the page (formatting.fit_widths)."""
+        table = FittedTable(LIVE_COLUMNS)
         with self.lock:
             rows = list(self.rows.items())
         for variant, text in rows:
             style = "red" if text.startswith("FAILED") else ("green" if is_final(text) and "interrupted" not in text
                                                              else "")
-            table.add_row(Text(variant.key), self._elapsed(variant), Text(text), style=style)  # text is never markup
+            table.add_row(variant.key, self._elapsed(variant), text, style=style)  # FittedTable: Text, never markup
         return table
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from accel_images import vendors
 from accel_images.kb import compat
@@ -22,11 +21,11 @@ from accel_images.build import failure
 from accel_images.build.builder import Builder
 from accel_images.build.wheels import RunWheelhouse
 from accel_images.credentials import hide_credentials
-from accel_images.formatting import human_size
+from accel_images.formatting import FittedTable, TableColumn, human_size
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
 from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
-from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
                                       note, render_options, say, templates_option, verbosity, verbosity_options,
                                       wheel_options, wheel_settings)
@@ -145,21 +144,21 @@ def failure_of(outcome: Outcome) -> failure.Failure:
                            str(outcome.log_path) if outcome.log_path else None)
 
 
-def outcome_table(outcomes: list[Outcome]) -> Table:
+OUTCOME_COLUMNS = (TableColumn("variant"), TableColumn("status", keep=9), TableColumn("size", keep=3),
+                   TableColumn("build", keep=4), TableColumn("smoke", keep=8))
+
+
+def outcome_table(outcomes: list[Outcome]) -> FittedTable:
     """One row per variant, named as everywhere else (`vendor/tag`); a failure's cause in its own
-    column, so the status column reads alike for every row."""
-    table = Table(box=None, header_style="bold")
-    table.add_column("variant", no_wrap=True)
-    for column in ("status", "size", "build", "smoke"):
-        table.add_column(column)
+    column (cut to the page; printed whole below the table), so the status column reads alike for
+    every row."""
     failed = any(not o.ok for o in outcomes)
-    if failed:
-        table.add_column("cause")
+    table = FittedTable((*OUTCOME_COLUMNS, *((TableColumn("cause", keep=7),) if failed else ())))
     for o in outcomes:
         smoke = smoke_text(o)
         build_s = f"{o.build_s:.0f} s" if o.build_s is not None else "-"
-        cause = [(o.error or "-") if not o.ok else ""] if failed else []
-        table.add_row(*(cell(text) for text in (o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)))
+        cause = [o.error or "-" if not o.ok else ""] if failed else []
+        table.add_row(o.variant.key, o.status, human_size(o.size), build_s, smoke, *cause)
     return table
 
 

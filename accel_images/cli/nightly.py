@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from accel_images.kb import compat
 from accel_images.build import failure
-from accel_images.cli.options import (cell, chosen_variants, expected_failures, filter_options, json_option,
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option,
                                       matrix_option, mirror_options, print_outcome, render_options, say,
                                       templates_option, verbosity, verbosity_options, wheel_options, wheel_settings)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
-from accel_images.formatting import human_size
+from accel_images.formatting import FittedTable, TableColumn, human_size
 from accel_images.build.pin import LOCK_FILE
 from accel_images.publish.retention import (DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines,
                                             stopped_pruning)
@@ -260,17 +259,25 @@ def interrupted_records(expansion: Expansion, variants: tuple[Variant, ...], fin
         for variant in variants]
 
 
-def nightly_table(nights: list[NightlyOutcome]) -> Table:
-    table = Table(box=None, header_style="bold")
-    for column in ("variant", "status", "why", "tags", "digest", "uploaded", "smoke", "provenance"):
-        table.add_column(column)
+NIGHTLY_COLUMNS = (TableColumn("variant"), TableColumn("status", keep=9), TableColumn("smoke", keep=8),
+                   TableColumn("why", keep=5), TableColumn("tags", keep=2), TableColumn("digest", keep=3),
+                   TableColumn("uploaded", keep=4), TableColumn("provenance", keep=1))
+"""The nightly's table; on a narrow page the variant stays whole and the columns with the lowest `keep` go."""
+
+
+def nightly_table(nights: list[NightlyOutcome]) -> FittedTable:
+    """One row per variant. A failure's cause has a column of its own (cut to the page; printed whole
+    below the table), so the status column reads alike for every row, as in `build`'s table."""
+    failed = any(not night.ok for night in nights)
+    table = FittedTable((*NIGHTLY_COLUMNS, *((TableColumn("cause", keep=7),) if failed else ())))
     for night in nights:
         moved = night.publication.promoted if night.publication else night.realigned
         tags = ", ".join(moved) or "-"
-        smoke, status = smoke_text(night.outcome), shown_status(night)
+        status = shown_status(night) if night.ok else "failed"
         digest = (night.registry_digest or "-")[:19]
-        table.add_row(*(cell(text) for text in (night.outcome.variant.key, status, night.reason, tags, digest,
-                                                human_size(night.uploaded_bytes), smoke, provenance_cell(night))))
+        cause = [night.outcome.error or "failed" if not night.ok else ""] if failed else []
+        table.add_row(night.outcome.variant.key, status, smoke_text(night.outcome), night.reason, tags, digest,
+                      human_size(night.uploaded_bytes), provenance_cell(night), *cause)
     return table
 
 

@@ -24,9 +24,9 @@ from accel_images.formatting import inert
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
+    from accel_images.formatting import FittedTable
     from accel_images.render.contexts import RenderOptions
     from accel_images.plan.variants import Expansion
     from accel_images.model.variant import Variant
@@ -69,14 +69,13 @@ def note(text: str) -> None:
     err().print(cell(text))
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """A table as the commands print it: no borders, a bold header, every cell shown as it is."""
-    from rich.table import Table
-    shown = Table(box=None, header_style="bold")
-    for column in columns:
-        shown.add_column(column)
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> FittedTable:
+    """A table as the commands print it: no borders, a bold header, the first column (the name) never
+    cut; on a narrow page the others give way, the rightmost first (accel_images.formatting)."""
+    from accel_images.formatting import FittedTable, TableColumn
+    shown = FittedTable([TableColumn(column, keep=len(columns) - index) for index, column in enumerate(columns)])
     for row in rows:
-        shown.add_row(*(cell(text) for text in row))
+        shown.add_row(*row)   # FittedTable shows each cell as a rich Text: never markup
     return shown
 
 
@@ -85,9 +84,21 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     rows = [[inert(text) for text in row] for row in rows]
     lines = plain_table(columns, rows) if plain_output() else None
     if lines is None:
-        out().print(table(columns, rows))
+        print_rendered(out(), table(columns, rows))
     else:  # no padding after the last column: `| cut`, `| awk '{print $NF}'`, diffs read it as written
         click.echo("".join(f"{line.rstrip()}\n" for line in lines), nl=False)
+
+
+def print_rendered(console: Console, renderable: Any) -> None:
+    """console.print(renderable); into a file or a pipe without the trailing spaces rich pads lines with."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    from accel_images.formatting import rstrip_lines
+    with console.capture() as captured:
+        console.print(renderable)
+    console.file.write(rstrip_lines(captured.get()))
+    console.file.flush()
 
 
 def print_line(text: str) -> None:
@@ -142,13 +153,13 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Print the run's report.json alone on stdout (the table and notes go to stderr).")(func)
 
 
-def print_outcome(table: Table, report_dir: Path, as_json: bool) -> None:
+def print_outcome(table: FittedTable, report_dir: Path, as_json: bool) -> None:
     """A run's table on stdout, or with --json its report document there and the table on stderr
     (one JSON document and nothing else on stdout, so `| jq` works)."""
     if not as_json:
-        out().print(table)
+        print_rendered(out(), table)
         return
-    err().print(table)
+    print_rendered(err(), table)
     from accel_images.report.reports import REPORT_FILES
     click.echo((report_dir / REPORT_FILES["json"]).read_text(), nl=False)
 
