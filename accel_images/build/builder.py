@@ -188,7 +188,7 @@ class Builder:
                                       labels=labels,
                                       log_path=log_path, network_mode=self.settings.network_mode, pull=False,
                                       nocache=nocache or self.settings.no_cache,
-                                      on_line=lambda line: self.status(variant, "building: " + line[:300]))
+                                      on_line=lambda line: self.status(variant, "building: " + shortened(line)))
             self.record_build(prepared, built.id)
         except BuildFailed as failed:
             cause = str(failure.explain(failed.detail, failed.step, failed.log_tail,
@@ -274,6 +274,12 @@ class Builder:
             return replace(outcome, smoke=result)
         return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures),
                        exit_code=1)
+
+
+def shortened(line: str) -> str:
+    """A log line for the progress display: a step line whole (its label is read from what the step runs,
+    which can come late in a long RUN line), any other line cut at 300 characters."""
+    return line if line.startswith("Step ") else line[:300]
 
 
 def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:

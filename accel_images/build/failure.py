@@ -22,9 +22,22 @@ DOCKER_EXIT_RE = re.compile(r"returned a non-zero code: (\d+)")
 MAX_CAUSE = 200
 """The longest cause shown; what is cut is in the log, whose path is printed beside it."""
 
-TOOLS = ("pip install", "apt-get install", "apt-get update", "apt install", "dnf install", "microdnf install",
-         "useradd", "groupadd", "curl", "wget", "python -m venv", "-m venv")
-"""What a RUN step is named by, first match wins: the step's purpose, not its first word (`set`)."""
+TOOLS = (("apt-get -s upgrade", "OS updates"), ("pip install", "pip install"),
+         ("apt-get install", "apt-get install"), ("apt install", "apt install"), ("dnf install", "dnf install"),
+         ("microdnf install", "microdnf install"), ("useradd", "create the user"), ("groupadd", "create the group"),
+         ("install -D", "arrange the image's own files"), ("-m venv", "python -m venv"),
+         ("pip list", "pin the installed torch"), ("apt-get update", "apt-get update"), ("curl", "curl"),
+         ("wget", "wget"))
+"""What a RUN step is named by, first match wins: the step's purpose, not its first word (`set`, `t0=...`)."""
+APT_OPTIONS = re.compile(r"(?<=apt-get)(?: -o \S+)+")
+"""`apt-get -o Dir::Cache=... install`: the options between apt-get and its command, left out to name the step."""
+INSTRUCTIONS = {"SHELL": "set the shell", "ENV": "set the environment", "USER": "set the user",
+                "WORKDIR": "set the working directory", "ENTRYPOINT": "set the entry point",
+                "CMD": "set the default command", "LABEL": "label the image", "EXPOSE": "declare ports",
+                "VOLUME": "declare volumes", "HEALTHCHECK": "set the health check", "STOPSIGNAL": "set the stop signal"}
+"""What the instructions that only configure the image do, said as such."""
+REPRODUCIBLE_PREFIX = re.compile(r"^t0=.*?&&\s*c0=.*?\}'\)\"\s*(?:\\\s*)?&&\s*")
+"""The time stamp every reproducible RUN starts with (templates/partials/reproducible.j2, begin())."""
 
 
 @dataclass(frozen=True)
@@ -70,26 +83,40 @@ class Cause:
 
 
 def step_label(step_line: str | None, tool: str | None = None) -> str | None:
-    """`Step 5/24 : RUN set -e; pip install torch` -> `step 5/24 (pip install)`."""
+    """`Step 5/24 : RUN set -e; pip install torch` -> `step 5/24 (pip install)`: what the step does, never
+    a fragment of the Dockerfile. The last step, a LABEL the build adds, is where the engine commits
+    the image (seconds for gigabytes): `step 32/32 (committing the image)`."""
     if not step_line:
         return None
     match = STEP_RE.match(step_line.strip())
     if not match:
         return None
     number, total, instruction, rest = match.groups()
+    if tool is None and instruction.upper() == "LABEL" and number == total:
+        return f"step {number}/{total} (committing the image)"
     what = tool or _what(instruction.upper(), rest)
     return f"step {number}/{total} ({what})"
 
 
 def _what(instruction: str, rest: str) -> str:
-    if instruction != "RUN":
-        first = rest.split()[0] if rest.split() else ""
-        return f"{instruction} {first}".strip()[:60]
-    for tool in TOOLS:
-        if tool in rest:
-            return tool.removeprefix("-m ")
     words = rest.split()
-    return words[0][:40] if words else "RUN"
+    if instruction == "FROM":
+        named = f"{words[2]} stage " if len(words) >= 3 and words[1].upper() == "AS" else ""
+        return f"{named}from {words[0] if words else 'the base image'}"[:80]
+    if instruction == "ARG":
+        return f"build argument {rest.split('=', 1)[0].strip()}"[:60]
+    if instruction in ("COPY", "ADD"):
+        sources = [word for word in words[:-1] if not word.startswith("--")]
+        stage = next((word.split("=", 1)[1] for word in words if word.startswith("--from=")), None)
+        return f"copy from the {stage} stage" if stage else f"copy {' '.join(sources) or 'files'}"[:60]
+    if instruction != "RUN":
+        return INSTRUCTIONS.get(instruction, instruction.lower())
+    plain = APT_OPTIONS.sub("", rest)
+    for needle, name in TOOLS:
+        if needle in plain:
+            return name
+    command = REPRODUCIBLE_PREFIX.sub("", rest).split()
+    return f"run {command[0]}"[:40] if command else "RUN"
 
 
 PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(?P<cause>.*)'")

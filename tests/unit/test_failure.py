@@ -82,7 +82,7 @@ def test_an_unknown_failure_says_the_exit_code_and_the_last_output_not_the_comma
             "ERROR: The command '/bin/sh -c ./configure && make' returned a non-zero code: 2")
     cause = failure.explain("The command '/bin/sh -c ./configure && make' returned a non-zero code: 2",
                             "Step 3/3 : RUN ./configure && make", tail)
-    assert str(cause) == "step 3/3 (./configure) failed: exit code 2; last output: make: *** [all] Error 2"
+    assert str(cause) == "step 3/3 (run ./configure) failed: exit code 2; last output: make: *** [all] Error 2"
 
 
 def test_apt_and_network_causes() -> None:
@@ -97,8 +97,35 @@ def test_apt_and_network_causes() -> None:
 
 def test_step_labels() -> None:
     assert failure.step_label("Step 9/24 : RUN set -eux; apt-get install -y git") == "step 9/24 (apt-get install)"
-    assert failure.step_label("Step 1/24 : FROM ubuntu:24.04") == "step 1/24 (FROM ubuntu:24.04)"
+    assert failure.step_label("Step 1/24 : FROM ubuntu:24.04") == "step 1/24 (from ubuntu:24.04)"
+    assert failure.step_label("Step 1/24 : FROM ubuntu:24.04 AS build") == "step 1/24 (build stage from ubuntu:24.04)"
     assert failure.step_label(" ---> Running in 6b547f328d80") is None
+
+
+def docker_steps(dockerfile: str) -> list[str]:
+    """The `Step N/M : ...` lines the classic builder prints for a Dockerfile (continuations joined),
+    with the three LABEL steps the build adds (accel_images.build.builder) last."""
+    joined = dockerfile.replace("\\\n", " ")
+    instructions = [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    instructions += ["LABEL io.accel-images.base.digest=sha256:0", "LABEL io.accel-images.fingerprint=sha256:1",
+                     "LABEL org.opencontainers.image.created=2026-12-05T15:27:03Z"]
+    return [f"Step {n}/{len(instructions)} : {text}" for n, text in enumerate(instructions, 1)]
+
+
+def test_every_step_of_every_image_is_labelled_with_what_it_does() -> None:
+    """Not `step 2/32 (SHELL ["/bin/bash",)` or `(t0="$(($(date)`: words, for every rendered Dockerfile."""
+    labels: set[str] = set()
+    for dockerfile in sorted(Path(__file__).resolve().parents[2].glob("images/*/*/Dockerfile")):
+        steps = docker_steps(dockerfile.read_text())
+        for step in steps:
+            label = failure.step_label(step)
+            assert label is not None, step
+            what = label.split(" (", 1)[1][:-1]
+            assert not any(mark in what for mark in ('["', "$(", '="', "${", "\\", "t0=")), (dockerfile, step, label)
+            labels.add(what)
+        assert str(failure.step_label(steps[-1])).endswith("(committing the image)")
+    assert {"set the shell", "build argument SOURCE_DATE_EPOCH", "create the user", "OS updates",
+            "arrange the image's own files", "copy from the build stage", "committing the image"} <= labels
 
 
 def test_identical_causes_across_variants_are_grouped_once() -> None:
