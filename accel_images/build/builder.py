@@ -191,8 +191,9 @@ class Builder:
                                       on_line=lambda line: self.status(variant, "building: " + shortened(line)))
             self.record_build(prepared, built.id)
         except BuildFailed as failed:
-            cause = str(failure.explain(failed.detail, failed.step, failed.log_tail,
-                                        wheelhouse=self.settings.options.pip_find_links)) if failed.detail else None
+            options = self.settings.options
+            cause = str(failure.explain(failed.detail, failed.step, failed.log_tail, wheelhouse=options.pip_find_links,
+                                        apt_mirrors=options.apt_mirrors)) if failed.detail else None
             return Outcome(variant, "failed", ref, None, None, time.monotonic() - started, print_, base_digest,
                            error=cause or failed.one_line(), log_path=log_path, exit_code=failed.exit_code)
         except AccelError as error:

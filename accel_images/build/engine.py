@@ -45,7 +45,7 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 MANAGED_LABEL = "io.accel-images.managed"
 """Set on every container `Engine.run` creates, so leftovers can be found and removed."""
 
-LOG_TAIL_LINES = 20
+LOG_TAIL_LINES = 60
 _KILL_GRACE_S = 30.0
 
 _NO_STRINGS: Mapping[str, str] = MappingProxyType({})

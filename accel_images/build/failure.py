@@ -17,9 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from accel_images.build.apt_causes import apt_cause
+from accel_images.render.apt import AptMirror
+
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (\S+)\s*(.*)$")
 DOCKER_EXIT_RE = re.compile(r"returned a non-zero code: (\d+)")
-MAX_CAUSE = 200
+MAX_CAUSE = 260
 """The longest cause shown; what is cut is in the log, whose path is printed beside it."""
 
 TOOLS = (("apt-get -s upgrade", "OS updates"), ("pip install", "pip install"),
@@ -135,21 +138,31 @@ CONNECTION_REASONS = (("connection refused", "connection refused"), ("name or se
 """What pip's connection errors (urllib3's, as it prints them) mean, in the words registry errors use."""
 
 
-def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhouse: Path | None = None) -> Cause:
-    """The cause of a failed build from the engine's error, the step it ran and the log tail."""
-    unreachable = _unreachable_index(tail, error)
+def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhouse: Path | None = None,
+            apt_mirrors: Sequence[AptMirror] = ()) -> Cause:
+    """The cause of a failed build from the engine's error, the step it ran and the log tail.
+
+    Only the failed step's own lines are read (those after the last `Step` line of the tail): an
+    earlier step's warning is not this step's cause. An index pip could not reach, and a repository
+    apt could not fetch (accel_images.build.apt_causes), come before what pip or apt then missed.
+    """
+    unreachable = _unreachable_index(_own_lines(tail), error)
     if unreachable is not None:
         return Cause(step_label(step_line, "pip install"), _short(unreachable))
     source = f"wheelhouse {wheelhouse}" if wheelhouse else "the package index"
+    lines = _own_lines(tail)
+    apt = apt_cause(lines, apt_mirrors)
+    if apt is not None:
+        return Cause(step_label(step_line), _short(apt))
     for pattern in PATTERNS:  # the most telling first: pip's "from versions" before its summary line
-        for line in reversed([*tail, error]):
+        for line in reversed([*lines, error]):
             found = pattern.regex.search(line)
             if found:
                 fields = {k: (v or "none").strip() for k, v in found.groupdict().items()}
                 return Cause(step_label(step_line, pattern.tool), _short(pattern.say.format(source=source, **fields)))
     code = DOCKER_EXIT_RE.search(error)
     if code:
-        last = _last_output(tail)
+        last = _last_output(lines)
         said = f"; last output: {last}" if last else ""
         return Cause(step_label(step_line), _short(f"exit code {code.group(1)}{said}"))
     return Cause(step_label(step_line), _short(error))
@@ -169,6 +182,12 @@ def _unreachable_index(tail: Sequence[str], error: str) -> str | None:
     reason = next((said for needle, said in CONNECTION_REASONS if needle in cause),
                   broken["cause"].split("(", 1)[0].strip() or "no answer")
     return f"the package index is unreachable ({reason}): pip found no {missing['req']} there"
+
+
+def _own_lines(tail: Sequence[str]) -> list[str]:
+    """The lines of the tail after its last `Step N/M` line (all of it when it has none)."""
+    starts = [index for index, line in enumerate(tail) if STEP_RE.match(line.strip())]
+    return list(tail[starts[-1] + 1:] if starts else tail)
 
 
 def _last_output(tail: Sequence[str]) -> str:

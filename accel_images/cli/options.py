@@ -241,7 +241,8 @@ def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Pull base images of REGISTRY through a mirror (repeatable).")(func)
     func = click.option("--apt-mirror", "apt_mirrors", multiple=True, metavar="HOST=URL",
                         help="Fetch OS packages of HOST (the base's own archive or an extra repository, e.g."
-                             " deb.debian.org=http://mirror.example.com) from URL (repeatable).")(func)
+                             " deb.debian.org=http://mirror.example.com) from URL, which replaces http(s)://HOST;"
+                             " the path after HOST is kept (repeatable).")(func)
     func = click.option("--without-companion", "without_companions", multiple=True, metavar="NAME",
                         help="Build without this companion of torch (torchvision, torchaudio), which is otherwise"
                              " installed, and a wheelhouse that lacks it an error; the image, its reports and the"

@@ -370,14 +370,18 @@ class Changes:
 
     previous: str | None                  # when the previous run started (None: no previous report)
     new_failures: tuple[str, ...] = ()    # failing now, not failing then
-    still_failing: tuple[str, ...] = ()   # failing in both
+    still_failing: tuple[str, ...] = ()   # failing in both, for the same cause
     fixed: tuple[str, ...] = ()           # failing then, not now
     last_good: Mapping[str, Mapping[str, str]] = dataclass_field(default_factory=dict)
     """Per failing variant: the last run it passed in and what it published then (carried run to run)."""
+    other_cause: Mapping[str, str] = dataclass_field(default_factory=dict)
+    """Failing in both runs, for another cause now: the variant -> the cause it failed for before. Not
+    "still failing": a fix of yesterday's cause may have worked, and today's is news."""
 
     def record(self) -> dict[str, Any]:
         return {"previous": self.previous, "new_failures": list(self.new_failures),
                 "still_failing": list(self.still_failing), "fixed": list(self.fixed),
+                "other_cause": dict(self.other_cause),
                 "last_good": {key: dict(value) for key, value in self.last_good.items()}}
 
 
@@ -392,7 +396,8 @@ def read_previous(directory: Path) -> dict[str, Any] | None:
 
 
 def compare(records: Sequence[Mapping[str, Any]], previous: Mapping[str, Any] | None) -> Changes:
-    """New failures, those still failing, those fixed, and each failure's last good run."""
+    """New failures, those still failing for the same cause, those failing for another, those fixed,
+    and each failure's last good run."""
     if previous is None:
         return Changes(None)
     before = {view(r).key: r for r in _items(previous.get("variants")) if isinstance(r, Mapping)}
@@ -401,18 +406,24 @@ def compare(records: Sequence[Mapping[str, Any]], previous: Mapping[str, Any] | 
     new: list[str] = []
     still: list[str] = []
     fixed: list[str] = []
+    other: dict[str, str] = {}
     last_good: dict[str, dict[str, str]] = {}
     for record in records:
         now, then = view(record), before.get(view(record).key)
         was_failing = then is not None and view(then).status == "failed"
         if now.status == "failed":
-            (still if was_failing else new).append(now.key)
+            if not was_failing:
+                new.append(now.key)
+            elif then is not None and view(then).error and view(then).error != now.error:
+                other[now.key] = view(then).error   # a cause not recorded then is no evidence of another one
+            else:
+                still.append(now.key)
             good = _good_run(then, meta) if then is not None and not was_failing else carried.get(now.key)
             if isinstance(good, Mapping):
                 last_good[now.key] = {k: _text(v) for k, v in good.items()}
         elif was_failing:
             fixed.append(now.key)
-    return Changes(_text(meta.get("started")) or "unknown", tuple(new), tuple(still), tuple(fixed), last_good)
+    return Changes(_text(meta.get("started")) or "unknown", tuple(new), tuple(still), tuple(fixed), last_good, other)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -603,7 +614,8 @@ def change_lines(changes: Changes | None) -> list[str]:
         return ["No previous report to compare with: this is the first run here."]
     lines = [f"{count}: {_some(keys)}" for keys, count in (
         (changes.new_failures, plural(len(changes.new_failures), "new failure")),
-        (changes.still_failing, f"{len(changes.still_failing)} still failing"),
+        (changes.still_failing, f"{len(changes.still_failing)} still failing, for the same cause"),
+        (tuple(changes.other_cause), f"{len(changes.other_cause)} failing for another cause than before"),
         (changes.fixed, f"{len(changes.fixed)} fixed")) if keys]
     return lines or ["Nothing changed: the same variants pass as in the previous run."]
 
@@ -621,9 +633,15 @@ def trend(changes: Changes | None) -> dict[str, str]:
         return {}
     shown = {key: "new failure" for key in changes.new_failures}
     shown |= {key: "still failing" for key in changes.still_failing}
+    shown |= {key: f"failing for another cause ({_excerpt(cause)})" for key, cause in changes.other_cause.items()}
     for key, good in changes.last_good.items():
         shown[key] = f"{shown.get(key, 'failing')}; last good: {last_good_text(good)}"
     return shown
+
+
+def _excerpt(cause: str, chars: int = 80) -> str:
+    """The start of a cause, for a line that also says something else: 'before: step 17/32 (…)…'."""
+    return "before: " + (cause if len(cause) <= chars else cause[:chars].rstrip() + "…")
 
 
 def last_good_text(good: Mapping[str, str]) -> str:

@@ -102,7 +102,7 @@ FAILING_BUILD = [
     {"stream": "\n"},
     {"stream": "Step 2/2 : RUN make"},
     {"stream": "\n ---> Running in abc\n"},
-    *({"stream": f"compiling {i}\n"} for i in range(30)),
+    *({"stream": f"compiling {i}\n"} for i in range(100)),
     {"errorDetail": {"code": 2, "message": "The command '/bin/sh -c make' returned a non-zero code: 2"},
      "error": "The command '/bin/sh -c make' returned a non-zero code: 2"},
 ]
@@ -114,9 +114,9 @@ def test_error_event_inside_the_stream_is_build_failed(fake_daemon: Any, tmp_pat
     with pytest.raises(BuildFailed) as caught:
         fake_daemon(FAILING_BUILD).build(context_dir(tmp_path), "t:1", log_path=log, on_line=seen.append)
     message = caught.value.message
-    assert message == "step 2/2 (make) failed: exit code 2; last output: compiling 29"
+    assert message == "step 2/2 (run make) failed: exit code 2; last output: compiling 99"
     assert caught.value.step == "Step 2/2 : RUN make"
-    assert "compiling 29" in caught.value.log_tail[-2] and "compiling 5" not in "".join(caught.value.log_tail)
+    assert "compiling 99" in caught.value.log_tail[-2] and "compiling 5" not in caught.value.log_tail
     assert caught.value.log_path == log
     assert "compiling 0" in log.read_text()
     assert "Step 1/2 : FROM base" in seen  # fragments are joined into whole lines

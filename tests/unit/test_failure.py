@@ -92,7 +92,7 @@ def test_apt_and_network_causes() -> None:
     offline = failure.explain("returned a non-zero code: 100", "Step 2/9 : RUN apt-get update",
                               ("Err:1 http://deb.debian.org/debian bookworm InRelease",
                                "  Temporary failure resolving 'deb.debian.org'"))
-    assert "no network access (deb.debian.org)" in str(offline) and "--registry-mirror" in str(offline)
+    assert "apt cannot reach deb.debian.org (unknown host)" in str(offline) and "--apt-mirror" in str(offline)
 
 
 def test_step_labels() -> None:

@@ -118,3 +118,24 @@ def test_write_reports_compares_with_what_an_earlier_write_left(tmp_path: Path) 
     changes = compare(now, read_previous(tmp_path / "one"))
     assert changes.new_failures == ("rocm/2.14.1-rocm7.14-py3.12-ubuntu24.04",)
     assert changes.previous == "2026-12-02T02:00:00+00:00"
+
+
+def test_a_failure_for_another_cause_than_yesterdays_is_not_still_failing() -> None:
+    """Yesterday the mirror was down, today a package is missing: news, not "still failing"."""
+    def record(key: str, error: str) -> dict[str, str]:
+        vendor, tag = key.split("/")
+        return {"variant": key, "vendor": vendor, "tag": tag, "torch": "2.13.0", "python": "3.11", "os": "debian12",
+                "flavor": "runtime", "status": "failed", "error": error}
+    same, other = "cpu/2.13.0-cpu-py3.11-debian12", "cpu/2.13.0-cpu-py3.12-ubuntu24.04"
+    unreachable = "step 4/32 (apt-get install) failed: apt cannot reach the mirror 127.0.0.1:9 (connection refused)"
+    previous = {"meta": {"started": "2026-12-02T02:00:00+00:00"},
+                "variants": [record(same, unreachable), record(other, unreachable)]}
+    now = [record(same, unreachable), record(other, "step 17/32 (apt-get install) failed: apt has no package pyton3")]
+    changes = compare(now, previous)
+    assert changes.still_failing == (same,) and dict(changes.other_cause) == {other: unreachable}
+    page = text_of(render_html(now, {"changes": changes}))
+    assert f"1 still failing, for the same cause: {same}" in page
+    assert f"1 failing for another cause than before: {other}" in page
+    assert "failing for another cause (before: step 4/32 (apt-get install) failed: apt cannot reach" in page
+    markdown = render_markdown(now, {"changes": changes})
+    assert "1 failing for another cause than before" in markdown and "still failing, for the same cause" in markdown
