@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from docker.utils import parse_repository_tag
 
 from accel_images import vendors
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.build.engine import ImageInfo
 from accel_images.errors import NotInRegistry, RegistryError
+from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import Variant
 
 
@@ -33,14 +36,22 @@ def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:
 
 
 def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
-                     pulled_from: str | None = None) -> RegistryError:
+                     pulled_from: str | None = None, mirrors: Sequence[Mirror] = ()) -> RegistryError:
     """A missing base's error: the base as the matrix names it, where it was looked for, what to do.
 
     `pulled_from` is the reference the pull used; when a `--registry-mirror` rewrote it, the tag
     is missing from the mirror, which says nothing about upstream (a mirror holds what was copied
-    into it), so the advice is to copy it there, not that upstream withdrew it. The message never
-    names the variant: every variant on this base fails for the same cause, shown once.
+    into it), so the advice is to copy it there, not that upstream withdrew it; and a mirror out of
+    reach is named with the mapping that pointed there (the engine's hint, "pull through a mirror",
+    would suggest mirroring the mirror). The message never names the variant: every variant on this
+    base fails for the same cause, shown once.
     """
+    mapping = next((m for m in mirrors if pulled_from and mirrored(variant.base_image, (m,)) == pulled_from), None)
+    if error.transient and mapping is not None:
+        unreachable = RegistryError(error.message, hint=f"the --registry-mirror {mapping.registry}={mapping.prefix}"
+                                                        " points there: start that mirror or correct the mapping")
+        unreachable.transient, unreachable.detail = True, error.detail
+        return unreachable
     if error.transient or "not found" not in error.message:
         return error
     newer = newer_bases(kb, variant)

@@ -259,7 +259,8 @@ class Builder:
         try:
             return self.engine.pull(base_ref)
         except RegistryError as error:
-            raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref) from error
+            raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref,
+                                   mirrors=self.settings.options.mirrors) from error
 
     def _smoke(self, outcome: Outcome) -> Outcome:
         earlier = last_smoke_pass(self.settings.state_dir, outcome.image_id) if outcome.status == "skipped" else None

@@ -159,6 +159,21 @@ def test_a_tag_missing_from_a_mirror_is_not_called_withdrawn_upstream() -> None:
     assert "withdrawn upstream" in upstream.one_line()
 
 
+def test_an_unreachable_mirror_names_the_mapping_that_pointed_there() -> None:
+    """Not "pull through a mirror: --registry-mirror 127.0.0.1:5999=HOST", which the tool then refuses."""
+    from accel_images.model.reference import Mirror
+    kb = compat.load_kb()
+    variant = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    pulled = "127.0.0.1:5999/library/debian:bookworm-slim"
+    down = registry_error("pull", pulled, 'Get "http://127.0.0.1:5999/v2/": dial tcp 127.0.0.1:5999: connect: '
+                                          "connection refused")
+    said = with_newer_bases(down, variant, kb, pulled_from=pulled, mirrors=(Mirror.parse("docker.io=127.0.0.1:5999"),))
+    assert said.one_line() == (f"pull of {pulled} failed: registry 127.0.0.1:5999 unreachable (connection refused)"
+                               " (the --registry-mirror docker.io=127.0.0.1:5999 points there: start that mirror or"
+                               " correct the mapping)")
+    assert said.exit_code == 4 and said.transient
+
+
 def test_not_found_is_not_unreachable_and_unreachable_docker_hub_mentions_mirrors() -> None:
     missing = registry_error("pull", "accel-images/pytorch:nope", "manifest for x not found: manifest unknown")
     assert isinstance(missing, NotInRegistry) and missing.exit_code == 1
