@@ -3,6 +3,9 @@ PY         ?= python3
 VENV       ?= .venv
 BIN        := $(VENV)/bin
 CLI        := $(BIN)/accel-images
+# The CLI as the build targets run it: its hints then name these variables (OS=debian12), not its
+# options (--os debian12); accel_images/formatting.py maps one to the other.
+ACCEL      := ACCEL_IMAGES_VIA_MAKE=1 $(CLI)
 
 # Filters for `make image` (empty VENDOR: the vendor of this host, cpu without an accelerator).
 VENDOR     ?=
@@ -37,9 +40,12 @@ SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
           $(foreach name,$(WITHOUT_COMPANION),--without-companion $(name)) \
           $(if $(CACHE_DIR),--cache-dir $(CACHE_DIR)) $(if $(CACHE_MAX_SIZE),--cache-max-size $(CACHE_MAX_SIZE))
 
-# The local stand-ins CI uses (made by .ci/setup-host.sh).
+# The local stand-ins CI uses (made by .ci/setup-host.sh); `make image-offline` takes REGISTRY_MIRROR
+# and WHEELHOUSE over them.
 LOCAL_MIRROR    := docker.io=127.0.0.1:5000
 LOCAL_WHEELS    := /var/cache/accel-images/wheelhouse
+OFFLINE_MIRROR  = $(or $(REGISTRY_MIRROR),$(LOCAL_MIRROR))
+OFFLINE_WHEELS  = $(or $(WHEELHOUSE),$(LOCAL_WHEELS))
 
 .PHONY: help install test test-fast ci render check lint image images image-offline engine nightly bench bench-quick device-check clean
 
@@ -79,13 +85,14 @@ lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendere
 	$(BIN)/zizmor --offline .github/workflows/
 
 image: $(CLI) ## One image: the newest the filters match (none: this host's vendor), e.g. make image VENDOR=rocm TORCH=2.13
-	$(CLI) build $(FILTERS) --newest $(SOURCES) --jobs $(JOBS)
+	$(ACCEL) build $(FILTERS) --newest $(SOURCES) --jobs $(JOBS)
 
 images: $(CLI) ## Every image the filters match (no VENDOR: all of this host's vendor), e.g. make images VENDOR=cpu
-	$(CLI) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
+	$(ACCEL) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
 
-image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (after `make engine`; its wheelhouse has no +cpu torchvision).
-	$(CLI) build --vendor cpu --torch 2.13 --os debian12 --registry-mirror $(LOCAL_MIRROR) --pip-find-links $(LOCAL_WHEELS) --without-companion torchvision
+image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (`make engine`; or REGISTRY_MIRROR=, WHEELHOUSE=; CI's wheelhouse has no +cpu torchvision).
+	@test -d '$(OFFLINE_WHEELS)' || { echo "make image-offline: no wheelhouse at $(OFFLINE_WHEELS): run \`make engine\` (Debian 12, as root) to make the one CI uses, or point WHEELHOUSE= at a directory of wheels (README: Mirrors and offline builds)" >&2; exit 2; }
+	$(ACCEL) build --vendor cpu --torch 2.13 --python 3.11 --os debian12 --flavor runtime --registry-mirror $(OFFLINE_MIRROR) --pip-find-links '$(OFFLINE_WHEELS)' --without-companion torchvision
 
 # Without REGISTRY the command line would read `--registry --jobs 1`: say what is missing instead.
 ifneq ($(filter nightly,$(MAKECMDGOALS)),)
@@ -95,7 +102,7 @@ endif
 endif
 
 nightly: $(CLI) ## Rebuild what changed, smoke, push what passed: make nightly REGISTRY=registry.example.com
-	$(CLI) nightly --registry $(REGISTRY) $(SOURCES) --jobs $(JOBS)
+	$(ACCEL) nightly --registry $(REGISTRY) $(SOURCES) --jobs $(JOBS)
 
 bench: $(CLI) ## Run the benchmarks and rewrite benchmarks/RESULTS.md.
 	$(BIN)/python benchmarks/run.py

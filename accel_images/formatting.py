@@ -11,6 +11,7 @@ cut: the other columns wrap instead, so `grep` finds what the report holds.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ class FittedTable:
         from rich.table import Table
         from rich.text import Text
         headers = [column.header for column in self.columns]
-        rows = self.rows
+        rows = [tuple(in_users_terms(cell) for cell in row) for row in self.rows]
         table = Table(box=None, header_style="bold", show_edge=False)
         if console.is_terminal:
             widths = fit_widths(headers, rows, options.max_width, [c.keep for c in self.columns], cell_len)
@@ -198,3 +199,41 @@ def table_text(renderable: Any, width: int) -> str:
     console = Console(width=width, file=io.StringIO(), color_system=None, highlight=False)
     console.print(renderable)
     return rstrip_lines(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+# ---- hints in the language the user is typing ---------------------------------------------------
+
+VIA_MAKE_ENV = "ACCEL_IMAGES_VIA_MAKE"
+"""Set to 1 by the Makefile for the commands its targets run: hints then name make's variables."""
+MAKE_VARIABLES = {"--vendor": "VENDOR", "--torch": "TORCH", "--python": "PYTHON", "--os": "OS", "--flavor": "FLAVOR",
+                  "--jobs": "JOBS", "--registry-mirror": "REGISTRY_MIRROR", "--pip-index-url": "TORCH_INDEX_URL",
+                  "--pip-find-links": "WHEELHOUSE", "--apt-mirror": "APT_MIRROR", "--registry": "REGISTRY",
+                  "--without-companion": "WITHOUT_COMPANION"}
+"""The CLI option each Makefile variable passes (the Makefile's FILTERS and SOURCES; a test holds them
+in step). Options without a variable (--network, --stack) stay as they are."""
+_NOT_A_VALUE = {"and", "or", "to", "with", "is", "are", "the", "for", "which", "from", "in", "of", "points", "as",
+                "uses", "gives", "keeps", "when", "where", "that", "it", "a", "an", "only", "instead", "too"}
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)(?:(=)(\S+)|( )([^\s,;()]+))?")
+
+
+def in_users_terms(text: str) -> str:
+    """`text` as the user should read it: under make (VIA_MAKE_ENV), `--os debian12` is `OS=debian12`,
+    `--registry-mirror docker.io=HOST` is `REGISTRY_MIRROR=docker.io=HOST`, and a bare option its
+    variable with `…` (`WHEELHOUSE=…`); unchanged otherwise."""
+    if os.environ.get(VIA_MAKE_ENV) != "1":
+        return text
+    return _OPTION.sub(_as_variable, text)
+
+
+def _as_variable(found: re.Match[str]) -> str:
+    option, equals, value, space, word = found.groups()
+    variable = MAKE_VARIABLES.get(option)
+    if variable is None:
+        return found.group(0)
+    if not (equals or space) and found.string[found.end():found.end() + 1] == ":":
+        return variable  # an error's field: `WHEELHOUSE: ...`
+    if equals:
+        return f"{variable}={value}"
+    if space and word.lower() not in _NOT_A_VALUE and not word.startswith("-"):
+        return f"{variable}={word}"
+    return f"{variable}=…" + (f" {word}" if space else "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from docker.utils import parse_repository_tag
 
@@ -36,7 +36,8 @@ def newer_bases(kb: KnowledgeBase, variant: Variant) -> list[str]:
 
 
 def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
-                     pulled_from: str | None = None, mirrors: Sequence[Mirror] = ()) -> RegistryError:
+                     pulled_from: str | None = None, mirrors: Sequence[Mirror] = (),
+                     other_bases: Mapping[str, str] | None = None) -> RegistryError:
     """A missing base's error: the base as the matrix names it, where it was looked for, what to do.
 
     `pulled_from` is the reference the pull used; when a `--registry-mirror` rewrote it, the tag
@@ -44,7 +45,9 @@ def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
     into it), so the advice is to copy it there, not that upstream withdrew it; and a mirror out of
     reach is named with the mapping that pointed there (the engine's hint, "pull through a mirror",
     would suggest mirroring the mirror). The message never names the variant: every variant on this
-    base fails for the same cause, shown once.
+    base fails for the same cause, shown once. `other_bases` (OS -> base image: the matrix's other
+    bases of this vendor) turn into the other way out on a mirrored machine: `--os debian12`, a base
+    the mirror may hold.
     """
     mapping = next((m for m in mirrors if pulled_from and mirrored(variant.base_image, (m,)) == pulled_from), None)
     if error.transient and mapping is not None:
@@ -60,7 +63,10 @@ def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
     mirror_registry = _registry_of(pulled_from) if pulled_from and pulled_from != base else None
     if mirror_registry:
         message = f"base image {base} not found in mirror {mirror_registry}"
-        hint = "; ".join(filter(None, (f"push it there as {pulled_from}, or drop that --registry-mirror", known)))
+        others = ", ".join(f"--os {os_name} ({base})" for os_name, base in sorted((other_bases or {}).items()))
+        elsewhere = f"; or choose a base the mirror may hold: {others}" if others else ""
+        hint = "; ".join(filter(None, (f"push it there as {pulled_from}, or drop that --registry-mirror{elsewhere}",
+                                       known)))
     else:
         message = f"base image {base} not found in registry {_registry_of(base)}"
         hint = "; ".join(filter(None, ("the tag may have been withdrawn upstream",

@@ -259,8 +259,10 @@ class Builder:
         try:
             return self.engine.pull(base_ref)
         except RegistryError as error:
+            others = {v.os: v.base_image for v in self.expansion.variants
+                      if v.vendor == variant.vendor and v.base_image != variant.base_image and v.os != variant.os}
             raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref,
-                                   mirrors=self.settings.options.mirrors) from error
+                                   mirrors=self.settings.options.mirrors, other_bases=others) from error
 
     def _smoke(self, outcome: Outcome) -> Outcome:
         earlier = last_smoke_pass(self.settings.state_dir, outcome.image_id) if outcome.status == "skipped" else None

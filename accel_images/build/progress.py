@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.live import Live
 
 from accel_images.build.failure import step_label
-from accel_images.formatting import FittedTable, TableColumn, inert
+from accel_images.formatting import FittedTable, TableColumn, in_users_terms, inert
 from accel_images.model.variant import Variant
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
@@ -31,10 +31,10 @@ FINAL_PREFIXES = ("FAILED", "built", "unchanged", "published", "rebuilt", "skipp
 
 
 def shown_status(text: str) -> tuple[str, bool]:
-    """(what to show, whether it is a raw log line) for one status text; inert on a terminal, as a status
-    may quote a registry, a build log or a label (formatting.inert)."""
+    """(what to show, whether it is a raw log line) for one status text; hints in the user's terms, inert on
+    a terminal, as a status may quote a registry, a build log or a label (formatting.inert)."""
     if not text.startswith(LOG_PREFIX):
-        return inert(text), False
+        return inert(in_users_terms(text)), False
     line = text[len(LOG_PREFIX):]
     step = step_label(line)
     return (inert(f"building {step}"), False) if step else (inert(line), True)

@@ -21,7 +21,7 @@ from accel_images.build import failure
 from accel_images.build.builder import Builder
 from accel_images.build.wheels import RunWheelhouse
 from accel_images.credentials import hide_credentials
-from accel_images.formatting import FittedTable, TableColumn, human_size
+from accel_images.formatting import FittedTable, TableColumn, human_size, in_users_terms
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
 from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
@@ -122,12 +122,12 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     print_outcome(outcome_table(outcomes), report_path.parent, as_json)
     failed = [o for o in outcomes if not o.ok]
     for line in failure.lines(failure.group(failure_of(o) for o in failed)):
-        say(line, err=True)
+        say(in_users_terms(line), err=True)
     fetched = wheels.tally.summary()
     click.echo(f"{counted(outcomes)}{'; ' + fetched if fetched else ''}; report: {report_path}", err=True)
     if newest and len(variants) < len(every):
-        click.echo(f"chose the newest of {len(every)} matching variants; without --newest (make images) all of them,"
-                   " or choose with --torch, --python, --os, --flavor", err=True)
+        click.echo(in_users_terms(f"chose the newest of {len(every)} matching variants; without --newest (make images)"
+                                  " all of them, or choose with --torch, --python, --os, --flavor"), err=True)
     sys.exit(failure.run_exit_code(o.exit_code or 1 for o in failed))
 
 

@@ -22,7 +22,7 @@ from accel_images.cli.options import (chosen_variants, expected_failures, filter
                                       templates_option, verbosity, verbosity_options, wheel_options, wheel_settings)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
-from accel_images.formatting import FittedTable, TableColumn, human_size
+from accel_images.formatting import FittedTable, TableColumn, human_size, in_users_terms
 from accel_images.build.pin import LOCK_FILE
 from accel_images.publish.retention import (DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines,
                                             stopped_pruning)
@@ -130,7 +130,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     grouped = failure.group(failure.Failure(n.outcome.variant.key, n.outcome.error or "failed",
                                             str(n.outcome.log_path) if n.outcome.log_path else None) for n in failed)
     for line in failure.lines(grouped):
-        say(line, err=True)
+        say(in_users_terms(line), err=True)
     for line in pruning_lines(pruning):
         say(line, err=True)
     counts = summary(nights)

@@ -173,7 +173,8 @@ def expected_failures(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except AccelError as error:
-            click.echo(f"accel-images: error: {error.one_line()}", err=True)
+            from accel_images.formatting import in_users_terms
+            click.echo(in_users_terms(f"accel-images: error: {error.one_line()}"), err=True)
             sys.exit(error.exit_code)
         except KeyboardInterrupt as interrupt:
             click.echo("accel-images: interrupted", err=True)
@@ -233,7 +234,7 @@ def templates_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--pip-find-links", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+    func = click.option("--pip-find-links", type=click.Path(file_okay=False, path_type=Path), default=None,
                         help="A wheelhouse directory copied into each build context; pip uses only it.")(func)
     func = click.option("--pip-index-url", default=None,
                         help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
@@ -305,12 +306,18 @@ def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 # ---- what the options select ----------------------------------------------------------------
 
+WHEELHOUSE_HINT = ("a wheelhouse holds torch for the image's Python, its dependencies, numpy, IPython and the"
+                   " companions: README, Mirrors and offline builds; `make engine` makes the one CI uses")
+
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
                    pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = (),
                    without_companions: tuple[str, ...] = (), host_fetch: bool = False) -> RenderOptions:
     from accel_images.render.apt import AptMirror
     from accel_images.model.reference import Mirror
     from accel_images.render.contexts import RenderOptions
+    if pip_find_links is not None and not pip_find_links.is_dir():
+        raise InputError(f"wheelhouse directory {pip_find_links} does not exist", field="--pip-find-links",
+                         hint=WHEELHOUSE_HINT)
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links,
                          tuple(AptMirror.parse(m) for m in apt_mirrors), checked_companions(without_companions),
                          host_fetch=host_fetch)

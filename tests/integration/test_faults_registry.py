@@ -215,16 +215,3 @@ def test_an_error_event_in_a_successful_push_stream_is_a_transient_registry_erro
     finally:
         engine.remove_image(ref)
 
-
-@pytest.mark.engine
-def test_an_unreachable_registry_mirror_is_named_with_its_mapping(tmp_path: Path, wheelhouse: Path) -> None:
-    """A closed local port as the Docker Hub mirror: the failure names the mapping, not an impossible
-    `--registry-mirror 127.0.0.1:5999=HOST` (the pull fails before any build step)."""
-    from test_build_integration import PUBLISHED, cli
-    result = cli("build", *PUBLISHED, "--registry-mirror", "docker.io=127.0.0.1:5999", "--pip-find-links",
-                 str(wheelhouse), "--no-smoke", "--state-dir", str(tmp_path / "state"))
-    assert result.returncode == 4, result.stdout + result.stderr
-    assert ("FAILED cpu/2.13.0-cpu-py3.11-debian12: pull of 127.0.0.1:5999/library/debian:bookworm-slim failed:"
-            " registry 127.0.0.1:5999 unreachable (connection refused) (the --registry-mirror docker.io=127.0.0.1:5999"
-            " points there: start that mirror or correct the mapping)") in result.stderr, result.stderr
-    assert "HOST[/PATH]" not in result.stderr

@@ -31,4 +31,22 @@ def test_an_unreachable_base_registry_is_one_grouped_line_naming_the_mirror_opti
     summary = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
     assert len(summary) == 1 and summary[0].startswith("FAILED 4 variants: pull of ")
     assert f"registry {mirror} unreachable (connection refused)" in summary[0]
-    assert "--registry-mirror" in summary[0] and "HOST[/PATH]" in result.stdout
+    # the mapping that pointed there, not an impossible `--registry-mirror 127.0.0.1:PORT=HOST`
+    assert summary[0].endswith(f"(the --registry-mirror docker.io={mirror} points there: start that mirror or correct"
+                               " the mapping)"), summary[0]
+    assert "HOST[/PATH]" not in result.stderr + result.stdout and "unreachable" in result.stdout
+
+
+@pytest.mark.engine
+@pytest.mark.registry
+def test_make_image_on_a_mirrored_machine_answers_in_make_variables(wheelhouse: Path, registry: str) -> None:
+    """The mirror holds Debian only: the newest CPU image's base (ubuntu:24.04) is not there, and the way
+    out is said as the make line is typed, `OS=debian12`, `REGISTRY_MIRROR=`, never `--os`."""
+    result = subprocess.run(["make", "-s", "-o", ".venv/bin/accel-images", "image", "VENDOR=cpu",
+                             f"REGISTRY_MIRROR=docker.io={registry}", f"WHEELHOUSE={wheelhouse}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 2, result.stderr  # make's own status for a failed recipe
+    failed = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
+    assert len(failed) == 1 and "not found in mirror" in failed[0], result.stderr
+    assert "OS=debian12 (debian:bookworm-slim)" in failed[0] and "drop that REGISTRY_MIRROR=" in failed[0]
+    assert "--os" not in result.stderr and "--registry-mirror" not in result.stderr

@@ -64,3 +64,41 @@ def test_the_wheel_cache_is_a_make_variable_for_images_and_the_nightly(tmp_path:
         command = next(c for c in dry_run(tmp_path, *target, *cache) if "accel-images" in c and " --" in c)
         assert "--cache-dir /srv/wheels --cache-max-size 50G" in command, command
     assert not any("--cache" in c for c in dry_run(tmp_path, "image", "VENDOR=cpu"))
+
+
+def test_make_image_offline_honours_wheelhouse_and_registry_mirror(tmp_path: Path) -> None:
+    build = next(c for c in dry_run(tmp_path, "image-offline", "WHEELHOUSE=/srv/wheels",
+                                    "REGISTRY_MIRROR=docker.io=harbor.example/hub") if "accel-images build" in c)
+    assert "--pip-find-links '/srv/wheels'" in build and "--registry-mirror docker.io=harbor.example/hub" in build
+    default = next(c for c in dry_run(tmp_path, "image-offline") if "accel-images build" in c)
+    assert "--pip-find-links '/var/cache/accel-images/wheelhouse'" in default
+
+
+def make_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """`make ARGS` in the checkout, its .venv taken as current (-o: never reinstalled by a test)."""
+    return subprocess.run([MAKE or "make", "-s", "-o", ".venv/bin/accel-images", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={"PATH": os.environ["PATH"]}, timeout=120, check=False)
+
+
+def test_make_image_offline_without_the_wheelhouse_says_what_to_do() -> None:
+    result = make_here("image-offline", "WHEELHOUSE=/nonexistent/wheelhouse")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        "make image-offline: no wheelhouse at /nonexistent/wheelhouse: run `make engine` (Debian 12, as root) to make"
+        " the one CI uses, or point WHEELHOUSE= at a directory of wheels (README: Mirrors and offline builds)")
+
+
+def test_a_make_targets_failure_speaks_make() -> None:
+    """`make image WHEELHOUSE=/nowhere`: the CLI's one line names WHEELHOUSE, not --pip-find-links."""
+    result = make_here("image", "VENDOR=cpu", "WHEELHOUSE=/nonexistent/wheelhouse")
+    error = next(line for line in result.stderr.splitlines() if line.startswith("accel-images: error:"))
+    assert error.startswith("accel-images: error: WHEELHOUSE: wheelhouse directory /nonexistent/wheelhouse does not"
+                            " exist (a wheelhouse holds torch for the image's Python"), error
+    assert "--pip-find-links" not in result.stderr
+
+
+def test_every_make_variable_the_hints_name_passes_that_option() -> None:
+    from accel_images.formatting import MAKE_VARIABLES
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    for option, variable in MAKE_VARIABLES.items():
+        assert any(option + " " in line and f"$({variable})" in line for line in lines), (option, variable)

@@ -135,3 +135,18 @@ def test_table_text_strips_what_rich_pads() -> None:
     shown.add_row(KEYS[1], "skipped, unchanged")
     text = table_text(shown, 200)
     assert all(line == line.rstrip() for line in text.splitlines()) and KEYS[1] in text
+
+
+def test_hints_under_make_name_its_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accel_images.formatting import VIA_MAKE_ENV, in_users_terms
+    hint = ("base image ubuntu:24.04 not found in mirror 127.0.0.1:5000 (push it there, or drop that --registry-mirror;"
+            " or choose a base the mirror may hold: --os debian12 (debian:bookworm-slim))")
+    assert in_users_terms(hint) == hint
+    monkeypatch.setenv(VIA_MAKE_ENV, "1")
+    assert in_users_terms(hint).endswith("drop that REGISTRY_MIRROR=…; or choose a base the mirror may hold:"
+                                         " OS=debian12 (debian:bookworm-slim))")
+    assert in_users_terms("build offline with --registry-mirror and --pip-find-links, or --network host") == \
+        "build offline with REGISTRY_MIRROR=… and WHEELHOUSE=…, or --network host"
+    assert in_users_terms("--pip-find-links: no such directory") == "WHEELHOUSE: no such directory"
+    assert in_users_terms("the --registry-mirror docker.io=127.0.0.1:5999 points there") == \
+        "the REGISTRY_MIRROR=docker.io=127.0.0.1:5999 points there"
