@@ -15,19 +15,21 @@ from typing import Any
 
 import click
 
-from accel_images.host.choosing import Choice, choose, chosen_launch, load_host, nothing_fits, refuse_fallback
+from accel_images.host.choosing import (Choice, build_first, choose, chosen_launch, load_host, nothing_fits,
+                                        refuse_fallback)
 from accel_images.cli.options import (choice_options, choice_request, chosen_variants, engine_option,
                                       expected_failures, filter_options, matrix_option, say, show_choice,
                                       show_rendered, variant_record)
 from accel_images.errors import InputError
 from accel_images.host.runtimes import Rendered
 
-def recommendation_record(choice: Choice, rendered: Rendered | None = None) -> dict[str, Any]:
+def recommendation_record(choice: Choice, rendered: Rendered | None = None, build: str | None = None) -> dict[str, Any]:
     host, rec = choice.host, choice.recommendation
     record = {"host": dataclasses.asdict(host), "source": choice.source.record(), "image": rec.image,
               "digest": rec.digest,
               "variant": variant_record(rec.variant, _repository(rec.image)) if rec.variant and rec.image else None,
-              "reasons": list(rec.reasons), "warnings": list(rec.warnings), "docker_run": rec.docker_run}
+              "reasons": list(rec.reasons), "warnings": list(rec.warnings), "docker_run": rec.docker_run,
+              "build_first": build.removeprefix("# ") if build else None}
     if rendered is not None:
         record["run"] = {"engine": rendered.engine, "text": rendered.text, "notes": list(rendered.notes)}
     return record
@@ -46,14 +48,14 @@ def _repository(ref: str) -> str:
     return ref.rsplit(":", 1)[0]
 
 
-def report(choice: Choice, as_json: bool, rendered: Rendered | None = None) -> str:
+def report(choice: Choice, as_json: bool, rendered: Rendered | None = None, build: str | None = None) -> str:
     """Print the recommendation and return the chosen image reference.
 
     Nothing fitting is an IncompatibleError, raised after the reasons were printed.
     """
     rec = choice.recommendation
     if as_json:
-        click.echo(json.dumps(recommendation_record(choice, rendered), indent=2))
+        click.echo(json.dumps(recommendation_record(choice, rendered, build), indent=2))
     else:
         show_choice(choice)
     if rec.image is None:
@@ -77,8 +79,11 @@ def recommend_command(matrix_path: str | None, registry: str | None, image_name:
     """Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's form)."""
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
     rendered = rendered_for(choice, engine)
-    report(choice, as_json, rendered)
+    build = build_first(choice, registry, matrix_path)
+    report(choice, as_json, rendered, build)
     if not as_json and rendered is not None:
+        if build:  # on the same stream as the line, before it: an image that exists nowhere is not runnable
+            click.echo(build)
         show_rendered(rendered)
     refuse_fallback(choice, kwargs.get("vendor"))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -199,3 +200,22 @@ def chosen_launch(choice: Choice, dev_root: Path = Path("/")) -> Launch:
         raise nothing_fits(choice)
     return replace(launch(rec.image, rec.variant.vendor, dev_root), digest=rec.digest,
                    image_user=(choice.user.uid, choice.user.gid), rootless=os.geteuid() != 0)
+
+
+def build_first(choice: Choice, registry: str | None, matrix_path: str | None = None) -> str | None:
+    """For an image chosen from the matrix, a shell comment with the command that builds it, for the same
+    stream as the `docker run` line (None for an image chosen from a registry's catalogue): an image
+    that exists nowhere must not look runnable. The build names the variant exactly, so it builds that
+    image and no other."""
+    variant = choice.recommendation.variant
+    if choice.source.kind != "matrix" or variant is None:
+        return None
+    filters = {"vendor": variant.vendor, "stack": variant.stack, "torch": variant.torch, "python": variant.python,
+               "os": variant.os, "flavor": variant.flavor}
+    matrix = f" --matrix {shlex.quote(matrix_path)}" if matrix_path else ""
+    command = "accel-images build" + matrix + "".join(f" --{key} {value}" for key, value in filters.items() if value)
+    if registry:
+        local = (choice.recommendation.image or "").removeprefix(registry.split("://", 1)[-1].rstrip("/") + "/")
+        return (f"# chosen from the matrix, not checked against {registry}: if it does not publish this image, build"
+                f" it first with `{command}` (named {local} here)")
+    return f"# not published anywhere, only buildable: build it first with `{command}`"

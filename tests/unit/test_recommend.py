@@ -386,9 +386,29 @@ def test_recommend_command_prints_the_docker_run_line(tmp_path):
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)),
                  "--registry", "ghcr.io/acme", "--from-matrix")
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == ("docker run --rm -it --gpus all --ipc host "
-                                     "ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
+    comment, line = result.stdout.strip().splitlines()
+    assert line == "docker run --rm -it --gpus all --ipc host ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04"
+    assert comment.startswith("# chosen from the matrix, not checked against ghcr.io/acme: if it does not publish")
     assert "host: cuda, driver 580.126.09, CUDA up to 13.0" in result.stderr
+
+
+def test_an_image_from_the_matrix_is_said_to_need_building_on_the_docker_run_lines_stream(tmp_path):
+    """Without a registry the image exists nowhere: stdout says so, as a shell comment, with the build that
+    makes exactly that image (its filters select it and nothing else)."""
+    from accel_images.plan.matrix import load_matrix
+    from accel_images.plan.variants import expand, select
+    result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)))
+    assert result.exit_code == 0, result.output
+    comment, line = result.stdout.strip().splitlines()
+    assert line.endswith(" accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
+    assert comment.startswith("# not published anywhere, only buildable: build it first with `accel-images build --matrix")
+    build = comment.split("`")[1].split()
+    filters = {build[i][2:]: build[i + 1] for i in range(2, len(build), 2) if build[i] != "--matrix"}
+    expansion = expand(load_matrix(ROOT / "matrix.yaml"), compat.load_kb())
+    assert [v.tag for v in select(expansion.variants, filters)] == ["2.15.0-cuda13.2-py3.12-ubuntu24.04"]
+    record = json.loads(run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)),
+                            "--json").stdout)
+    assert record["build_first"] == comment.removeprefix("# ")
 
 
 def test_recommend_command_json(tmp_path):
@@ -477,7 +497,8 @@ def test_recommend_command_on_an_unusable_host_prints_the_cpu_image_and_exits_6(
     host = HostInfo(vendor="cuda", unusable="NVIDIA driver not loaded / not reachable (...)")
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)))
     assert result.exit_code == 6, result.output
-    assert result.stdout.strip() == "docker run --rm -it --ipc host accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
+    assert result.stdout.strip().splitlines()[-1] == \
+        "docker run --rm -it --ipc host accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
     assert "host: cuda, accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
     assert "warning: accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("accel-images: error: accelerator present but unusable")
