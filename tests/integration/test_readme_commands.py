@@ -51,10 +51,14 @@ ELSEWHERE = {
     "accel-images run -v /data:/data:ro -p 8888:8888 -e WANDB_MODE=offline --name nb -- jupyter lab --ip 0.0.0.0":
         "starts a container on an image from ghcr.io/acme (tests/unit/test_runtimes.py renders what is passed through)",
     "accel-images nightly --registry registry.example.com/ml --jobs 2 --max-age 7": "pushes to a registry",
-    "openssl genpkey -algorithm ed25519 -out sign.pem && openssl pkey -in sign.pem -pubout -out sign.pub":
+    'keys="${XDG_CONFIG_HOME:-$HOME/.config}/accel-images" && mkdir -p -m 700 "$keys"':
+        "makes the user's configuration directory (tests/unit/test_readme.py keeps the key out of the checkout)",
+    '(umask 077 && openssl genpkey -algorithm ed25519 -out "$keys/sign.pem") && openssl pkey -in "$keys/sign.pem"'
+    ' -pubout -out "$keys/sign.pub"':
         "the key for the nightly below (tests/unit/test_supply.py signs and verifies)",
-    "accel-images nightly --registry 127.0.0.1:5000 --sign-key sign.pem": "builds and pushes (tests/unit/test_supply.py)",
-    "accel-images verify 127.0.0.1:5000/accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --key sign.pub":
+    'accel-images nightly --registry 127.0.0.1:5000 --sign-key "$keys/sign.pem"':
+        "builds and pushes (tests/unit/test_supply.py)",
+    'accel-images verify 127.0.0.1:5000/accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --key "$keys/sign.pub"':
         "needs what the nightly above published (tests/unit/test_supply.py)",
 }
 

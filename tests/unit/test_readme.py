@@ -58,3 +58,24 @@ def test_readme_running_elsewhere_has_every_runtime_and_vendor() -> None:
     assert [line[4:] for line in section.splitlines() if line.startswith("### ")] == [TITLES[e] for e in ENGINES]
     for vendor in ("cpu", "cuda", "rocm", "xpu", "gaudi"):
         assert section.count(f"# {vendor}\n") == 4 and section.count(f"<summary>{vendor}</summary>") == 2
+
+
+def test_the_signing_key_commands_write_outside_the_checkout_and_pem_files_are_ignored(tmp_path: Path) -> None:
+    """A private key written into the checkout is one `git add -A` away from a leak: the README's commands
+    put it under the user's configuration directory, private, and .gitignore ignores `*.pem` anyway.
+    The commands run here, in a scratch checkout-like directory, with XDG_CONFIG_HOME pointed elsewhere."""
+    import os
+    import shutil
+    import subprocess
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", readme, re.S) if "genpkey" in b)
+    keygen = "\n".join(line.split("    #")[0] for line in block.splitlines()[:2])
+    assert shutil.which("openssl"), "openssl is needed (Debian's openssl package)"
+    checkout, config = tmp_path / "checkout", tmp_path / "config"
+    checkout.mkdir()
+    subprocess.run(["bash", "-ec", keygen], cwd=checkout, check=True, timeout=60,
+                   env={"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(config)})
+    assert list(checkout.iterdir()) == []
+    key = config / "accel-images" / "sign.pem"
+    assert key.is_file() and key.stat().st_mode & 0o077 == 0 and (config / "accel-images").stat().st_mode & 0o077 == 0
+    assert "*.pem" in (ROOT / ".gitignore").read_text().splitlines()
