@@ -69,22 +69,24 @@ def note(text: str) -> None:
     err().print(cell(text))
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> FittedTable:
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int] | None = None) -> FittedTable:
     """A table as the commands print it: no borders, a bold header, the first column (the name) never
-    cut; on a narrow page the others give way, the rightmost first (accel_images.formatting)."""
+    cut; on a narrow page the others give way by `keep`, lowest first (default: the rightmost first;
+    accel_images.formatting)."""
     from accel_images.formatting import FittedTable, TableColumn
-    shown = FittedTable([TableColumn(column, keep=len(columns) - index) for index, column in enumerate(columns)])
+    ranks = keep or [len(columns) - index for index in range(len(columns))]
+    shown = FittedTable([TableColumn(column, keep=rank) for column, rank in zip(columns, ranks, strict=True)])
     for row in rows:
         shown.add_row(*row)   # FittedTable shows each cell as a rich Text: never markup
     return shown
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int] | None = None) -> None:
     """Print table(columns, rows) on out(); as plain text, without loading rich, where that is the same bytes."""
     rows = [[inert(text) for text in row] for row in rows]
     lines = plain_table(columns, rows) if plain_output() else None
     if lines is None:
-        print_rendered(out(), table(columns, rows))
+        print_rendered(out(), table(columns, rows, keep))
     else:  # no padding after the last column: `| cut`, `| awk '{print $NF}'`, diffs read it as written
         click.echo("".join(f"{line.rstrip()}\n" for line in lines), nl=False)
 

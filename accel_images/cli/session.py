@@ -215,7 +215,7 @@ def refuse_existing(out_file: Path, force: bool) -> None:
 def catalogue_command(registry: str, image_name: str | None, matrix_path: str | None, as_json: bool) -> None:
     """List what a registry publishes: each image's labels, its smoke result and where it passed."""
     from accel_images.kb import compat
-    from accel_images.publish.catalogue import read_catalogue
+    from accel_images.publish.catalogue import CATALOGUE_COLUMNS, read_catalogue, table_row
     from accel_images.registry import Destination, RegistryClient
     destination = Destination.parse(registry)
     image = image_name or load_expansion(matrix_path, compat.load_kb()).image
@@ -229,11 +229,11 @@ def catalogue_command(registry: str, image_name: str | None, matrix_path: str | 
         for line in catalogue.unreadable:
             click.echo(f"left out {line}", err=True)
         return
-    rows = [(entry.tag, entry.created.strftime("%Y-%m-%d") if entry.created else "-",
-             entry.smoke.summary() if entry.smoke else "no smoke record",
-             "yes" if entry.offered else "no", entry.holds()) for entry in catalogue.entries]
-    if rows:
-        print_table(("tag", "built", "smoke", "offered", "holds"), rows)
+    if not catalogue.entries and not catalogue.unreadable:
+        raise catalogue.nothing_published("check --registry and --image")
+    if catalogue.entries:
+        print_table(tuple(name for name, _ in CATALOGUE_COLUMNS), [table_row(entry) for entry in catalogue.entries],
+                    keep=tuple(rank for _, rank in CATALOGUE_COLUMNS))
     for line in catalogue.unreadable:
         click.echo(f"left out {line}", err=True)
     click.echo(f"{catalogue.where}: {len(catalogue.entries)} image(s), {len(catalogue.offered())} offered"

@@ -104,8 +104,7 @@ def _from_registry(request: Request, host: HostInfo, filters: dict[str, str | No
     destination = Destination.parse(request.registry or "")
     catalogue = read_catalogue(RegistryClient.for_destination(destination), destination.repository(image))
     if not catalogue.entries:
-        raise IncompatibleError(f"registry {catalogue.where} publishes no accel-images image",
-                                hint="check --registry and --image, or pass --from-matrix")
+        raise catalogue.nothing_published("check --registry and --image, or pass --from-matrix")
     by_variant = {variant: entry for entry in catalogue.offered() if (variant := variant_of(entry, kb)) is not None}
     variants = select(by_variant, filters)
     rec = recommend(host, variants, kb, image=catalogue.repository, registry=destination.host,

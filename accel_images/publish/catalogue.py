@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from accel_images import untrusted, vendors
 from accel_images.model import tags
-from accel_images.errors import AccelError, MalformedAnswer, RegistryError
+from accel_images.errors import AccelError, IncompatibleError, MalformedAnswer, RegistryError
 from accel_images.registry import Artifact, RemoteImage, parse_time
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import LABEL_PREFIX, Variant
@@ -195,6 +195,28 @@ class Catalogue:
 
     def offered(self) -> tuple[Entry, ...]:
         return tuple(entry for entry in self.entries if entry.offered)
+
+    def nothing_published(self, hint: str) -> IncompatibleError:
+        """What `catalogue`, `recommend`, `pull` and `run` answer alike for a repository without an
+        accel-images image (most often a mistyped namespace or --image): exit 1, with the way out."""
+        return IncompatibleError(f"registry {self.where} publishes no accel-images image", hint=hint)
+
+
+CATALOGUE_COLUMNS = (("tag", 10), ("torch", 7), ("stack", 6), ("python", 5), ("os", 4), ("driver", 3),
+                     ("archs", 1), ("holds", 2), ("smoke", 8), ("offered", 9), ("built", 0))
+"""The catalogue's table: the labels README promises, what the image's torch holds (its facts), then the
+smoke result and the verdict; with the rank of each on a narrow page (accel_images.formatting.fit_widths:
+the lowest goes first)."""
+
+
+def table_row(entry: Entry) -> tuple[str, ...]:
+    """One image as `catalogue` shows it, in CATALOGUE_COLUMNS' order; '-' for a label it lacks."""
+    floor = entry.label("mvc-driver") or entry.label("min-driver")
+    return (entry.tag, entry.label("torch") or "-", entry.label("stack") or "-", entry.label("python") or "-",
+            entry.label("os") or "-", f">= {floor}" if floor else "-",
+            entry.label("gpu-archs").replace(",", " ") or "-", entry.holds(),
+            entry.smoke.summary() if entry.smoke else "no smoke record", "yes" if entry.offered else "no",
+            entry.created.strftime("%Y-%m-%d") if entry.created else "-")
 
 
 def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = READ_WORKERS) -> Catalogue:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner, Result
 
 from accel_images.kb import compat
 from accel_images.model import tags
@@ -187,3 +189,48 @@ def test_an_image_built_without_a_companion_says_so_in_the_catalogue() -> None:
     entry = Entry(CPU_OLD, digest_of(CPU_OLD), labels)
     assert entry.record()["without_companions"] == ["torchvision"]
     assert entry.holds() == "without torchvision"
+
+
+def catalogue_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, *args: str) -> Result:
+    """`accel-images catalogue --registry reg.example/team` read from `registry`, not over the network."""
+    from accel_images.cli import session as cli_session
+    from accel_images.registry import RegistryClient
+    monkeypatch.setattr(RegistryClient, "for_destination", classmethod(lambda cls, destination: registry))
+    return CliRunner().invoke(cli_session.catalogue_command, ["--registry", "reg.example/team", "--matrix",
+                                                              str(ROOT / "matrix.yaml"), *args])
+
+
+def test_catalogue_shows_the_labels_readme_promises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch, stack, Python, OS, driver floor and GPU architectures, the smoke result and whether it is offered."""
+    registry = MemoryRegistry()
+    write_record(registry, "team/accel-images/pytorch", registry.publish(VARIANTS[CUDA]), PASSED, "r1")
+    registry.publish(VARIANTS[CPU_OLD])
+    result = catalogue_cli(monkeypatch, registry)
+    assert result.exit_code == 0, result.output
+    header, *rows = [line.strip() for line in result.stdout.splitlines()]
+    assert header.split() == ["tag", "torch", "stack", "python", "os", "driver", "archs", "holds", "smoke", "offered",
+                              "built"]
+    cuda = next(row for row in rows if row.startswith(CUDA))
+    variant = VARIANTS[CUDA]
+    floor = variant.mvc_driver or variant.min_driver
+    for shown in ("2.14.1", "13.0", "3.12", "ubuntu24.04", f">= {floor}", variant.gpu_archs[0], "passed on cpu", "yes"):
+        assert f" {shown} " in f" {cuda} ", (shown, cuda)
+    cpu = next(row for row in rows if row.startswith(CPU_OLD))
+    assert cpu.split()[1:5] == ["2.13.0", "-", "3.11", "debian12"] and "no smoke record" in cpu
+    assert cpu.split()[-2:] == ["no", "-"]
+
+
+def test_a_mistyped_namespace_is_the_same_answer_as_recommends(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """Not "0 image(s)" and exit 0: exit 1 and the way out, as `recommend --registry` answers."""
+    result = catalogue_cli(monkeypatch, MemoryRegistry())
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip() == ("accel-images: error: registry reg.example/team/accel-images/pytorch publishes"
+                                     " no accel-images image (check --registry and --image)")
+    from accel_images.cli import fanout as cli_fanout
+    host = tmp_path / "host.json"
+    host.write_text('{"vendor": "cpu"}')
+    recommended = CliRunner().invoke(cli_fanout.recommend_command, ["--registry", "reg.example/team", "--matrix",
+                                                                    str(ROOT / "matrix.yaml"), "--host-json", str(host)])
+    assert recommended.exit_code == result.exit_code
+    assert recommended.stderr.strip().startswith(result.stderr.strip().removesuffix(")"))
