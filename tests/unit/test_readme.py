@@ -79,3 +79,15 @@ def test_the_signing_key_commands_write_outside_the_checkout_and_pem_files_are_i
     key = config / "accel-images" / "sign.pem"
     assert key.is_file() and key.stat().st_mode & 0o077 == 0 and (config / "accel-images").stat().st_mode & 0o077 == 0
     assert "*.pem" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_quick_start_puts_the_unit_suite_first_and_says_what_the_whole_suite_needs() -> None:
+    """A newcomer runs the first test command they meet: the fast one that needs nothing. The whole
+    suite's comment says what it needs (the engine, the registry) and how long it takes."""
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    unit = quick.index("\n.venv/bin/python -m pytest -q -n 2 tests/unit\n")
+    whole = quick.index("\n.venv/bin/python -m pytest -q\n")
+    assert unit < whole
+    said = quick[unit:whole]
+    assert all(word in said for word in ("Docker engine", "registry", "about 20 minutes")), said
