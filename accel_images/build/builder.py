@@ -272,7 +272,8 @@ class Builder:
             return replace(outcome, earlier_smoke=where)
         variant = outcome.variant
         self.status(variant, "smoke test")
-        result = smoke_image(self.engine, outcome.image, variant, self.settings)
+        result = smoke_image(self.engine, outcome.image, variant, self.settings,
+                             status=lambda text: self.status(variant, f"smoke test: {text}"))
         if result.ok:
             remember_smoke_pass(self.settings.state_dir, outcome.image_id, result)
             return replace(outcome, smoke=result)
@@ -286,7 +287,8 @@ def shortened(line: str) -> str:
     return line if line.startswith("Step ") else line[:300]
 
 
-def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:
+def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings,
+                status: Callable[[str], None] | None = None) -> SmokeResult:
     """Run the smoke workload in `image` with this host's devices for the variant's vendor."""
     present = vendors.accelerator_present(variant.vendor)
     options = vendors.device_options(variant.vendor) if present else None
@@ -295,4 +297,5 @@ def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSet
     expectation = replace(Expectation.of(variant), companions=tuple(filter(None, promised)))
     recorded = recorded_build(settings.state_dir, info.labels.get(FINGERPRINT_LABEL) if info else None)
     return run_smoke(engine, image, expectation, vendor_options=options, recorded=recorded,
-                     require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s)
+                     require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s,
+                     status=status)

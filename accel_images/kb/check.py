@@ -496,7 +496,9 @@ def describe(report: Report) -> list[str]:
         return [f"up to date: the knowledge base of {report.as_of} has everything its"
                 f" {len(report.sources)} sources list"]
     lines = [f"{f.kind}: {f.subject}: {f.message} [{f.evidence}: {f.source}]" for f in report.findings]
-    lines += [f"unreachable: {u.one_line()}" for u in report.unreachable]
+    # Each unreachable source without the hint: it is the same for all of them (every URL can point at a
+    # mirror), and the command's last line, the error, says it once.
+    lines += [f"unreachable: {u.message}" for u in report.unreachable]
     return lines
 
 

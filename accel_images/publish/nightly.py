@@ -480,14 +480,15 @@ def how_built(night: NightlyOutcome) -> str:
 
 
 def shown_status(night: NightlyOutcome) -> str:
-    """The status column: a published image is 'built' or 'reused', never 'built' when it was not."""
+    """The status column: 'published' (the word of the summary line and the report), 'reused local
+    build' or 'kept', never 'published' for an image that was not pushed."""
     if not night.ok:
         return f"failed: {night.outcome.error}"
     if night.kept:
         return "rebuilt, identical content, kept"
     if night.status == "built" and night.outcome.build_s is None:
         return "reused local build"
-    return night.status
+    return "published" if night.status == "built" else night.status
 
 
 def uploaded(night: NightlyOutcome) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field as dataclass_field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import jinja2
 
@@ -346,9 +346,9 @@ def failure_views(views: Sequence[VariantView]) -> list[FailureView]:
             for n, g in enumerate(groups, 1)]
 
 
-def headline(summary: Mapping[str, Any]) -> str:
-    """'3 built, 1 skipped, 1 failed' (other statuses, if any, after)."""
-    return ", ".join(f"{count} {status}" for status, count in summary["counts"].items())
+def headline(summary: Mapping[str, Any], said: Callable[[str], str] = str) -> str:
+    """'3 built, 1 skipped, 1 failed' (a nightly's: '3 published, ...'; other statuses, if any, after)."""
+    return ", ".join(f"{count} {said(status)}" for status, count in summary["counts"].items())
 
 
 def title(meta: Mapping[str, Any]) -> str:
@@ -463,13 +463,14 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     lines = [f"# {title(meta)}", ""]
     if meta.get("partial"):
         lines += [f"> **PARTIAL REPORT.** {PARTIAL_NOTE}", ""]
-    lines += [f"**{verdict(summary)}** ({headline(summary)})", ""]
+    said = status_words(meta, views)
+    lines += [f"**{verdict(summary)}** ({headline(summary, said)})", ""]
     lines += [f"- {label}: {_md_code(value) if label in CODE_LABELS else _md_cell(value)}"
               for label, value in meta_rows(meta)]
     changes = changes_of(meta)
     lines += ["", "## Since the previous run", ""] + [f"- {_md_cell(line)}" for line in change_lines(changes)]
     for vendor, items in by_vendor(views).items():
-        lines += ["", f"## {vendors.title(vendor)}", ""] + _md_table(items)
+        lines += ["", f"## {vendors.title(vendor)}", ""] + _md_table(items, said)
     held = [item for item in views if item.holds or item.without]
     if held:
         lines += ["", "## What each image holds", ""] + [
@@ -487,13 +488,13 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _md_table(items: list[VariantView]) -> list[str]:
+def _md_table(items: list[VariantView], said: Callable[[str], str] = str) -> list[str]:
     nightly = any(item.pushed_tags is not None for item in items)
     header = ["Tag", "Status", "Size (GB)", "Build time", "Smoke", "Smoke timings"] + (
         ["Pushed", "SBOM and provenance"] if nightly else [])
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for item in items:
-        cells = [_md_code(item.tag), item.status, item.size_gb, item.build_time, item.smoke,
+        cells = [_md_code(item.tag), said(item.status), item.size_gb, item.build_time, item.smoke,
                  item.timings_text() or "–"]
         if nightly:
             cells.append(f"{len(item.pushed_tags)} tags" if item.pushed_tags else "–")
@@ -507,13 +508,15 @@ def _md_failure(group: FailureView, changes: Changes | None = None) -> list[str]
     first = group.items[0]
     heading = _md_code(first.key) if len(group.items) == 1 else plural(len(group.items), "variant")
     lines = [f"### {heading}", ""] + _md_fenced(group.cause) + [""]
+    if not any(item.log for item in group.items):
+        lines += [f"No build log: {'they' if len(group.items) > 1 else 'it'} failed before a build began.", ""]
     shown = trend(changes)
     for item in group.items:
-        log = (f"{shown[item.key]}; " if item.key in shown else "") + (
-            f"log: {_md_code(item.log)}" if item.log else "no log")
-        lines.append(f"- {_md_code(item.key)}: {log}" if len(group.items) > 1
-                     else (f"{shown[item.key]}. " if item.key in shown else "")
-                     + f"Log: {_md_code(item.log) if item.log else 'none'}")
+        said = "; ".join(filter(None, (shown.get(item.key), f"log: {_md_code(item.log)}" if item.log else "")))
+        if len(group.items) > 1:
+            lines.append(f"- {_md_code(item.key)}" + (f": {said}" if said else ""))
+        elif said:
+            lines.append(said[0].upper() + said[1:] + ".")
         lines += [f"  - {_md_code(failure)}" for failure in item.unsaid_smoke_failures]
     return lines + [""]
 
@@ -604,8 +607,32 @@ def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         sizes={item.key: len(group.items) for group in groups for item in group.items},
         schema=SCHEMA, plural=plural, code_labels=CODE_LABELS, changes=changes_of(meta),
         change_lines=change_lines(changes_of(meta)), trend=trend(changes_of(meta)), group_trend=group_trend,
-        pulls=[item for item in views if item.pull],
+        pulls=[item for item in views if item.pull], nightly=is_nightly(meta, views), said=status_words(meta, views),
+        log_href=log_href,
     )
+
+
+def is_nightly(meta: Mapping[str, Any], views: Sequence[VariantView]) -> bool:
+    """A run that publishes (its records carry what was pushed), as opposed to a local `build`."""
+    return meta.get("kind") == "nightly" or any(item.pushed_tags is not None for item in views)
+
+
+def status_words(meta: Mapping[str, Any], views: Sequence[VariantView]) -> Callable[[str], str]:
+    """The word for a status, the same in every place of one report and as the command said it: a
+    nightly's image that was built, tested and pushed is "published" (its summary line's word), a
+    build's is "built"."""
+    words = NIGHTLY_WORDS if is_nightly(meta, views) else {}
+    return lambda status: words.get(status, status)
+
+
+NIGHTLY_WORDS = {"built": "published"}
+
+
+def log_href(log: str) -> str:
+    """A link to a build log: a file: URL for an absolute path (the report and the logs share a state
+    directory), the path itself otherwise."""
+    path = Path(log)
+    return path.as_uri() if path.is_absolute() else log
 
 
 def change_lines(changes: Changes | None) -> list[str]:

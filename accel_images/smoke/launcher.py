@@ -143,7 +143,8 @@ def container_options(vendor_options: DeviceOptions | None, *, mem_limit: str) -
 
 def run_smoke(engine: Runner, image: str, expectation: Expectation, *, recorded: Recorded | None,
               vendor_options: DeviceOptions | None, require_accelerator: bool,
-              timeout_s: float = 300, mem_limit: str = "8g") -> SmokeResult:
+              timeout_s: float = 300, mem_limit: str = "8g",
+              status: Callable[[str], None] | None = None) -> SmokeResult:
     """Check `image` from outside, run the smoke workload in it and judge it against `expectation`.
 
     `recorded` is what the build of this image's fingerprint found in it (integrity.Recorded).
@@ -154,11 +155,14 @@ def run_smoke(engine: Runner, image: str, expectation: Expectation, *, recorded:
     code included, must be what the build recorded. Engine failures (image missing, unknown runtime, daemon gone)
     raise EngineError from the engine; whatever is wrong with the image or the workload's
     report is in the returned SmokeResult. The run uses the image's ID, so the name cannot be
-    moved to another image between the checks and the run.
+    moved to another image between the checks and the run. `status` hears each phase as it
+    starts: the half minute of a CPU run is not silent.
     """
+    say = status or (lambda text: None)
     info = engine.inspect_image(image)
     if info is None:
         raise EngineError(f"image {image} not found locally: build or pull it first")
+    say("checking the image's interpreter and torch from outside (file hashes, nothing runs)")
     inventory = inventory_of(engine, info, expectation.python)
     problems = [*inventory.failures, *(differences(inventory, recorded) if recorded is not None else [NO_RECORD])]
     if problems:
@@ -166,6 +170,9 @@ def run_smoke(engine: Runner, image: str, expectation: Expectation, *, recorded:
     launch = Launch.draw()
     workload_bytes = WORKLOAD_FILE.read_bytes()
     expected = hashlib.sha256(workload_bytes).hexdigest()
+    where = "the accelerator" if vendor_options is not None else "the CPU"
+    say(f"running the workload on {where}: versions, a matrix product, training steps, a device copy"
+        f" (about half a minute on a CPU; at most {timeout_s:.0f} s)")
     labels = {SMOKE_LABEL: "true", f"{SMOKE_LABEL}.image": image}
     with tempfile.TemporaryDirectory(prefix="accel-images-smoke-") as mounted:
         (Path(mounted) / "smoke.py").write_bytes(workload_bytes)

@@ -415,3 +415,18 @@ def test_data_file_is_inside_the_package() -> None:
     assert package / "data" / "kb.yaml" == DATA_FILE
     for name in vendors.BUILTIN:
         assert vendors.get(name).kb_file == package / "data" / "vendors" / f"{name}.yaml"
+
+
+def test_kb_check_offline_says_the_mirror_hint_once_not_on_every_line() -> None:
+    """Seventeen sources out of reach: seventeen lines naming them, and the way out (mirrors) once, in the
+    command's error line (accel_images.cli.kb.unreachable_line)."""
+    from accel_images.cli.kb import unreachable_line
+    from accel_images.kb.check import Report, describe
+    from accel_images.kb.sources import SourceUnreachable
+    failures = tuple(SourceUnreachable(f"wheel index cu{n}", f"https://download.pytorch.org/whl/cu{n}/torch/",
+                                       "unknown host") for n in range(120, 137))
+    lines = describe(Report("2026-12-01", (), failures, ()))
+    assert len(lines) == 17 and not any("mirror" in line for line in lines), lines
+    assert lines[0] == ("unreachable: source wheel index cu120 unreachable: unknown host"
+                        " (https://download.pytorch.org/whl/cu120/torch/)")
+    assert unreachable_line(failures).count("mirror") == 1

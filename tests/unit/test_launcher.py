@@ -127,3 +127,14 @@ def test_an_image_without_a_build_record_is_refused_and_never_run():
     result = run_smoke(engine, "img:1", CPU, recorded=None, vendor_options=None, require_accelerator=False)
     assert not result.ok and engine.calls == []
     assert result.failures == (f"refused before the run: {NO_RECORD}",)
+
+
+def test_run_smoke_says_each_phase_as_it_starts():
+    """`smoke IMAGE` ran silent for about half a minute: the checks from outside, then the workload."""
+    heard: list[str] = []
+    result = run_smoke(answer(RECORDED_CPU), "img:1", CPU, recorded=RECORDED, vendor_options=None, require_accelerator=False,
+                       timeout_s=120, status=heard.append)
+    assert result.ok, result.failures
+    assert heard == ["checking the image's interpreter and torch from outside (file hashes, nothing runs)",
+                     "running the workload on the CPU: versions, a matrix product, training steps, a device copy"
+                     " (about half a minute on a CPU; at most 120 s)"]

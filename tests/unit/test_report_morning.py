@@ -139,3 +139,38 @@ def test_a_failure_for_another_cause_than_yesterdays_is_not_still_failing() -> N
     assert "failing for another cause (before: step 4/32 (apt-get install) failed: apt cannot reach" in page
     markdown = render_markdown(now, {"changes": changes})
     assert "1 failing for another cause than before" in markdown and "still failing, for the same cause" in markdown
+
+
+def test_one_word_for_one_outcome_in_every_place_of_a_report() -> None:
+    """A nightly's image built, tested and pushed is "published" in its summary line, its table, its pill
+    and its badge (no CSS upper-casing it into a third spelling); a build's is "built" everywhere."""
+    records, meta = scenarios().all_green()
+    page = render_html(records, meta)
+    assert "text-transform: uppercase" not in page
+    assert re.search(r'class="pill s-built">\d+ published<', page) and 'class="badge s-built">published<' in page
+    assert 'class="badge s-built">built<' not in page and "published" in render_markdown(records, meta)
+    build = [{key: value for key, value in record.items() if key not in ("pushed_tags", "full_ref", "digest")}
+             for record in records]
+    local = render_html(build, {**meta, "kind": "build"})
+    assert 'class="badge s-built">built<' in local and "published" not in text_of(local).replace(
+        "the nightly is what publishes", "")
+
+
+def test_a_build_report_says_where_its_images_are_not_that_nothing_was_published() -> None:
+    records, meta = scenarios().all_green()
+    build = [{key: value for key, value in record.items() if key not in ("pushed_tags", "full_ref", "digest")}
+             for record in records]
+    page = text_of(render_html(build, {**meta, "kind": "build"}))
+    assert "Nothing was published by this run" not in page
+    assert "Where the images are On the machine that built them" in page
+
+
+def test_log_paths_are_links_and_a_missing_log_is_said_once() -> None:
+    records, meta = scenarios().shared_cause()
+    unbuilt = [{**record, "log": None} if record["status"] == "failed" else record for record in records]
+    page = render_html(unbuilt, meta)   # a base image out of reach: 36 variants, not one build log
+    assert "log none" not in text_of(page) and text_of(page).count("No build log") == 1
+    with_log = [dict(records[0], status="failed", error="step 7/32 (pip install) failed: x",
+                     log="/srv/state/logs/cpu/a.log")]
+    linked = render_html(with_log, {})
+    assert '<a href="file:///srv/state/logs/cpu/a.log"><code>/srv/state/logs/cpu/a.log</code></a>' in linked
