@@ -95,6 +95,7 @@ class VariantView:
     full_ref: str = ""              # registry/repository:tag a nightly published it under
     holds: str = ""                 # what the image's own torch said it holds ('torch 2.13.0+cpu · Python 3.11.2 · …')
     without: tuple[str, ...] = ()   # companions left out on purpose (--without-companion)
+    packages: str = ""              # its package list's page, relative to the report (attestations/<tag>/...)
 
     @property
     def without_text(self) -> str:
@@ -168,6 +169,7 @@ def view(record: Mapping[str, Any]) -> VariantView:
         reason=clean_text(record.get("reason")), full_ref=_text(record.get("full_ref")),
         holds=holds_text(record.get("facts")),
         without=tuple(clean_text(n) for n in record.get("without_companions") or () if isinstance(n, str)),
+        packages=_text(record.get("packages")),
     )
 
 

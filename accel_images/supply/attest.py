@@ -29,7 +29,7 @@ from accel_images import __version__
 from accel_images.errors import AccelError
 from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.launcher import ContainerRunner
-from accel_images.supply import attach, provenance, sbom
+from accel_images.supply import attach, packages, provenance, sbom
 from accel_images.model.variant import Variant
 from accel_images.model.wheels import Wheel
 
@@ -37,6 +37,8 @@ SBOM_FILE = "sbom.cdx.json"
 STATEMENT_FILE = "provenance.intoto.json"
 PREDICATE_FILE = "provenance.predicate.json"
 ENVELOPE_FILE = "provenance.dsse.json"
+PACKAGES_FILE = "packages.html"
+"""The image's package list as a page (accel_images.supply.packages), beside its SBOM."""
 
 
 class AttestationError(AccelError):
@@ -55,6 +57,9 @@ class Attestation:
     signed: bool
     components: int
     torch: str | None
+    packages_page: str | None = None
+    """The package list's path relative to the report directory (`attestations/<tag>/packages.html`),
+    when the run writes its attestations there."""
 
     def record(self) -> dict[str, Any]:
         """The report's view (accel_images.publish.nightly.nightly_record)."""
@@ -62,7 +67,7 @@ class Attestation:
                          "size": self.sbom.blob_size, "components": self.components, "via": self.sbom.via},
                 "provenance": {"manifest": self.provenance.manifest_digest, "blob": self.provenance.blob_digest,
                                "size": self.provenance.blob_size, "signed": self.signed, "via": self.provenance.via},
-                "torch_in_sbom": self.torch}
+                "torch_in_sbom": self.torch, "packages": self.packages_page}
 
 
 @dataclass(frozen=True)
@@ -161,10 +166,10 @@ class Attester:
                                  title=ENVELOPE_FILE, annotations={**created, provenance.PREDICATE_ANNOTATIONS[0]:
                                                                    provenance.PREDICATE_TYPE},
                                  layer_annotations=predicate)
-        self._write(variant.tag, digest, sbom_text, statement, envelope)
+        page = self._write(variant.tag, digest, sbom_text, statement, envelope, packages.package_page(found, subject))
         self._read_back(digest)
         return Attestation(digest, sbom_attached, attached, self.signer is not None,
-                           len(found.packages), torch)
+                           len(found.packages), torch, page)
 
     def _read_back(self, digest: str) -> None:
         """With a key: `verify` the digest through the registry alone before anything is promoted.
@@ -203,9 +208,11 @@ class Attester:
             finished=datetime.now(timezone.utc), smoke=facts, sbom_sha256=sbom_sha256, tool_version=__version__,
             wheels=inputs.wheels)
 
-    def _write(self, tag: str, digest: str, sbom_text: bytes, statement: Mapping[str, Any], envelope: bytes) -> None:
+    def _write(self, tag: str, digest: str, sbom_text: bytes, statement: Mapping[str, Any], envelope: bytes,
+               page: str) -> str | None:
+        """The documents, and the package list, under out_dir/<tag>/; the list's path from the report."""
         if self.out_dir is None:
-            return
+            return None
         where = self.out_dir / tag
         where.mkdir(parents=True, exist_ok=True)
         (where / SBOM_FILE).write_bytes(sbom_text)
@@ -213,6 +220,8 @@ class Attester:
         (where / PREDICATE_FILE).write_text(json.dumps(statement["predicate"], indent=1, sort_keys=True) + "\n")
         (where / ENVELOPE_FILE).write_bytes(envelope)
         (where / "subject.txt").write_text(f"{self.host}/{self.repository}@{digest}\n")
+        (where / PACKAGES_FILE).write_text(page, encoding="utf-8")
+        return f"{self.out_dir.name}/{tag}/{PACKAGES_FILE}"
 
 
 def _now() -> str:

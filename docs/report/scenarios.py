@@ -54,7 +54,7 @@ def green(v: Variant, day: datetime, rebuilt: bool) -> dict[str, Any]:
                       smoke={"ok": True, "ran_on": "cpu", "cpu_fallback": v.vendor != "cpu", "failures": [],
                              "checks": [{"name": "matmul_float32", "ok": True, "ms": 5.1, "detail": ""},
                                         {"name": "mlp_training", "ok": True, "ms": 8.4, "detail": ""}]},
-                      pushed_tags=[ref, f"{ref}-{day:%Y%m%d}"])
+                      pushed_tags=[ref, f"{ref}-{day:%Y%m%d}"], packages=f"attestations/{v.tag}/packages.html")
     else:
         record.update(status="skipped", build_s=None, reason=f"unchanged since {day - timedelta(days=4):%Y-%m-%d}",
                       smoke=None, smoke_earlier=f"in the run of {day - timedelta(days=4):%Y-%m-%d}", pushed_tags=[])

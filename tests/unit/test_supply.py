@@ -387,8 +387,9 @@ def test_attested_image_verifies_and_a_copy_under_the_same_tag_does_not(tmp_path
     assert verdict.ok and verdict.provenance == done.provenance.manifest_digest and verdict.sbom == done.sbom.manifest_digest
     assert verdict.smoke["torch"] == "2.13.0+cpu"
     files = sorted(p.name for p in (tmp_path / "attestations" / VARIANT.tag).iterdir())
-    assert files == ["provenance.dsse.json", "provenance.intoto.json", "provenance.predicate.json", "sbom.cdx.json",
-                     "subject.txt"]
+    assert files == ["packages.html", "provenance.dsse.json", "provenance.intoto.json", "provenance.predicate.json",
+                     "sbom.cdx.json", "subject.txt"]
+    assert done.record()["packages"] == f"attestations/{VARIANT.tag}/packages.html"
     tampered = store.push_image("2.13.0-cpu-py3.11-debian12", {"io.accel-images.fingerprint": "sha256:f"})
     verdict = verify_digest(store, "r", tampered, provenance.load_public_key(pub))
     assert not verdict.ok and verdict.reason == f"no provenance refers to {tampered[:19]}"
@@ -712,3 +713,24 @@ def test_provenance_says_when_the_checkout_differs_from_its_commit(tmp_path: Pat
                       ["resolvedDependencies"] if "gitCommit" in d["digest"]]
         digests.append(checkout)
     assert "annotations" not in digests[0] and digests[1]["annotations"] == {"uncommittedChanges": True}
+
+
+def test_the_package_list_is_a_page_people_read_beside_the_sbom() -> None:
+    """jupyter/docker-stacks publish a package list per tag; here it is the SBOM's inventory as a page,
+    autoescaped, Python distributions first, linked from the report's grid."""
+    from accel_images.report.reports import render_html
+    from accel_images.supply.packages import package_page
+    from accel_images.supply.sbom import Inventory, Package, Subject
+    inventory = Inventory("debian", "12", "3.11.2", (
+        Package("deb", "libc6", "2.36-9+deb12u13", "amd64", "glibc"), Package("deb", "tini", "0.19.0-1+b3", "amd64"),
+        Package("pypi", "torch", "2.13.0+cpu"), Package("pypi", "ipython", "9.18.1"),
+        Package("pypi", "<script>", "1")))
+    page = package_page(inventory, Subject("127.0.0.1:5000/team/pytorch", "2.13.0-cpu-py3.11-debian12",
+                                           "sha256:" + "a" * 64))
+    assert "<h2>Python packages (3)</h2>" in page and "<h2>OS packages (dpkg) (2)</h2>" in page
+    assert page.index("torch") < page.index("libc6")
+    assert "<td>2.13.0+cpu</td>" in page and "<td>0.19.0-1+b3</td><td>amd64</td>" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    record = {"variant": "cpu/2.13.0-cpu-py3.11-debian12", "vendor": "cpu", "tag": "2.13.0-cpu-py3.11-debian12",
+              "status": "built", "pushed_tags": ["x"], "packages": "attestations/2.13.0-cpu-py3.11-debian12/packages.html"}
+    assert '<a href="attestations/2.13.0-cpu-py3.11-debian12/packages.html">package list</a>' in render_html([record], {})
