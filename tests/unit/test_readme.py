@@ -91,3 +91,16 @@ def test_quick_start_puts_the_unit_suite_first_and_says_what_the_whole_suite_nee
     assert unit < whole
     said = quick[unit:whole]
     assert all(word in said for word in ("Docker engine", "registry", "about 20 minutes")), said
+
+
+def test_the_install_line_for_users_works_today_and_says_which() -> None:
+    """`pipx install accel-images` needs a release on PyPI: the README says so, gives the install that
+    works from a checkout or a wheel built there (tests/integration/test_installed_wheel.py installs
+    that wheel outside the checkout), and names the workflow that publishes a release."""
+    readme = (ROOT / "README.md").read_text()
+    paragraph = readme[readme.index("Most users never build"):].split("\n\n", 1)[0]
+    assert "`pipx install .`" in paragraph and "pipx install dist/accel_images-" in paragraph
+    assert "Until a release is on PyPI" in paragraph and ".github/workflows/release.yml" in paragraph
+    assert (ROOT / ".github" / "workflows" / "release.yml").is_file()
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert version and f"accel_images-{version.group(1)}-py3-none-any.whl" in paragraph
