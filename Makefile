@@ -19,6 +19,7 @@ JOBS       ?= 1
 # those names (set for the host's pip, and not '{index}'-templated) and hand them to every image.
 REGISTRY_MIRROR ?=
 TORCH_INDEX_URL ?=
+EXTRA_INDEX_URL ?=
 WHEELHOUSE      ?=
 APT_MIRROR      ?=
 # Companions of torch to build without (space-separated, e.g. WITHOUT_COMPANION=torchaudio): otherwise each
@@ -35,6 +36,7 @@ FILTERS = --vendor $(or $(VENDOR),auto) \
           $(if $(OS),--os $(OS)) $(if $(FLAVOR),--flavor $(FLAVOR))
 SOURCES = $(if $(REGISTRY_MIRROR),--registry-mirror $(REGISTRY_MIRROR)) \
           $(if $(TORCH_INDEX_URL),--pip-index-url '$(TORCH_INDEX_URL)') \
+          $(if $(EXTRA_INDEX_URL),--pip-extra-index-url '$(EXTRA_INDEX_URL)') \
           $(if $(WHEELHOUSE),--pip-find-links $(WHEELHOUSE)) \
           $(if $(APT_MIRROR),--apt-mirror $(APT_MIRROR)) \
           $(foreach name,$(WITHOUT_COMPANION),--without-companion $(name)) \

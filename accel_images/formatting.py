@@ -207,6 +207,7 @@ VIA_MAKE_ENV = "ACCEL_IMAGES_VIA_MAKE"
 """Set to 1 by the Makefile for the commands its targets run: hints then name make's variables."""
 MAKE_VARIABLES = {"--vendor": "VENDOR", "--torch": "TORCH", "--python": "PYTHON", "--os": "OS", "--flavor": "FLAVOR",
                   "--jobs": "JOBS", "--registry-mirror": "REGISTRY_MIRROR", "--pip-index-url": "TORCH_INDEX_URL",
+                  "--pip-extra-index-url": "EXTRA_INDEX_URL",
                   "--pip-find-links": "WHEELHOUSE", "--apt-mirror": "APT_MIRROR", "--registry": "REGISTRY",
                   "--without-companion": "WITHOUT_COMPANION"}
 """The CLI option each Makefile variable passes (the Makefile's FILTERS and SOURCES; a test holds them

@@ -31,3 +31,11 @@ def output(client: docker.DockerClient, image: str, command: list[str], *, stder
     assert result.exit_code == 0 and not result.timed_out, \
         f"{command} in {image}: exit {result.exit_code}, timed out {result.timed_out}: {result.stderr}"
     return result.stderr + result.stdout if stderr else result.stdout
+
+
+def run_result(client: docker.DockerClient, image: str, command: list[str], **options: Any) -> str:
+    """stderr and stdout of `command` in `image`, whatever its exit code (a probe that is meant to fail)."""
+    result = Engine(client, client.api.base_url).run(image, command, options=options, timeout_s=WAIT_S,
+                                                     labels={TEST_LABEL: "1"})
+    assert not result.timed_out, f"{command} in {image} timed out"
+    return result.stderr + result.stdout

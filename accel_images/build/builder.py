@@ -26,7 +26,8 @@ from accel_images.errors import AccelError, BuildFailed, EngineError, FactsContr
 from accel_images.build.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
 from accel_images.build.outcome import Outcome, describe
 from accel_images.render.companions import BUILD_BACKEND
-from accel_images.render.contexts import RenderedContext, Renderer, wheel_index_url, write_build_context
+from accel_images.render.contexts import (RenderedContext, Renderer, tools_index_url, wheel_index_url,
+                                          write_build_context)
 from accel_images.model.reference import mirrored
 from accel_images.build.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
@@ -168,9 +169,20 @@ class Builder:
             raise WheelFetchError(f"the knowledge base has no glibc for {variant.os}: cannot tell which wheels"
                                   " its image takes", hint="build with --pip-fetch build")
         machine = machine_of(base.architecture)
-        request = WheelRequest(wheel_index_url(variant, options), rendered.pip_requirements, (BUILD_BACKEND,),
-                               variant.python, machine, platform_tags(os_info.glibc, machine))
-        return self.wheels.closure(request, status=lambda text: self.status(variant, text))
+        platforms = platform_tags(os_info.glibc, machine)
+        def status(text: str) -> None:
+            self.status(variant, text)
+
+        torch = self.wheels.closure(WheelRequest(wheel_index_url(variant, options), rendered.pip_requirements,
+                                                 (BUILD_BACKEND,), variant.python, machine, platforms), status=status)
+        if not rendered.tools:
+            return torch
+        # IPython (companions.TOOLS) from the package index, which torch's indexes are not: a request of its own,
+        # as the Dockerfile's pip call of its own.
+        tools = self.wheels.closure(WheelRequest(tools_index_url(variant, options), rendered.tools, (), variant.python,
+                                                 machine, platforms), status=status)
+        return Closure(torch.wheels + tools.wheels, tuple(dict.fromkeys(torch.paths + tools.paths)),
+                       torch.fetched_bytes + tools.fetched_bytes)
 
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.

@@ -79,7 +79,8 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
 @json_option
 @expected_failures
 def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
-                  pip_index_url: str | None, pip_find_links: Path | None, pip_fetch: str, cache_dir: Path | None,
+                  pip_index_url: str | None, pip_find_links: Path | None, pip_extra_index_url: str | None,
+                  pip_fetch: str, cache_dir: Path | None,
                   cache_max_size: str | None, without_companions: tuple[str, ...], templates_dir: Path | None,
                   pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
@@ -90,7 +91,8 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
     host_fetch, wheel_cache, wheel_cache_max = wheel_settings(pip_fetch, cache_dir, cache_max_size)
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch,
+                             pip_extra_index_url)
     expansion, every = chosen_variants(matrix_path, kwargs, options)
     variants = newest_per_vendor(every) if newest else every
     variants = pinned_variants(variants, pin_bases, lock_path, options)
@@ -205,7 +207,8 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
     recorded = recorded_build(StateDir.at(state_dir), info.labels.get(FINGERPRINT_LABEL))
     result = run_smoke(engine, image, expectation, recorded=recorded,
                        vendor_options=vendors.device_options(expectation.vendor) if present else None,
-                       require_accelerator=require_accelerator, timeout_s=timeout_s)
+                       require_accelerator=require_accelerator, timeout_s=timeout_s,
+                       status=lambda text: click.echo(f"{image}: {text}", err=True))
     if as_json:  # one JSON document on stdout, nothing else: `| jq` must work
         click.echo(json.dumps(result.raw if result.raw is not None else
                               {"ok": False, "failures": list(result.failures)}, indent=2))

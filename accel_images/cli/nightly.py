@@ -85,7 +85,8 @@ from accel_images.report.reports import REPORT_FILES, compare, read_previous, wr
 @expected_failures
 def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[str, ...],
                     apt_mirrors: tuple[str, ...], pip_index_url: str | None,
-                    pip_find_links: Path | None, pip_fetch: str, cache_dir: Path | None, cache_max_size: str | None,
+                    pip_find_links: Path | None, pip_extra_index_url: str | None, pip_fetch: str,
+                    cache_dir: Path | None, cache_max_size: str | None,
                     without_companions: tuple[str, ...], templates_dir: Path | None, jobs: int, max_age_days: float,
                     lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
@@ -104,7 +105,8 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     level = verbosity(quiet, verbose)
     destination = Destination.parse(registry_text)
     host_fetch, wheel_cache, wheel_cache_max = wheel_settings(pip_fetch, cache_dir, cache_max_size)
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch,
+                             pip_extra_index_url)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
     signer = load_signer(sign_key) if sign_key else None   # every input is read before anything is written
     retention = Retention(RetentionPolicy(keep_dated, keep_days), pinned_of(pinned_files), prune_dry_run)

@@ -238,6 +238,9 @@ def templates_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def mirror_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--pip-find-links", type=click.Path(file_okay=False, path_type=Path), default=None,
                         help="A wheelhouse directory copied into each build context; pip uses only it.")(func)
+    func = click.option("--pip-extra-index-url", default=None, metavar="URL",
+                        help="The package index for what torch's index lacks (IPython), and pip's extra index"
+                             " in the image (default: pypi.org; with --pip-index-url alone, that mirror).")(func)
     func = click.option("--pip-index-url", default=None,
                         help="Package index for every pip install; '{index}' becomes cu130, rocm7.2, xpu or cpu.")(func)
     func = click.option("--registry-mirror", "mirrors", multiple=True, metavar="REGISTRY=HOST[/PATH]",
@@ -313,7 +316,8 @@ WHEELHOUSE_HINT = ("a wheelhouse holds torch for the image's Python, its depende
 
 def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
                    pip_find_links: Path | None, apt_mirrors: tuple[str, ...] = (),
-                   without_companions: tuple[str, ...] = (), host_fetch: bool = False) -> RenderOptions:
+                   without_companions: tuple[str, ...] = (), host_fetch: bool = False,
+                   pip_extra_index_url: str | None = None) -> RenderOptions:
     from accel_images.render.apt import AptMirror
     from accel_images.model.reference import Mirror
     from accel_images.render.contexts import RenderOptions
@@ -322,7 +326,7 @@ def render_options(mirrors: tuple[str, ...], pip_index_url: str | None,
                          hint=WHEELHOUSE_HINT)
     return RenderOptions(tuple(Mirror.parse(m) for m in mirrors), pip_index_url, pip_find_links,
                          tuple(AptMirror.parse(m) for m in apt_mirrors), checked_companions(without_companions),
-                         host_fetch=host_fetch)
+                         host_fetch=host_fetch, pip_extra_index_url=pip_extra_index_url)
 
 
 def checked_companions(names: tuple[str, ...]) -> tuple[str, ...]:

@@ -28,12 +28,13 @@ from accel_images.resources import IMAGES_DIR
               show_default=True, help="Where to write images/<vendor>/<tag>/.")
 @expected_failures
 def render_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors: tuple[str, ...],
-                   pip_index_url: str | None, pip_find_links: Path | None,
+                   pip_index_url: str | None, pip_find_links: Path | None, pip_extra_index_url: str | None,
                    without_companions: tuple[str, ...], templates_dir: Path | None,
                    pin_bases: bool, lock_path: Path | None,
                    check: bool, out_dir: Path, **kwargs: Any) -> None:
     """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
-    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions)
+    options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions,
+                             pip_extra_index_url=pip_extra_index_url)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
     partial = any(kwargs.get(k) for k in FILTER_KEYS)
     pinned = pin_bases or lock_path is not None

@@ -19,7 +19,13 @@ OS_ORDER = ("debian12", "ubuntu22.04", "ubuntu24.04")
 LABEL_PREFIX = "io.accel-images"
 GUARD_PATH = "/opt/accel-images/guard.sh"
 """Where every image keeps its guard (accel_images/smoke/guard.sh): the template installs it here."""
-ENTRYPOINT = (GUARD_PATH,)
+TINI = "/usr/bin/tini"
+"""PID 1 of every image (templates/partials/python.j2 installs the distribution's package): it reaps zombies and
+passes SIGTERM on to the command's process group (-g), so `docker stop` ends a container at once with 143
+instead of killing it after 10 s; -s (subreaper) keeps it working, and quiet, where it is not PID 1
+(`docker run --init`, Apptainer without --pid, Pyxis). jupyter/docker-stacks start the same way
+(images/docker-stacks-foundation/Dockerfile: ENTRYPOINT ["tini", "-g", "--"]) [V]."""
+ENTRYPOINT = (TINI, "-s", "-g", "--", GUARD_PATH)
 """The images' ENTRYPOINT (the template writes it from here): runtimes that replace an image's entry point
 (a Pod's `command:`, Pyxis) start these words before the command, so the image starts the same way."""
 

@@ -10,12 +10,22 @@ A wheelhouse that lacks a companion's build for the variant (the local label of 
 an error naming the way out, never a silent omission: an image without torchvision is not the
 image the README promises.
 
-The image keeps pip pointed at that same index (`/etc/pip.conf`, with the package index as the
-extra one), so a later `pip install torchvision` takes the matching build. pip has no priority
-between the two ("There is no priority in the locations that are searched", pip's install
-documentation): a same-named higher version on the package index would win (the torchtriton
-incident of December 2022). So the constraints file (PIP_CONSTRAINT, written by the facts step,
-accel_images/smoke/facts.py) pins every distribution the build installed, not only torch.
+The image keeps pip pointed where the build took its packages from (`/etc/pip.conf`): torch's index
+(upstream or the `--pip-index-url` mirror) first, so a later `pip install torchvision` takes the
+matching build, and the package index the build used as the extra one (pypi.org, or
+`--pip-extra-index-url`; none when only a mirror of torch's index was given). An image built from a
+wheelhouse reached no index and names none (`no-index`): in an air-gapped site a later `pip install`
+then fails at once instead of waiting on pypi.org. pip has no priority between two indexes ("There is
+no priority in the locations that are searched", pip's install documentation): a same-named higher
+version on the package index would win (the torchtriton incident of December 2022). So the
+constraints file (PIP_CONSTRAINT, written by the facts step, accel_images/smoke/facts.py) pins every
+distribution the build installed, not only torch.
+
+IPython (TOOLS) is installed in every image beside torch, numpy and the companions, for the people
+who work in it. Torch's wheel indexes do not carry it (pytorch/test-infra s3_management/manage_v2.py:
+PACKAGE_ALLOW_LIST and PACKAGE_LINKS_ALLOW_LIST name no ipython [V]), so it comes from the package
+index, in a pip call of its own (never an extra index beside torch's, from which a same-named
+torch could be taken), or from the wheelhouse, which must hold it (check_wheelhouse).
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ PACKAGE_INDEX = "https://pypi.org/simple"
 PIP_CONF = "pip.conf"
 BUILD_BACKEND = "setuptools"
 """What `pip install .` of a project fetches first in an isolated build: kept in the image (BUILD_BACKENDS)."""
+TOOLS = ("ipython",)
+"""Installed in every image whose environment accel-images builds, from the package index or the wheelhouse."""
 BUILD_BACKENDS = "/opt/accel-images/wheels"
 """Where an image keeps the build backend (setuptools) for isolated builds without a network;
 pip.conf names it as find-links. The smoke workload's OFFLINE_WHEELS is the same path."""
@@ -108,21 +120,79 @@ def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str, python: st
 def index_url(wheel_index: str, pip_index_url: str | None) -> str:
     """The index pip uses inside the image: the mirror when one was given, without credentials."""
     url = pip_index_url.replace("{index}", wheel_index) if pip_index_url else f"{UPSTREAM_WHEEL_INDEX}/{wheel_index}"
+    return without_credentials(url)
+
+
+def without_credentials(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = host + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def pip_conf(wheel_index: str | None, pip_index_url: str | None) -> bytes | None:
+def package_index(wheel_index: str, pip_index_url: str | None, pip_extra_index_url: str | None) -> str:
+    """Where what torch's index lacks (IPython) comes from: --pip-extra-index-url, else the
+    --pip-index-url mirror (a mirror given alone is taken to serve everything), else the package index."""
+    if pip_extra_index_url:
+        return pip_extra_index_url
+    if pip_index_url:
+        return pip_index_url.replace("{index}", wheel_index)
+    return PACKAGE_INDEX
+
+
+def pip_conf(wheel_index: str | None, pip_index_url: str | None, pip_extra_index_url: str | None = None,
+             wheelhouse: bool = False) -> bytes | None:
     """/etc/pip.conf for the image, or None where the vendor's base image has its own torch."""
     if wheel_index is None:
         return None
-    return ("# Written by accel-images: later `pip install`s take torch's companions from torch's own\n"
-            "# index (the package index's builds do not match this torch), everything else from the\n"
-            "# package index. pip prefers neither: PIP_CONSTRAINT pins every installed distribution.\n"
-            "# find-links: the build backend, for `pip install .` without a network.\n"
+    head = ("# Written by accel-images: pip in the image looks where the build took its packages from.\n"
+            "# pip prefers no index over another: PIP_CONSTRAINT pins every installed distribution.\n"
+            "# find-links: the build backend, for `pip install .` without a network.\n")
+    if wheelhouse:
+        return (head + "# Built from a wheelhouse with no index, so none is named here: a `pip install` fails at\n"
+                "# once instead of waiting on an index out of reach. To use one at run time:\n"
+                "#   docker run -e PIP_NO_INDEX=0 -e PIP_INDEX_URL=https://pypi.example/simple ...\n"
+                "[global]\n"
+                "no-index = true\n"
+                f"find-links = {BUILD_BACKENDS}\n").encode()
+    torch_index = index_url(wheel_index, pip_index_url)
+    extra = without_credentials(package_index(wheel_index, pip_index_url, pip_extra_index_url))
+    extra_line = f"extra-index-url = {extra}\n" if extra != torch_index else ""
+    return (head + "# Torch's own index first (a later `pip install torchvision` takes the build matching this\n"
+            "# torch), the package index the build used after it. To point pip elsewhere at run time:\n"
+            "#   docker run -e PIP_INDEX_URL=URL -e PIP_EXTRA_INDEX_URL=URL ...\n"
             "[global]\n"
-            f"index-url = {index_url(wheel_index, pip_index_url)}\n"
-            f"extra-index-url = {PACKAGE_INDEX}\n"
+            f"index-url = {torch_index}\n"
+            f"{extra_line}"
             f"find-links = {BUILD_BACKENDS}\n").encode()
+
+
+def check_wheelhouse(wheelhouse: Path, torch: str, local: str, python: str) -> None:
+    """InputError, before any build step, when the wheelhouse lacks this variant's torch or IPython.
+
+    pip would say so at the install step, minutes into the build; the wheelhouse is read here anyway
+    (for the companions). A directory that cannot be read is left to the build context's writer,
+    which names it."""
+    try:
+        names = sorted(entry.name for entry in wheelhouse.iterdir())
+    except OSError:
+        return
+    tag = "cp" + python.replace(".", "")
+    wanted = re.compile(rf"torch-{re.escape(torch)}(\+{re.escape(local)})?-(?:{tag}|py3)-")
+    if not any(wanted.match(name) for name in names):
+        found = sorted({_torch_build(name) for name in names if name.startswith("torch-")})
+        have = f" (it has {', '.join(found)})" if found else " (it has no torch)"
+        raise InputError(f"wheelhouse {wheelhouse} has no torch {torch}+{local} for Python {python}{have}",
+                         field="--pip-find-links", hint="add it with `pip download`, or choose a torch and Python"
+                                                       " it holds (--torch, --python)")
+    missing = [tool for tool in TOOLS if not any(name.lower().startswith(f"{tool}-") for name in names)]
+    if missing:
+        raise InputError(f"wheelhouse {wheelhouse} has no {', '.join(missing)} wheel, which every image installs",
+                         field="--pip-find-links", hint=f"add it with `pip download {' '.join(missing)}`"
+                                                       f" (for Python {python}, with its dependencies)")
+
+
+def _torch_build(name: str) -> str:
+    """'torch-2.13.0+cpu-cp311-cp311-...whl' -> '2.13.0+cpu for cp311'."""
+    parts = name.split("-")
+    return f"{parts[1]} for {parts[2]}" if len(parts) > 2 else name

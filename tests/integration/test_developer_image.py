@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 import containers
+from conftest import TEST_LABEL
 from test_build_integration import IMAGE, published_build  # noqa: F401  (the session's real build)
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
@@ -83,11 +86,18 @@ def test_numpy_and_torch_compile_work_offline(published_build: dict, docker_clie
     assert "compiled" in said, said
 
 
-def test_pip_is_pointed_at_torchs_own_index_for_companions(published_build: dict, docker_client) -> None:
-    """A later `pip install torchvision` takes the +cpu build: pip's index is torch's, PyPI the extra one."""
+def test_pip_in_an_image_built_from_a_wheelhouse_names_no_index(published_build: dict, docker_client) -> None:
+    """Built offline, the image points pip at no index (not pypi.org, which an air-gapped site waits on at
+    every `pip install`), and the way README gives to name one at run time works."""
     said = run(docker_client, ["pip", "config", "list"])
-    assert "global.index-url='https://download.pytorch.org/whl/cpu'" in said, said
-    assert "global.extra-index-url='https://pypi.org/simple'" in said, said
+    assert "global.no-index='true'" in said and "pypi.org" not in said, said
+    probe = ["pip", "download", "--no-deps", "--dest", "/tmp/probe", "requests"]
+    offline = containers.run_result(docker_client, IMAGE, probe, network_disabled=True)
+    assert "Looking in indexes" not in offline and "requests" in offline, offline
+    repointed = containers.run_result(docker_client, IMAGE, probe, network_disabled=True,
+                                      environment={"PIP_NO_INDEX": "0", "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+                                                   "PIP_RETRIES": "0"})
+    assert "Looking in indexes: http://127.0.0.1:9/simple" in repointed, repointed
 
 
 def test_the_build_says_which_companion_was_left_out_on_purpose(published_build: dict, docker_client) -> None:
@@ -164,3 +174,69 @@ def test_git_works_in_a_bind_mounted_checkout_another_user_owns(published_build:
         assert "zone=CET" in said or "zone=CEST" in said, said
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
+
+
+def test_ipython_and_make_are_there_for_the_images_user_and_any_other(published_build: dict, docker_client) -> None:
+    """IPython from the same wheelhouse as torch (containers reach no package index), make in the
+    runtime flavor too, with the network off."""
+    for options in ({}, {"user": "4321:4321"}):
+        said = run(docker_client, ["bash", "-c", "ipython --quick --no-banner -c 'print(6 * 7)' && make --version"],
+                   **options)
+        assert "42" in said and "GNU Make" in said, said
+
+
+def test_an_interactive_shell_says_which_image_torch_and_device_and_a_command_stays_quiet(published_build: dict,
+                                                                                           docker_client) -> None:
+    interactive = run(docker_client, ["bash", "-ic", "true"])
+    banner = [line for line in interactive.splitlines() if line.startswith("accel-images ")]
+    assert len(banner) == 1, interactive
+    assert re.fullmatch(r"accel-images 2\.13\.0-cpu-py3\.11-debian12: PyTorch 2\.13\.0\+cpu, Python 3\.11\.\d+,"
+                        r" device: cpu", banner[0]), banner
+    for quiet in (["bash", "-c", "true"], ["python", "-c", "pass"]):
+        assert run(docker_client, quiet) == "", quiet
+
+
+@pytest.mark.parametrize("command, tty", [(["sleep", "600"], False), (["/bin/bash"], True)])
+def test_docker_stop_takes_under_2_s_and_exits_143(published_build: dict, docker_client, command: list[str],
+                                                   tty: bool) -> None:
+    """tini as PID 1 passes SIGTERM on (a command, and the interactive shell `docker run -it` starts):
+    no 10 s wait for the kill, no 137."""
+    container = docker_client.containers.run(IMAGE, command, detach=True, tty=tty, stdin_open=tty,
+                                             network_disabled=True, labels={TEST_LABEL: "1"})
+
+    def ready() -> bool:
+        """Running; the shell past its start-up files (its banner printed), where there is a shell."""
+        container.reload()
+        return container.status == "running" and (not tty or "accel-images" in container.logs().decode())
+
+    try:
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert time.monotonic() < deadline, container.logs()
+            time.sleep(0.2)
+        started = time.monotonic()
+        container.stop(timeout=10)
+        stopped_in = time.monotonic() - started
+        exit_code = container.wait(timeout=30)["StatusCode"]
+    finally:
+        container.remove(force=True)
+    assert exit_code in (0, 143) and stopped_in < 2, (command, exit_code, f"{stopped_in:.1f} s")
+
+
+def test_the_pip_conf_of_an_image_built_with_a_mirror_names_the_mirror_only(published_build: dict, docker_client,
+                                                                            registry: str, tmp_path: Path) -> None:
+    """`--pip-index-url`: the /etc/pip.conf its context puts in the image (the files stage copies it as is),
+    read by the image's own pip, names the mirror and no pypi.org. No second image is built: the
+    rendered file is mounted where the image keeps it (tests/unit/test_image_pip.py renders every case)."""
+    import subprocess
+    import sys
+    from test_build_integration import PUBLISHED, ROOT
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "accel_images", "render", *PUBLISHED, "--registry-mirror",
+                    f"docker.io={registry}", "--pip-index-url", "http://127.0.0.1:9/whl/{index}", "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    [context] = list(out.glob("cpu/*"))
+    assert "install -D -m 0644 /in/pip.conf /files/etc/pip.conf" in (context / "Dockerfile").read_text()
+    said = run(docker_client, ["pip", "config", "list"],
+               volumes={str(context / "pip.conf"): {"bind": "/etc/pip.conf", "mode": "ro"}})
+    assert "global.index-url='http://127.0.0.1:9/whl/cpu'" in said and "pypi" not in said, said

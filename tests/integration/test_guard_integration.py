@@ -39,7 +39,7 @@ def cpu_image(docker_client, request: pytest.FixtureRequest) -> str:
 @pytest.mark.engine
 def test_the_built_image_starts_through_the_guard(docker_client, cpu_image: str) -> None:
     config = docker_client.images.get(cpu_image).attrs["Config"]
-    assert config["Entrypoint"] == ["/opt/accel-images/guard.sh"]
+    assert config["Entrypoint"] == ["/usr/bin/tini", "-s", "-g", "--", "/opt/accel-images/guard.sh"]  # tini: PID 1
     output = containers.output(docker_client, cpu_image, ["python", "-c", "print(1)"], network_disabled=True)
     assert output == "1\n"
 

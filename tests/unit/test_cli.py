@@ -333,7 +333,8 @@ def test_render_with_mirror_and_index(tmp_path: Path) -> None:
     assert dockerfile.count("FROM 127.0.0.1:5000/library/debian:bookworm-slim") == 3   # build, files, image
     assert "--index-url http://127.0.0.1:8080/whl/cpu " in dockerfile
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "cpu/2.13.0-cpu-py3.11-debian12/Dockerfile", "cpu/2.13.0-cpu-py3.11-debian12/facts.py",
+        "cpu/2.13.0-cpu-py3.11-debian12/Dockerfile", "cpu/2.13.0-cpu-py3.11-debian12/banner.sh",
+        "cpu/2.13.0-cpu-py3.11-debian12/facts.py",
         "cpu/2.13.0-cpu-py3.11-debian12/guard.sh",
         "cpu/2.13.0-cpu-py3.11-debian12/pip.conf", "cpu/2.13.0-cpu-py3.11-debian12/profile.sh",
         "cpu/2.13.0-cpu-py3.11-debian12/smoke.py"]
@@ -343,8 +344,13 @@ def test_render_with_mirror_and_index(tmp_path: Path) -> None:
 
 def test_render_with_a_wheelhouse(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = run("render", "--matrix", SMALL, "--out", str(out), "--vendor", "cpu",
-                 "--pip-find-links", str(tmp_path), "--without-companion", "torchvision")
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.14.1+cpu-cp311-cp311-linux.whl",
+                 "ipython-9.18.1-py3-none-any.whl"):
+        (wheelhouse / name).write_bytes(b"wheel")
+    result = run("render", "--matrix", SMALL, "--out", str(out), "--vendor", "cpu", "--pip-find-links", str(wheelhouse),
+                 "--without-companion", "torchvision")
     assert result.exit_code == 0, result.output
     dockerfile = (out / "cpu" / "2.13.0-cpu-py3.11-debian12" / "Dockerfile").read_text()
     assert "--no-index --find-links /tmp/wheels" in dockerfile
@@ -355,6 +361,8 @@ def test_render_with_a_wheelhouse(tmp_path: Path) -> None:
 
 def test_a_wheelhouse_without_a_companion_is_an_error_naming_the_way_out(tmp_path: Path) -> None:
     """Before: torchvision was left out with a note a terminal overwrote, and the image published without it."""
+    for wheel in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "ipython-9.18.1-py3-none-any.whl"):
+        (tmp_path / wheel).touch()   # what else the image installs is there (tests/unit/test_image_pip.py)
     result = run("render", "--matrix", SMALL, "--out", str(tmp_path / "out"), "--vendor", "cpu", "--torch", "2.13",
                  "--pip-find-links", str(tmp_path))
     assert result.exit_code == 2

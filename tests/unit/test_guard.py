@@ -360,7 +360,8 @@ def test_every_rendered_image_copies_its_vendors_guard_and_starts_with_it() -> N
     for dockerfile in contexts:
         vendor = dockerfile.parent.parent.name
         assert (dockerfile.parent / "guard.sh").read_bytes() == guard_script(vendor), dockerfile
-        assert 'ENTRYPOINT ["/opt/accel-images/guard.sh"]' in dockerfile.read_text(), dockerfile
+        assert 'ENTRYPOINT ["/usr/bin/tini", "-s", "-g", "--", "/opt/accel-images/guard.sh"]' in dockerfile.read_text(), \
+            dockerfile
 
 
 def test_the_guard_is_posix_sh() -> None:
@@ -385,3 +386,43 @@ def test_gaudi_refuses_unwritable_habana_logs_instead_of_aborting(host: Host) ->
     blocked = host.bin.parent / "not-a-dir"
     blocked.write_text("")
     assert_refused(host.run("gaudi", HABANA_LOGS=str(blocked / "logs")), "HABANA_LOGS", "-e HABANA_LOGS=/tmp/habana_logs")
+
+
+# ---- what the banner of an interactive shell says about the device ------------------------------
+
+SHOW_DEVICE = ["sh", "-c", 'printf "%s" "$ACCEL_IMAGES_DEVICE"']
+
+
+def test_the_guard_tells_the_command_what_device_it_found(host: Host) -> None:
+    """ACCEL_IMAGES_DEVICE, for the banner (accel_images/smoke/banner.sh): the vendor when its check
+    passed, `CPU only (why)` when it warned, `not checked` with the guard off."""
+    cpu = host.run("cpu", SHOW_DEVICE, ACCEL_IMAGES_VENDOR="cpu")
+    assert cpu.stdout == "cpu", cpu.stderr
+    missing = host.run("cuda", SHOW_DEVICE, **CUDA13)
+    assert missing.stdout.startswith("CPU only (no NVIDIA GPU visible in the container"), missing.stderr
+    host.nvidia_smi(A100_580)
+    found = host.run("cuda", SHOW_DEVICE, **CUDA13)
+    assert found.stdout == "cuda", found.stderr
+    off = host.run("cuda", SHOW_DEVICE, ACCEL_IMAGES_VENDOR="cuda", ACCEL_IMAGES_GUARD="off")
+    assert off.stdout == "not checked (ACCEL_IMAGES_GUARD=off)"
+
+
+BANNER = ROOT / "accel_images" / "smoke" / "banner.sh"
+
+
+def shell_with_banner(script: str, interactive: bool, **env: str) -> str:
+    """`script` run by bash after sourcing the banner, as /etc/bash.bashrc does; PS1 set as an interactive
+    shell has it."""
+    prompt = "PS1='$ '; " if interactive else ""
+    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", f"{prompt}. {BANNER}; {script}"], capture_output=True,
+                          text=True, timeout=60, env={"PATH": os.environ["PATH"], "ACCEL_IMAGES_TAG": "2.13.0-cpu-py3.11-"
+                                                      "debian12", "ACCEL_IMAGES_DEVICE": "cpu", **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_banner_speaks_once_and_only_to_an_interactive_shell() -> None:
+    said = shell_with_banner(". " + str(BANNER), interactive=True)  # twice: a nested shell inherits the mark
+    assert said.count("accel-images 2.13.0-cpu-py3.11-debian12: PyTorch ") == 1, said
+    assert re.search(r"PyTorch \S+, Python 3\.\d+\.\d+, device: cpu\n", said), said
+    assert shell_with_banner("true", interactive=False) == ""   # `bash -c`, scripts, `docker run IMAGE CMD`

@@ -137,7 +137,8 @@ def test_gaudi_never_installs_torch(renderer: Renderer, kb: KnowledgeBase) -> No
 def test_context_holds_dockerfile_smoke_and_guard(renderer: Renderer, kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
     context = renderer.context(variant, bare_expansion(), RenderOptions())
-    assert set(context.files) == {"Dockerfile", "smoke.py", "facts.py", "guard.sh", "profile.sh", "pip.conf"}
+    assert set(context.files) == {"Dockerfile", "smoke.py", "facts.py", "guard.sh", "profile.sh", "banner.sh",
+                                  "pip.conf"}
     assert context.files["smoke.py"] == SMOKE_SOURCE.read_bytes()
     assert context.files["facts.py"] == FACTS_SOURCE.read_bytes()
     assert context.files["guard.sh"] == guard_script("cpu")
@@ -308,9 +309,9 @@ def test_rendering_is_byte_identical_across_runs(kb: KnowledgeBase, published: E
 
 
 def expected_files(context: RenderedContext) -> set[str]:
-    """Dockerfile, guard, smoke workload, facts script, profile; pip.conf where torch comes from an index (not
-    Gaudi: its base has Intel's own torch); an apt key and sources list per repository it COPYs."""
-    names = {"Dockerfile", "guard.sh", "smoke.py", "facts.py", "profile.sh"}
+    """Dockerfile, guard, smoke workload, facts script, profile, banner; pip.conf where torch comes from an
+    index (not Gaudi: its base has Intel's own torch); an apt key and sources list per repository it COPYs."""
+    names = {"Dockerfile", "guard.sh", "smoke.py", "facts.py", "profile.sh", "banner.sh"}
     if context.variant.wheel_index is not None:
         names.add("pip.conf")
     dockerfile = context.files["Dockerfile"].decode()
@@ -364,14 +365,16 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     wheelhouse = tmp_path / "wheelhouse"
     wheelhouse.mkdir()
     (wheelhouse / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+    (wheelhouse / "ipython-9.18.1-py3-none-any.whl").write_bytes(b"wheel")
     (wheelhouse / "subdir").mkdir()
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
     options = RenderOptions(pip_find_links=wheelhouse, without_companions=("torchvision",))
     context: RenderedContext = renderer.context(variant, bare_expansion(), options)
     dest = write_build_context(tmp_path / "ctx", context, wheelhouse)
-    assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "facts.py", "guard.sh", "pip.conf", "profile.sh",
-                                                      "smoke.py", "wheels"]
-    assert [p.name for p in (dest / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "banner.sh", "facts.py", "guard.sh", "pip.conf",
+                                                      "profile.sh", "smoke.py", "wheels"]
+    assert sorted(p.name for p in (dest / "wheels").iterdir()) == [
+        "ipython-9.18.1-py3-none-any.whl", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     with pytest.raises(InputError, match="wheelhouse directory not found"):
         write_build_context(tmp_path / "ctx2", context, tmp_path / "absent")
 
@@ -417,6 +420,21 @@ def test_every_image_has_what_cpp_extension_load_needs(renderer: Renderer, publi
         assert {"ninja-build", "g++", "libnss-wrapper"} <= packages, variant.key   # the last: guard.sh names --user
         assert any(name.endswith("-dev") and name.startswith("python3") for name in packages), variant.key
         assert set(EVERYDAY_TOOLS) <= packages, (variant.key, set(EVERYDAY_TOOLS) - packages)
+
+
+@pytest.mark.parametrize("option_set", sorted(OPTION_SETS))
+def test_every_image_runs_under_tini_has_make_and_greets_an_interactive_shell(renderer: Renderer,
+                                                                             published: Expansion,
+                                                                             option_set: str) -> None:
+    """tini as PID 1 (`docker stop` in under 2 s, tests/integration/test_developer_image.py measures it),
+    make beside the compiler in the runtime flavor too, and the banner sourced by /etc/bash.bashrc."""
+    for variant in published.variants:
+        steps = final_stage(renderer.dockerfile(variant, published, OPTION_SETS[option_set]))
+        installs = " ".join(rest for word, rest in steps if word == "RUN" and re.search(r"apt-get\b.* install ", rest))
+        assert {"make", "tini"} <= set(re.findall(r"[\w.+-]+", installs)), variant.key
+        assert ("ENTRYPOINT", '["/usr/bin/tini", "-s", "-g", "--", "/opt/accel-images/guard.sh"]') in steps, variant.key
+        assert any(">> /etc/bash.bashrc" in rest and "/opt/accel-images/banner.sh" in rest for word, rest in steps
+                   if word == "RUN"), variant.key
 
 
 # jupyter/docker-stacks minimal-notebook's "common useful utilities" but nano-tiny, and procps.

@@ -146,16 +146,16 @@ def test_apptainer_pulls_by_digest_where_the_catalogue_gave_one(dev_root: Path) 
 
 ENROOT = {
     "cpu": "srun '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
-           " --container-workdir=/workspace /opt/accel-images/guard.sh python -V",
+           " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
     "cuda": "srun --gres=gpu:1 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
-            " --container-workdir=/workspace /opt/accel-images/guard.sh python -V",
+            " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
     "rocm": "srun --gres=gpu:1 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
-            " --container-workdir=/workspace /opt/accel-images/guard.sh python -V",
+            " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
     "xpu": "srun --gres=gpu:1 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
-           " --container-workdir=/workspace /opt/accel-images/guard.sh python -V",
+           " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
     "gaudi": "env HABANA_VISIBLE_DEVICES=all OMPI_MCA_btl_vader_single_copy_mechanism=none srun"
              " '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
-             " --container-workdir=/workspace /opt/accel-images/guard.sh python -V",
+             " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
 }
 ENROOT_NOTES = {
     "cpu": (),
@@ -178,7 +178,7 @@ def test_enroot_line_for_each_vendor(vendor: str, dev_root: Path) -> None:
 
 def test_enroot_without_a_command_opens_a_shell_through_the_guard(dev_root: Path) -> None:
     rendered = render("enroot", chosen("cpu", dev_root))
-    assert rendered.text == "srun --pty '--container-image=reg.example#ai/pytorch:T' /opt/accel-images/guard.sh bash\n"
+    assert rendered.text == "srun --pty '--container-image=reg.example#ai/pytorch:T' /usr/bin/tini -s -g -- /opt/accel-images/guard.sh bash\n"
 
 
 @pytest.mark.parametrize("image, uri", [
@@ -220,6 +220,10 @@ CONTAINER = """  containers:
   - name: main
     image: reg.example/ai/pytorch@sha256:abababababababababababababababababababababababababababababababab
     command:
+    - /usr/bin/tini
+    - -s
+    - -g
+    - --
     - /opt/accel-images/guard.sh
     - sleep
     - infinity
@@ -302,7 +306,7 @@ def test_a_pod_carries_what_is_passed_through(dev_root: Path) -> None:
     pod = yaml.safe_load(render("kubernetes", session("cpu", dev_root, extras=extras)).text)
     container = pod["spec"]["containers"][0]
     assert pod["metadata"]["name"] == "train"
-    assert container["command"] == ["/opt/accel-images/guard.sh", "python", "-V"]
+    assert container["command"] == ["/usr/bin/tini", "-s", "-g", "--", "/opt/accel-images/guard.sh", "python", "-V"]
     assert container["env"] == [{"name": "WANDB_MODE", "value": "offline"}]
     assert container["ports"] == [{"containerPort": 6006, "protocol": "TCP"}]
     assert container["volumeMounts"][1] == {"name": "volume-1", "mountPath": "/data", "readOnly": True}
@@ -433,7 +437,7 @@ def test_command_line_runtimes_translate_what_is_passed_through(dev_root: Path) 
     enroot = render("enroot", session("cpu", dev_root, extras=EXTRAS))
     assert enroot.text == ("env WANDB_MODE=offline srun '--container-image=reg.example#ai/pytorch:T'"
                            " --container-mounts=/src:/workspace,/data:/data:ro --container-workdir=/workspace"
-                           " --container-name=nb --network=host /opt/accel-images/guard.sh python -V\n")
+                           " --container-name=nb --network=host /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V\n")
 
 
 @pytest.mark.parametrize("engine", ["kubernetes", "compose"])

@@ -70,8 +70,9 @@ def test_the_renderer_keeps_index_credentials_out_of_every_file_and_hands_them_t
     assert len(pip_steps) == 1 and '--index-url "https://${FTP_PROXY}@127.0.0.1:9/simple/cpu"' in pip_steps[0]
     # Declared, the arg would be recorded in the history and cache key of every later RUN.
     assert not re.search(rf"^\s*ARG\s+{CREDENTIALS_ARG}\b", dockerfile, re.MULTILINE | re.IGNORECASE)
-    # the pip step (its install and its download of the build backend), and the comment above it naming it
-    assert dockerfile.count(CREDENTIALS_ARG) == 3
+    # the pip step (its installs of torch and of IPython, its download of the build backend), and the comment
+    # above it naming it twice
+    assert dockerfile.count(CREDENTIALS_ARG) == 5
 
 
 APT_SECRET = f"apt-{SECRET}"
@@ -116,6 +117,8 @@ def test_an_index_without_credentials_or_a_wheelhouse_needs_no_secret(tmp_path: 
     assert plain.secret_args == {}
     assert b"--index-url https://127.0.0.1:9/simple/cpu " in plain.files["Dockerfile"]
     assert CREDENTIALS_ARG.encode() not in plain.files["Dockerfile"]
+    for wheel in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "ipython-9.18.1-py3-none-any.whl"):
+        (tmp_path / wheel).write_bytes(b"wheel")
     offline = _cpu_context(RenderOptions(pip_index_url=INDEX_URL, pip_find_links=tmp_path,
                                          without_companions=("torchvision",)))
     assert offline.secret_args == {} and CREDENTIALS_ARG.encode() not in offline.files["Dockerfile"]

@@ -111,6 +111,8 @@ SHARED = ["bench_runtime-1.0-py3-none-any.whl"]
 BACKEND = ["setuptools-80.0.0-py3-none-any.whl"]
 PER_PYTHON = {python: [f"torch-2.13.0+cpu-cp{python.replace('.', '')}-cp{python.replace('.', '')}-linux_x86_64.whl",
                        *SHARED] for python in ("3.11", "3.12")}
+TOOLS = ["ipython-9.18.1-py3-none-any.whl", "traitlets-5.16.1-py3-none-any.whl"]
+"""IPython's closure, which the builder asks the package index for on its own (accel_images.render.companions.TOOLS)."""
 
 
 class FakePip:
@@ -134,7 +136,8 @@ class FakePip:
         if self.fail:
             return subprocess.CompletedProcess(command, 1, "Collecting torch==2.13.0\n", self.fail)
         dest = Path(command[command.index("--dest") + 1])
-        files = BACKEND if "--no-deps" in command else self.per_python[command[command.index("--python-version") + 1]]
+        files = BACKEND if "--no-deps" in command else TOOLS if command[-1] == "ipython" else \
+            self.per_python[command[command.index("--python-version") + 1]]
         lines = []
         for name in files:
             if (dest / name).exists():
@@ -308,14 +311,16 @@ def test_the_build_context_holds_exactly_the_variants_closure_and_the_provenance
     debian, ubuntu = variants[DEBIAN], variants[UBUNTU]
     one, two = build.prepare(debian), build.prepare(ubuntu)
     assert sorted(p.name for p in (one.context_dir / "wheels").iterdir()) == sorted(
-        [*PER_PYTHON["3.11"], *BACKEND])
-    assert sorted(p.name for p in (two.context_dir / "wheels").iterdir()) == sorted([*PER_PYTHON["3.12"], *BACKEND])
+        [*PER_PYTHON["3.11"], *BACKEND, *TOOLS])
+    assert sorted(p.name for p in (two.context_dir / "wheels").iterdir()) == sorted(
+        [*PER_PYTHON["3.12"], *BACKEND, *TOOLS])
     shared = [one.context_dir / "wheels" / SHARED[0], two.context_dir / "wheels" / SHARED[0]]
     assert os.path.samefile(*shared)  # hard links to the one copy in the cache
     assert {w.filename for w in one.wheels} == {p.name for p in (one.context_dir / "wheels").iterdir()}
     assert fake.calls[0][-3:] == list(TORCH)  # what the Dockerfile installs, in that order
-    assert fake.calls[2][-3:] == ["torch==2.14.1", "torchvision==0.29.*", "numpy"]
-    assert fake.calls[2][fake.calls[2].index("--python-version") + 1] == "3.12"
+    assert fake.calls[2][-1] == "ipython"   # a request of its own, to the package index the build was given
+    assert fake.calls[3][-3:] == ["torch==2.14.1", "torchvision==0.29.*", "numpy"]
+    assert fake.calls[3][fake.calls[3].index("--python-version") + 1] == "3.12"
     before = one.fingerprint
     (build.wheels.root / wheels.partition_name("https://mirror.example.com/whl/cpu") / SHARED[0]).unlink()
     again = Builder(build.engine, build.renderer.kb, build.expansion, build.settings,

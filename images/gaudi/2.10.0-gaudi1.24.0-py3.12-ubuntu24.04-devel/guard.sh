@@ -24,12 +24,17 @@ guard_off() { [ "${ACCEL_IMAGES_GUARD:-on}" = "off" ]; }
 
 say() { printf 'accel-images: %s\n' "$1" >&2; }
 
+# What the device check found, for the banner of an interactive shell (/opt/accel-images/banner.sh):
+# the image's vendor unless the check says otherwise.
+seen_device="${ACCEL_IMAGES_VENDOR:-unknown}"
+
 # A missing device: warn and go on in CPU mode, or fail when an accelerator is required.
 missing() {
     if [ "${ACCEL_IMAGES_REQUIRE_ACCELERATOR:-0}" = "1" ]; then
         say "error: $1"
         exit 78
     fi
+    seen_device="CPU only ($1)"
     say "warning: $1; running on the CPU (set ACCEL_IMAGES_GUARD=off to silence)"
 }
 
@@ -269,6 +274,9 @@ fi
 
 if ! guard_off; then
     check_vendor
+else
+    seen_device="not checked (ACCEL_IMAGES_GUARD=off)"
 fi
+export ACCEL_IMAGES_DEVICE="$seen_device"
 
 exec "$@"
