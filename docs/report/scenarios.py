@@ -25,9 +25,9 @@ TODAY = datetime(2026, 12, 3, 2, 0, tzinfo=timezone.utc)
 YESTERDAY = TODAY - timedelta(days=1)
 NEW_FAILURE = ("step 7/24 (pip install) failed: ERROR: No matching distribution found for torch==2.14.1 "
                "(from the rocm7.14 index: it has 2.14.0+rocm7.14)")
-SHARED_CAUSE = ("step 4/24 (apt-get install) failed: E: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/"
-                "noble/InRelease  Could not connect to archive.ubuntu.com:80 (use --apt-mirror"
-                " archive.ubuntu.com=URL)")
+SHARED_CAUSE = ("step 4/24 (apt-get install) failed: apt cannot reach archive.ubuntu.com (connection refused):"
+                " give the build a network (--network host) or an apt mirror it reaches"
+                " (--apt-mirror archive.ubuntu.com=URL)")
 
 
 def variants() -> tuple[Variant, ...]:
@@ -63,7 +63,7 @@ def green(v: Variant, day: datetime, rebuilt: bool) -> dict[str, Any]:
 
 def failed(v: Variant, day: datetime, cause: str) -> dict[str, Any]:
     record = green(v, day, rebuilt=True)
-    record.update(status="failed", error=cause, smoke=None, pushed_tags=[], digest=None,
+    record.update(status="failed", error=cause, smoke=None, pushed_tags=[], digest=None, packages=None,
                   reason="template, build context or build args changed")
     return record
 
