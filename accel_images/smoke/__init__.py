@@ -4,7 +4,8 @@
                   build is what the tag says, runs a small real workload, prints one JSON report
     facts.py      the stdlib-and-torch script each build runs in its final stage, with no device:
                   writes what the image's torch holds (facts.json) and the constraints pinning it all
-    guard.sh      the image's entry point: refuses a host the image cannot serve, with the reason
+    guard.sh      the image's entry point (under tini): refuses a host the image cannot serve, with the reason
+    banner.sh     what an interactive shell in the image says first: which image, torch and device
     judge.py      the report against what the variant promises
     launcher.py   runs the workload in a container with the vendor's device options
     integrity.py  what the image holds, checked from outside, so a forged report is caught

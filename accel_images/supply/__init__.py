@@ -8,5 +8,6 @@ attached to it in the registry, and how they are checked.
     attach.py      both as OCI artifacts whose `subject` is the image's digest (referrers API,
                    or the referrers tag schema on registries without it)
     attest.py      the publish-path hook that makes and attaches both for one pushed image
+    packages.py    the SBOM's inventory as a page people read, written beside it per image
     verify.py      the check `accel-images verify` and the nightly's alias gate run
 """
