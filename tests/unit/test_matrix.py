@@ -253,7 +253,7 @@ def test_python_axis_values_are_strict(value: str, fragment: str) -> None:
     assert caught.value.line == 6
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_give_a_matrix_or_an_input_error(raw: bytes) -> None:
     try:
@@ -262,7 +262,7 @@ def test_arbitrary_bytes_give_a_matrix_or_an_input_error(raw: bytes) -> None:
         assert error.file == "fuzz.yaml"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("[]{}:,-&*!|>'\"#\n\t ?abc12.")), max_size=200))
 def test_arbitrary_yaml_punctuation_gives_a_matrix_or_an_input_error(text: str) -> None:
     try:
