@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import docker.auth
 import docker.errors
@@ -58,7 +58,7 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
 MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST)
 LIST_TYPES = (OCI_INDEX, DOCKER_MANIFEST_LIST)
-PLATFORM = {"os": "linux", "architecture": "amd64"}
+DEFAULT_PLATFORM = "linux/amd64"
 TIMEOUT_S = 30.0
 MAX_TAG_PAGES = 1000
 """At 1000 tags a page (100 where a registry caps the page size), more tags than any repository this tool
@@ -124,11 +124,71 @@ class RemoteImage:
     created: datetime | None = None
     diff_ids: tuple[str, ...] = ()           # the config's rootfs.diff_ids: what the layers hold, uncompressed
     layer_sizes: tuple[int, ...] = ()        # the manifest's compressed layer sizes, in the same order
+    platform: str = ""                       # the config's os/architecture[/variant]
+    manifest: str = ""                       # the image manifest's own digest (`digest` is the index's, if any)
+    index: tuple[IndexEntry, ...] = ()       # every platform of the tag's index; () for a single image
+
+    @property
+    def is_index(self) -> bool:
+        return bool(self.index)
 
     def layer_size(self, short_id: str) -> int:
         """The compressed size of the layer whose diff ID starts with `short_id` (0 when none does)."""
         return next((size for diff_id, size in zip(self.diff_ids, self.layer_sizes, strict=False)
                      if diff_id.removeprefix("sha256:").startswith(short_id)), 0)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One manifest an image index lists: its platform and its descriptor."""
+
+    platform: str
+    digest: str
+    size: int
+    media_type: str = OCI_MANIFEST
+
+    def descriptor(self) -> dict[str, Any]:
+        os, arch, *variant = self.platform.split("/")
+        platform = {"architecture": arch, "os": os, **({"variant": variant[0]} if variant else {})}
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size, "platform": platform}
+
+
+def oci_index(entries: Sequence[IndexEntry], annotations: Mapping[str, str] | None = None) -> bytes:
+    """The bytes of an OCI image index of `entries` (image-spec image-index.md), in a fixed order and
+    spelling, so the same platforms' manifests always make the same index digest."""
+    index: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_INDEX,
+                             "manifests": [entry.descriptor() for entry in entries]}
+    if annotations:
+        index["annotations"] = dict(annotations)
+    return json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+
+
+def index_entries(index: Mapping[str, Any], what: str) -> tuple[IndexEntry, ...]:
+    """The image manifests an index lists, by platform; entries of no real platform (BuildKit's
+    attestation manifests say `unknown/unknown`) are left out. A malformed index is a RegistryError."""
+    entries = index.get("manifests")
+    if not isinstance(entries, list):
+        raise malformed(what, f"the image index's manifests is {_kind_of(entries)}, not a list")
+    found: list[IndexEntry] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            raise malformed(what, f"an entry of the image index is {_kind_of(entry)}, not an object")
+        platform = entry.get("platform")
+        if platform is not None and not isinstance(platform, Mapping):
+            raise malformed(what, f"an entry's platform is {_kind_of(platform)}, not an object")
+        if platform is None or platform.get("os") in (None, "unknown"):
+            continue
+        digest, size = entry.get("digest"), entry.get("size")
+        if not isinstance(digest, str) or not DIGEST_RE.match(digest) or not isinstance(size, int):
+            raise malformed(what, f"the image index's {platform.get('os')}/{platform.get('architecture')} entry"
+                                  " has no valid digest and size")
+        variant = str(platform.get("variant") or "")
+        arch = str(platform.get("architecture"))
+        if arch == "arm64" and variant == "v8":
+            variant = ""
+        name = f"{platform.get('os')}/{arch}" + (f"/{variant}" if variant else "")
+        found.append(IndexEntry(name, digest, size, str(entry.get("mediaType") or OCI_MANIFEST)))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -179,29 +239,42 @@ class RegistryClient:
         """Fail now, with the reason, when the registry cannot be reached or refuses us."""
         self._call("GET", "/v2/", scope="", what="checking its API (/v2/)")
 
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
+    def image(self, repository: str, tag: str, platform: str | None = None) -> RemoteImage | None:
         """The labels, digest and creation time of `repository:tag`; None when the tag is absent.
 
-        For a multi-platform tag the linux/amd64 image's config is read.
+        For a multi-platform tag (an image index) the image of `platform` is read (linux/amd64 when
+        none is named): `digest` stays the index's, what the tag points at, and `manifest` is the
+        image's own. An index without that platform is None for it, as an absent tag is. A single
+        image of another platform than the one named is None too.
         """
         found = self._manifest(repository, tag)
         if found is None:
             return None
         digest, manifest = found
+        own, entries = digest, tuple[IndexEntry, ...]()
+        what = f"{repository}:{tag}"
         if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
-            chosen = _platform_entry(manifest, f"{repository}:{tag}")
-            inner = self._manifest(repository, chosen)
+            entries = index_entries(manifest, f"{self.host}/{what}")
+            wanted = platform or DEFAULT_PLATFORM
+            chosen = next((entry for entry in entries if entry.platform == wanted), None)
+            if chosen is None:
+                return None
+            inner = self._manifest(repository, chosen.digest)
             if inner is None:
-                raise RegistryError(f"{self.host}/{repository}:{tag} lists {chosen}, which the registry lacks")
-            manifest = inner[1]
-        config = self._config(repository, manifest, f"{repository}:{tag}")
-        labels = _config_labels(config, f"{self.host}/{repository}:{tag}")
+                raise RegistryError(f"{self.host}/{what} lists {chosen.digest}, which the registry lacks")
+            own, manifest = inner
+        config = self._config(repository, manifest, what)
+        labels = _config_labels(config, f"{self.host}/{what}")
         problem = mismatch(config, CONFIG)
         if problem is not None:
-            raise malformed(f"{self.host}/{repository}:{tag}", f"the image config's {problem}")
+            raise malformed(f"{self.host}/{what}", f"the image config's {problem}")
         diff_ids = tuple(str(d) for d in (config.get("rootfs") or {}).get("diff_ids") or ())
         sizes = tuple(int(layer.get("size") or 0) for layer in manifest.get("layers") or ())
-        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")), diff_ids, sizes)
+        image_platform = _config_platform(config)
+        if platform is not None and not entries and image_platform and image_platform != platform:
+            return None
+        return RemoteImage(repository, tag, digest, labels, parse_time(config.get("created")), diff_ids, sizes,
+                           image_platform, own, tuple(entries))
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         """The digest `repository:tag` points at, None when the tag is absent."""
@@ -784,18 +857,15 @@ def _kind_of(value: object) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _platform_entry(index: Mapping[str, Any], what: str) -> str:
-    entries = index.get("manifests")
-    if not isinstance(entries, list):
-        raise malformed(what, f"the image index's manifests is {_kind_of(entries)}, not a list")
-    for entry in entries:
-        platform = entry.get("platform") if isinstance(entry, Mapping) else None
-        if isinstance(platform, Mapping) and all(platform.get(key) == value for key, value in PLATFORM.items()):
-            digest = entry.get("digest")
-            if not isinstance(digest, str) or not DIGEST_RE.match(digest):
-                raise malformed(what, "the linux/amd64 entry of the image index has no valid digest")
-            return digest
-    raise RegistryError(f"{what} has no linux/amd64 image")
+def _config_platform(config: Mapping[str, Any]) -> str:
+    """`os/architecture[/variant]` of an image config; '' when it says nothing (a labels-only image)."""
+    os, arch = config.get("os"), config.get("architecture")
+    if not isinstance(os, str) or not isinstance(arch, str) or not os or not arch:
+        return ""
+    variant = config.get("variant") if isinstance(config.get("variant"), str) else ""
+    if arch == "arm64" and variant == "v8":
+        variant = ""
+    return f"{os}/{arch}" + (f"/{variant}" if variant else "")
 
 
 def _next_page(link: str | None) -> str | None:

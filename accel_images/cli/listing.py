@@ -11,11 +11,12 @@ from accel_images.model import tags
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, filters_of, matrix_option,
                                       print_line, print_table, variant_record)
 from accel_images.errors import InputError
-from accel_images.plan.variants import Expansion, Pruned, select_pruned
+from accel_images.model import platforms as platform_names
+from accel_images.plan.variants import Expansion, Pruned, by_tag, one_per_tag, select_pruned
 from accel_images.model.variant import Variant
 
 
-COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "tag", "base image")
+COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "platforms", "tag", "base image")
 
 
 @click.command("list")
@@ -38,13 +39,15 @@ def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown
         click.echo(supported_images_markdown(expansion, variants), nl=False)
         return
     if tags_only:
-        click.echo("".join(f"{v.tag}\n" for v in variants), nl=False)
+        click.echo("".join(f"{v.tag}\n" for v in one_per_tag(variants)), nl=False)
         return
     if as_json:
         click.echo(json.dumps(list_document(expansion, variants, pruned), indent=2))
         return
-    print_table(COLUMNS, [variant_row(v) for v in variants])
-    print_line(f"{plural(len(variants), 'variant')}, {plural(len(pruned), 'combination')} pruned"
+    groups = by_tag(variants)
+    print_table(COLUMNS, [variant_row(group) for group in groups])
+    images = f" ({plural(len(variants), 'platform image')})" if len(variants) != len(groups) else ""
+    print_line(f"{plural(len(groups), 'variant')}{images}, {plural(len(pruned), 'combination')} pruned"
                + ("" if explain or not pruned else " (--explain shows why)"))
     if explain:
         for one in pruned:
@@ -52,7 +55,8 @@ def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown
 
 
 def list_document(expansion: Expansion, variants: tuple[Variant, ...], pruned: tuple[Pruned, ...]) -> dict[str, Any]:
-    """What `list --json` prints, with or without --explain: one shape, so a script reads both alike."""
+    """What `list --json` prints, with or without --explain: one shape, so a script reads both alike.
+    One entry per platform image (`platform`), each naming every platform of its tag (`platforms`)."""
     return {"variants": [variant_record(v, expansion.image) for v in variants],
             "pruned": [pruned_record(p) for p in pruned]}
 
@@ -65,19 +69,23 @@ def plural(count: int, word: str) -> str:
 def supported_images_markdown(expansion: Expansion, variants: tuple[Variant, ...]) -> str:
     """The README's table of published images, one row per variant, generated from the matrix."""
     aliases = tags.aliases(expansion.variants)
-    lines = ["| vendor | stack | torch | python | os | flavor | tag | also tagged | base image |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for v in variants:
-        also = ", ".join(f"`{a}`" for a, w in sorted(aliases.items()) if w == v) or "-"
+    lines = ["| vendor | stack | torch | python | os | flavor | platforms | tag | also tagged | base image |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in one_per_tag(variants):
+        also = ", ".join(f"`{a}`" for a, w in sorted(aliases.items()) if w.tag == v.tag) or "-"
         lines.append(f"| {v.vendor} | {v.stack or '-'} | {v.torch} | {v.python} | {v.os} | {v.flavor} "
-                     f"| `{v.tag}` | {also} | `{v.base_image}` |")
+                     f"| {platform_names.short(v.platforms)} | `{v.tag}` | {also} | `{v.base_image}` |")
     return "\n".join(lines) + "\n"
 
 
 def pruned_record(pruned: Pruned) -> dict[str, Any]:
     return {"vendor": pruned.vendor, "stack": pruned.stack, "torch": pruned.torch, "python": pruned.python,
-            "os": pruned.os, "flavor": pruned.flavor, "reasons": list(pruned.reasons), "line": pruned.line}
+            "os": pruned.os, "flavor": pruned.flavor, "platform": pruned.platform or None,
+            "reasons": list(pruned.reasons), "line": pruned.line}
 
 
-def variant_row(v: Variant) -> tuple[str, ...]:
-    return (v.vendor, v.stack or "-", v.torch, v.python, v.os, v.flavor, v.tag, v.base_image)
+def variant_row(group: tuple[Variant, ...]) -> tuple[str, ...]:
+    """One table row per tag, with the platforms its index holds."""
+    v = group[0]
+    return (v.vendor, v.stack or "-", v.torch, v.python, v.os, v.flavor,
+            platform_names.short([g.platform for g in group]), v.tag, v.base_image)

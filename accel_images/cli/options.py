@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from accel_images.plan.variants import Expansion
     from accel_images.model.variant import Variant
 
-FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor")
+FILTER_KEYS = ("vendor", "stack", "torch", "python", "os", "flavor", "platform")
 
 
 # ---- consoles -------------------------------------------------------------------------------
@@ -395,7 +395,8 @@ def variant_record(variant: Variant, image: str) -> dict[str, Any]:
     return {"vendor": variant.vendor, "stack": variant.stack, "torch": variant.torch, "python": variant.python,
             "os": variant.os, "flavor": variant.flavor, "tag": variant.tag, "image": f"{image}:{variant.tag}",
             "base_image": variant.base_image, "wheel_index": variant.wheel_index,
-            "min_driver": variant.min_driver, "gpu_archs": list(variant.gpu_archs)}
+            "min_driver": variant.min_driver, "gpu_archs": list(variant.gpu_archs),
+            "platform": variant.platform, "platforms": list(variant.platforms)}
 
 
 # ---- choosing an image for this host (recommend, pull, run, devcontainer) ---------------------

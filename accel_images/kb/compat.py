@@ -21,7 +21,9 @@ import yaml
 
 from accel_images import vendors
 from accel_images.errors import IncompatibleError, InputError, UnknownToKnowledgeBase
-from accel_images.model.knowledge import Combo, Knowledge, OsInfo, Rules, Section, TorchRelease, Unverified
+from accel_images.model.knowledge import (Combo, Knowledge, OsInfo, PlatformInfo, PlatformRow, Rules, Section,
+                                          TorchRelease, Unverified)
+from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 
 DATA_FILE = Path(__file__).parent.parent / "data" / "kb.yaml"
 UNVERIFIED_FIELDS = {"python": "Python support", "glibc_min": "the glibc floor"}
@@ -74,7 +76,8 @@ class KnowledgeBase(Knowledge):
     def why_not(self, vendor: str, stack: str | None, torch: str, python: str | None = None,
                 os: str | None = None, flavor: str | None = None,
                 experimental_python: bool = False) -> list[str]:
-        """Every reason the combination cannot work; empty when it can."""
+        """Every reason the combination cannot work on any platform; empty when it can (on one at least:
+        `why_not_on` asks about each)."""
         if vendor not in self.sections:
             return [f"unknown vendor '{vendor}' (known: {', '.join(self.sections)})"]
         try:
@@ -86,6 +89,15 @@ class KnowledgeBase(Knowledge):
             return open_questions
         combo = Combo(vendor, stack, torch, python, os, flavor)
         return vendors.get(vendor).reasons(self, combo, row, experimental_python)
+
+    def why_not_on(self, platform: str, vendor: str, stack: str | None, torch: str, python: str | None = None,
+                   os: str | None = None, flavor: str | None = None) -> list[str]:
+        """Why a combination that works (why_not says nothing) has no image for `platform`: the vendor
+        publishes none ("ROCm images are amd64 only"), its wheels or the base lack that platform."""
+        if platform not in self.platforms:
+            return [f"unknown platform '{platform}' (known: {', '.join(self.platforms)})"]
+        combo = Combo(vendor, stack, torch, python, os, flavor, platform)
+        return vendors.get(vendor).platform_reasons(self, combo, self.release(torch))
 
     def unverified(self, row: TorchRelease, python: str | None, os: str | None = None) -> list[str]:
         """What the release row leaves for a person to fill and this question depends on: a
@@ -201,25 +213,49 @@ def parse_section(vendor: vendors.Vendor, raw: Mapping[str, Any]) -> Section:
     return Section(
         vendor=vendor.name,
         rules=Rules(_strs(rules["flavors"]), _strs(rules["os"]), rules.get("index"), rules.get("os_note"),
-                    rules.get("flavor_note")),
+                    rules.get("flavor_note"), _strs(rules.get("platforms") or (DEFAULT_PLATFORM,)),
+                    rules.get("platform_note")),
         builds={str(minor): _strs(stacks) for minor, stacks in (raw.get("builds") or {}).items()},
         notes={str(minor): str(note) for minor, note in (raw.get("notes") or {}).items()},
-        unverified={str(minor): ("*",) if stacks == "*" else _strs(stacks)
-                    for minor, stacks in (raw.get("unverified") or {}).items()},
+        unverified=_by_minor(raw.get("unverified")),
         source=str(raw.get("source", "")),
         facts=vendor.load_facts(raw),
+        platforms={str(name): _platform_row(str(name), row or {})
+                   for name, row in (raw.get("platforms") or {}).items()},
     )
+
+
+def _by_minor(raw: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+    """`{"2.15": ["13.0"]}`, or `"*"` for every stack."""
+    return {str(minor): ("*",) if stacks == "*" else _strs(stacks) for minor, stacks in (raw or {}).items()}
+
+
+def _platform_row(name: str, raw: Mapping[str, Any]) -> PlatformRow:
+    """A vendor's `platforms.<name>`: `builds` (torch minor -> stacks) or, for a vendor without stacks,
+    `torch` (the minors with a build); neither means the default platform's builds."""
+    builds: dict[str, tuple[str, ...]] | None = None
+    if "builds" in raw:
+        builds = _by_minor(raw["builds"])
+    elif "torch" in raw:
+        builds = {str(minor): ("*",) for minor in raw["torch"] or ()}
+    unverified = raw.get("unverified") or {}
+    if isinstance(unverified, list):  # a vendor without stacks lists minors
+        unverified = {str(minor): "*" for minor in unverified}
+    return PlatformRow(name, builds, _by_minor(unverified), str(raw.get("note", "")), str(raw.get("source", "")))
 
 
 def parse_kb(raw: Mapping[str, Any], sections: Mapping[str, Section]) -> KnowledgeBase:
     return KnowledgeBase(
         torch={m: _torch_row(m, row) for m, row in raw["torch"].items()},
-        os={n: OsInfo(n, o["image"], o["python"], o["glibc"], o["family"], _strs(o.get("extra_python", ())))
+        os={n: OsInfo(n, o["image"], o["python"], o["glibc"], o["family"], _strs(o.get("extra_python", ())),
+                      _strs(o.get("platforms") or (DEFAULT_PLATFORM,)))
             for n, o in raw["os"].items()},
         sections=sections,
         sources=raw["sources"],
         as_of=str(raw.get("as_of", "")),
         apt_repositories=dict(raw.get("apt_repositories") or {}),
+        platforms={str(name): PlatformInfo(str(name), _strs(row["machines"]), str(row.get("source", "")))
+                   for name, row in (raw.get("platforms") or {DEFAULT_PLATFORM: {"machines": ["x86_64"]}}).items()},
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from accel_images.errors import IncompatibleError, UnknownToKnowledgeBase
+from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 from accel_images.versions import parse, sort_versions
 
 
@@ -24,6 +25,25 @@ class Rules:
     index: str | None = None
     os_note: str | None = None
     flavor_note: str | None = None
+    platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
+    platform_note: str | None = None
+    """Why the vendor publishes for these platforms only ("ROCm publishes no arm64 build")."""
+
+
+@dataclass(frozen=True)
+class PlatformRow:
+    """What a vendor's section says of one platform beyond its rules: which of its builds exist there.
+
+    `builds` maps a torch minor to the stack versions with a wheel for this platform (`('*',)`: every
+    stack, and the only entry a vendor without stacks has); None means "the same builds as the
+    default platform". `unverified` names what the sources did not confirm either way.
+    """
+
+    platform: str
+    builds: Mapping[str, tuple[str, ...]] | None = None
+    unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    note: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,6 +57,7 @@ class Section:
     source: str
     unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> stacks, or ('*',)
     facts: Any = None                       # the vendor's own tables, parsed by its load_facts
+    platforms: Mapping[str, PlatformRow] = field(default_factory=dict)  # per platform, where it differs
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,7 @@ class Combo:
     python: str | None = None
     os: str | None = None
     flavor: str | None = None
+    platform: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,9 +126,20 @@ class OsInfo:
     glibc: str
     family: str
     extra_python: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
+    """The platforms its plain base image is published for."""
 
     def pythons(self) -> tuple[str, ...]:
         return (self.python, *self.extra_python)
+
+
+@dataclass(frozen=True)
+class PlatformInfo:
+    """A platform the knowledge base knows: what `uname -m` says on such a host, and the source."""
+
+    name: str
+    machines: tuple[str, ...]
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +154,14 @@ class Knowledge:
     sources: Mapping[str, str]
     as_of: str = ""
     apt_repositories: Mapping[str, Any] = field(default_factory=dict)
+    platforms: Mapping[str, PlatformInfo] = field(default_factory=dict)
+
+    # ---- platforms ----------------------------------------------------------------------
+
+    def platform_of_machine(self, machine: str | None) -> str | None:
+        """`aarch64` -> `linux/arm64`: the platform of a host whose `uname -m` says `machine`; None
+        when the machine is not given or not one the knowledge base knows."""
+        return next((info.name for info in self.platforms.values() if machine and machine in info.machines), None)
 
     # ---- torch -------------------------------------------------------------------------
 

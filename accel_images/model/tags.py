@@ -113,7 +113,8 @@ def aliases(variants: Iterable[TaggedT]) -> dict[str, TaggedT]:
 
 
 def aliases_of(variant: TaggedT, variants: Iterable[TaggedT]) -> tuple[str, ...]:
-    return tuple(sorted(a for a, v in aliases(variants).items() if v == variant))
+    """The floating aliases the variant's tag wears (the same for every platform of its index)."""
+    return tuple(sorted(a for a, v in aliases(variants).items() if full_tag(v) == full_tag(variant)))
 
 
 DATED_SUFFIX_RE = re.compile(r"^-\d{8}\Z")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from accel_images.model import platforms as _platforms
 from accel_images.model import tags
 from accel_images.model.knowledge import minor_of
 from accel_images.versions import newest_first
@@ -46,6 +47,10 @@ class Variant:
     gpu_archs: tuple[str, ...] = ()
     system_python: bool = True
     line: int = 0
+    platform: str = _platforms.DEFAULT
+    """The platform this value describes (its image is one manifest of the tag's index)."""
+    platforms: tuple[str, ...] = (_platforms.DEFAULT,)
+    """Every platform the tag serves: the manifests of its image index, in listing order."""
 
     @property
     def tag(self) -> str:
@@ -57,8 +62,23 @@ class Variant:
 
     @property
     def key(self) -> str:
-        """`<vendor>/<tag>`: the variant's directory under images/ and its id in reports."""
-        return f"{self.vendor}/{self.tag}"
+        """`<vendor>/<tag>`: the variant's directory under images/ and its id in reports; a platform
+        other than the default adds `@<platform>` (`cpu/2.14.1-cpu-py3.11-debian12@linux/arm64`)."""
+        where = "" if self.platform == _platforms.DEFAULT else f"@{self.platform}"
+        return f"{self.vendor}/{self.tag}{where}"
+
+    @property
+    def local_tag(self) -> str:
+        """The tag of this platform's image on the build host: an engine without a multi-platform
+        image store holds one image per name, so a platform other than the default gets its own
+        (`<tag>-arm64`); the registry's tag is always `tag`, an index of every platform."""
+        return self.tag + _platforms.suffix(self.platform)
+
+    @property
+    def multi_platform(self) -> bool:
+        """Whether the tag is (or is part of) an index of several platforms, or of a platform other
+        than the default: its builds then name their base by the platform's own digest."""
+        return len(self.platforms) > 1 or self.platform != _platforms.DEFAULT
 
     def labels(self) -> dict[str, str]:
         """Project labels: what the image promises, read back by smoke, nightly and recommend."""
@@ -81,4 +101,5 @@ class Variant:
         across vendors is the registry's: accel_images.plan.variants.listing_order)."""
         return (newest_first(self.torch), newest_first(self.stack),
                 newest_first(self.python),
-                -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime")
+                -OS_ORDER.index(self.os) if self.os in OS_ORDER else 0, self.flavor != "runtime",
+                _platforms.rank(self.platform))

@@ -54,6 +54,8 @@ def unknown_value(kb: KnowledgeBase, vendor: str, axis: str, value: str, known: 
     known = known or known_values(kb, vendor)
     if axis == "torch":
         return _unknown_torch(kb, known, value)
+    if axis == "platform":
+        return None if value in kb.platforms else _message("platform", value, tuple(kb.platforms), guess=True)
     if axis == "stack":
         if any(version_matches(value, build) for build in known.stacks):
             return None

@@ -16,6 +16,7 @@ from typing import Any
 from accel_images.plan import yamlpos
 from accel_images import untrusted, vendors
 from accel_images.errors import InputError
+from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 from accel_images.plan.yamlpos import Positioned, Scalar
 
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}\Z")
@@ -23,10 +24,11 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 IMAGE_RE = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*\Z")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 
-TOP_KEYS = {"schema", "image", "user", "vendors"}
-GROUP_KEYS = {"stack", "torch", "python", "os", "flavor", "experimental_python"}
+TOP_KEYS = {"schema", "image", "user", "vendors", "platform"}
+GROUP_KEYS = {"stack", "torch", "python", "os", "flavor", "platform", "experimental_python"}
 VERSION_AXES = ("stack", "torch", "python")
 NAME_AXES = ("os", "flavor")
+PLATFORM_RE = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?\Z")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class Group:
     line: int
     values: tuple[AxisValue, ...] = ()
     """Every axis value with its line and field, for the knowledge-base check of typos."""
+    platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
+    """The platforms each combination is built for: one tag, one index of them. A platform the vendor
+    or the wheels lack is pruned like any other axis value, never an error."""
 
     @property
     def explicit(self) -> bool:
@@ -101,6 +106,8 @@ class _Validator:
     def __init__(self, doc: Positioned) -> None:
         self.doc = doc
         self.written: list[AxisValue] = []
+        self.default_platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
+        self.top_values: tuple[AxisValue, ...] = ()
 
     def fail(self, path: tuple[Any, ...], message: str) -> InputError:
         return InputError(message, file=self.doc.file, line=self.doc.line(path),
@@ -117,6 +124,10 @@ class _Validator:
         image = self.scalar(top, ("image",), str, required=True)
         if not IMAGE_RE.match(image):
             raise self.fail(("image",), f"'{_show(image)}' is not a repository name like accel-images/pytorch")
+        self.written = []
+        self.default_platforms = self.axis(top, ("platform",), PLATFORM_RE, "a platform like linux/arm64") \
+            or (DEFAULT_PLATFORM,)
+        self.top_values = tuple(self.written)
         return Matrix(self.doc.file, image, self.user(top.get("user")), self.groups(top))
 
     def user(self, raw: Any) -> User:
@@ -170,9 +181,12 @@ class _Validator:
                 continue
             if not axes[axis]:
                 raise self.fail(path + (axis,) if axis in block else path, f"'{axis}' is required")
+        platforms = self.axis(block, path + ("platform",), PLATFORM_RE, "a platform like linux/arm64") \
+            or self.default_platforms
+        values = tuple(self.written) if "platform" in block else (*self.written, *self.top_values)
         experimental = self.scalar(block, path + ("experimental_python",), bool, default=False, base=path)
         return Group(vendor, stacks, axes["torch"], axes["python"], axes["os"], axes["flavor"],
-                     experimental, self.doc.line(path) or 0, tuple(self.written))
+                     experimental, self.doc.line(path) or 0, values, platforms)
 
     def axis(self, block: dict[str, Any], path: tuple[Any, ...], shape: re.Pattern[str],
              what: str) -> tuple[str, ...]:

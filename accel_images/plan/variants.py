@@ -8,13 +8,14 @@ fact resolved once; what it rules out is kept as a Pruned value with its reasons
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from collections.abc import Iterable, Mapping
 
 from accel_images import vendors
 from accel_images.errors import IncompatibleError, InputError
 from accel_images.kb.compat import KnowledgeBase
+from accel_images.model import platforms as platform_names
 from accel_images.model.knowledge import Combo
 from accel_images.model.variant import Variant
 from accel_images.plan.matrix import Group, Matrix, User, load_matrix
@@ -37,10 +38,13 @@ class Pruned:
     flavor: str
     reasons: tuple[str, ...]
     line: int
+    platform: str = ""
+    """The platform the reasons are about; '' when the combination works on none."""
 
     def describe(self) -> str:
         stack = f"{self.vendor} {self.stack}" if self.stack else self.vendor
-        return (f"{stack} torch {self.torch} py{self.python} {self.os} {self.flavor}: "
+        where = f" {self.platform}" if self.platform else ""
+        return (f"{stack} torch {self.torch} py{self.python} {self.os} {self.flavor}{where}: "
                 + "; ".join(self.reasons))
 
 
@@ -60,7 +64,7 @@ def expand(matrix: Matrix, kb: KnowledgeBase) -> Expansion:
     """
     from accel_images.plan.known import check_known  # known imports matrix and compat, as this module does
     check_known(matrix, kb)
-    variants: dict[str, Variant] = {}
+    variants: dict[tuple[str, str], Variant] = {}
     pruned: list[Pruned] = []
     for group in matrix.groups:
         for combo in _combinations(group):
@@ -71,10 +75,36 @@ def expand(matrix: Matrix, kb: KnowledgeBase) -> Expansion:
                                      field=f"vendors.{group.vendor}")
                 pruned.append(Pruned(*combo, tuple(reasons), group.line))
                 continue
-            variant = make_variant(kb, *combo, line=group.line)
-            variants.setdefault(variant.tag, variant)
-    ordered = tuple(sorted(variants.values(), key=listing_order))
-    return Expansion(ordered, tuple(pruned), matrix.image, matrix.user)
+            for platform in group.platforms:
+                reasons = kb.why_not_on(platform, *combo)
+                if reasons:
+                    pruned.append(Pruned(*combo, tuple(reasons), group.line, platform))
+                    continue
+                variant = make_variant(kb, *combo, line=group.line, platform=platform)
+                variants.setdefault((variant.tag, platform), variant)
+    return Expansion(_with_platforms(variants.values()), tuple(pruned), matrix.image, matrix.user)
+
+
+def _with_platforms(variants: Iterable[Variant]) -> tuple[Variant, ...]:
+    """Every variant knowing all the platforms of its tag (the manifests of its index), in listing order."""
+    found: dict[str, list[str]] = {}
+    for variant in variants:
+        found.setdefault(variant.tag, []).append(variant.platform)
+    return tuple(sorted((replace(v, platforms=platform_names.sort(found[v.tag])) for v in variants),
+                        key=listing_order))
+
+
+def by_tag(variants: Iterable[Variant]) -> list[tuple[Variant, ...]]:
+    """The variants grouped by tag (one image index each), in the order their tags first come."""
+    groups: dict[str, list[Variant]] = {}
+    for variant in variants:
+        groups.setdefault(variant.tag, []).append(variant)
+    return [tuple(group) for group in groups.values()]
+
+
+def one_per_tag(variants: Iterable[Variant]) -> tuple[Variant, ...]:
+    """The first variant of each tag: what is the same on every platform (the tag, its Dockerfile)."""
+    return tuple(group[0] for group in by_tag(variants))
 
 
 def _combinations(group: Group) -> Iterable[tuple[str, str | None, str, str, str, str]]:
@@ -84,14 +114,14 @@ def _combinations(group: Group) -> Iterable[tuple[str, str | None, str, str, str
 
 
 def make_variant(kb: KnowledgeBase, vendor: str, stack: str | None, torch: str, python: str,
-                 os: str, flavor: str, line: int = 0) -> Variant:
-    """Resolve one allowed combination into a Variant with every derived fact filled in."""
-    facts = vendors.get(vendor).resolve(kb, Combo(vendor, stack, torch, python, os, flavor))
+                 os: str, flavor: str, line: int = 0, platform: str = platform_names.DEFAULT) -> Variant:
+    """Resolve one allowed combination, on one platform, into a Variant with every derived fact filled in."""
+    facts = vendors.get(vendor).resolve(kb, Combo(vendor, stack, torch, python, os, flavor, platform))
     return Variant(
         vendor=vendor, stack=facts.stack, torch=facts.torch, python=python, os=os, flavor=flavor,
         base_image=facts.base_image, wheel_index=facts.wheel_index, toolkit=facts.toolkit,
         min_driver=facts.min_driver, mvc_driver=facts.mvc_driver, gpu_archs=facts.gpu_archs,
-        system_python=python == kb.os[os].python, line=line)
+        system_python=python == kb.os[os].python, line=line, platform=platform, platforms=(platform,))
 
 
 def select(variants: Iterable[Variant], filters: Mapping[str, str | None]) -> tuple[Variant, ...]:
@@ -101,7 +131,7 @@ def select(variants: Iterable[Variant], filters: Mapping[str, str | None]) -> tu
             if wanted is None:
                 continue
             value = {"vendor": v.vendor, "stack": v.stack or "", "torch": v.torch, "python": v.python,
-                     "os": v.os, "flavor": v.flavor, "tag": v.tag}[key]
+                     "os": v.os, "flavor": v.flavor, "tag": v.tag, "platform": v.platform}[key]
             if not (value == wanted or (key in ("torch", "stack") and value.startswith(wanted + "."))):
                 return False
         return True
@@ -154,8 +184,8 @@ def select_pruned(pruned: Iterable[Pruned], filters: Mapping[str, str | None]) -
 
 def _pruned_matches(p: Pruned, filters: Mapping[str, str | None]) -> bool:
     for key, wanted in filters.items():
-        if wanted is None or key == "tag":
-            continue
+        if wanted is None or key == "tag" or (key == "platform" and not p.platform):
+            continue  # a combination pruned whatever the platform concerns every platform
         value = getattr(p, key) or ""
         if not (value == wanted or value.startswith(wanted + ".") or wanted.startswith(value + ".")):
             return False

@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from accel_images import untrusted, vendors
 from accel_images.model import tags
 from accel_images.errors import AccelError, IncompatibleError, MalformedAnswer, RegistryError
-from accel_images.registry import Artifact, RemoteImage, parse_time
+from accel_images.registry import LIST_TYPES, Artifact, RemoteImage, index_entries, parse_time
 from accel_images.model.imagefacts import ImageFacts
+from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import make_variant
 
@@ -84,6 +85,8 @@ class SmokeRecord:
     run_id: str = ""
     checked: datetime | None = None
     facts: Mapping[str, Any] | None = None   # ImageFacts.compact() of the image, where it has facts
+    platform: str = DEFAULT_PLATFORM
+    """The platform of the image the record is about (records written before platforms say nothing: amd64)."""
 
     def summary(self) -> str:
         where = self.ran_on + (" (CPU mode)" if self.cpu_mode else "") + (f", {self.device}" if self.device else "")
@@ -95,7 +98,7 @@ class SmokeRecord:
         return {f"{RECORD_PREFIX}.ok": "true" if self.ok else "false", f"{RECORD_PREFIX}.ran-on": self.ran_on,
                 f"{RECORD_PREFIX}.cpu-mode": "true" if self.cpu_mode else "false",
                 f"{RECORD_PREFIX}.device": self.device, f"{RECORD_PREFIX}.run": self.run_id,
-                CREATED: stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), **facts}
+                f"{RECORD_PREFIX}.platform": self.platform, CREATED: stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), **facts}
 
     @classmethod
     def from_annotations(cls, annotations: Mapping[str, str]) -> SmokeRecord | None:
@@ -107,7 +110,8 @@ class SmokeRecord:
                    cpu_mode=annotations.get(f"{RECORD_PREFIX}.cpu-mode") == "true",
                    device=annotations.get(f"{RECORD_PREFIX}.device", ""),
                    run_id=annotations.get(f"{RECORD_PREFIX}.run", ""), checked=parse_time(annotations.get(CREATED)),
-                   facts=_facts(annotations.get(FACTS_ANNOTATION)))
+                   facts=_facts(annotations.get(FACTS_ANNOTATION)),
+                   platform=annotations.get(f"{RECORD_PREFIX}.platform") or DEFAULT_PLATFORM)
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,12 @@ class Entry:
     labels: Mapping[str, str]
     created: datetime | None = None
     smoke: SmokeRecord | None = None
+    platform: str = DEFAULT_PLATFORM
+    """The image's platform: one manifest of the tag's index (or the tag's only image)."""
+    index: str | None = None
+    """The digest of the image index the full tag points at; None when it points at this image alone."""
+    platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
+    """Every platform the tag's index lists."""
 
     def label(self, name: str) -> str:
         return self.labels.get(f"{LABEL_PREFIX}.{name}", "")
@@ -167,7 +177,8 @@ class Entry:
     def record(self) -> dict[str, object]:
         """As `catalogue --json` prints it."""
         smoke = self.smoke
-        return {"tag": self.tag, "digest": self.digest, "vendor": self.label("vendor"),
+        return {"tag": self.tag, "digest": self.digest, "platform": self.platform, "index": self.index,
+                "platforms": list(self.platforms), "vendor": self.label("vendor"),
                 "stack": self.label("stack") or None, "torch": self.label("torch"), "python": self.label("python"),
                 "os": self.label("os"), "flavor": self.label("flavor"), "min_driver": self.label("mvc-driver")
                 or self.label("min-driver") or None, "gpu_archs": list(self.gpu_archs),
@@ -226,37 +237,58 @@ def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = 
     exactly one full tag, and its labels name it. An image without accel-images labels is left out;
     so is one the registry serves malformed (its tag and why in `unreadable`), and a malformed smoke
     record vouches for nothing. A registry out of reach still fails the whole read.
+    A tag that is an image index gives one entry per platform, each with its own digest and smoke
+    record (the nightly tests and records every platform's image by itself).
     """
     found = registry.tags(repository)
     records = {tag for tag in found if tag.endswith(tags.RECORD_SUFFIX)}
     full = [tag for tag in found if tags.is_full_tag(tag)]
 
-    def one(tag: str) -> Entry | str | None:
+    def one(tag: str) -> list[Entry] | str:
         try:
-            return _entry(tag)
+            return _entries(tag)
         except MalformedAnswer as error:
             return f"{tag}: {error.message}"
 
-    def _entry(tag: str) -> Entry | None:
-        digest = registry.manifest_digest(repository, tag)
-        record = _record_or_none(registry, repository, tags.record_tag(digest)) \
-            if digest and tags.record_tag(digest) in records else None
-        if record is not None and record[1].get(f"{LABEL_PREFIX}.tag") == tag:
-            labels = record[1]
-        else:  # no record (or not one for this tag): the image's own config says what it is
-            image = registry.image(repository, tag)
-            if image is None:
-                return None
-            digest, labels, record = image.digest, dict(image.labels), None
-        if labels.get(f"{LABEL_PREFIX}.tag") != tag or not digest:
-            return None
-        return Entry(tag, digest, labels, parse_time(labels.get(CREATED)), record[0] if record else None)
+    def _entries(tag: str) -> list[Entry]:
+        top = registry.manifest(repository, tag)
+        if top is None:
+            return []
+        digest, manifest = top
+        if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+            listed = index_entries(manifest, f"{registry.host}/{repository}:{tag}")
+            platforms = tuple(entry.platform for entry in listed)
+            found = [_entry(registry, repository, records, tag, entry.digest, entry.platform, digest, platforms)
+                     for entry in listed]
+            return [entry for entry in found if entry is not None]
+        single = _entry(registry, repository, records, tag, digest, None, None, ())
+        return [single] if single is not None else []
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(full) or 1))) as pool:
         read = list(pool.map(one, full))
-    entries = [entry for entry in read if isinstance(entry, Entry)]
+    entries = [entry for found in read if not isinstance(found, str) for entry in found]
     return Catalogue(registry.host, repository, tuple(sorted(entries, key=_newest_first)),
                      tuple(entry for entry in read if isinstance(entry, str)))
+
+
+def _entry(registry: CatalogueRegistry, repository: str, records: set[str], tag: str, digest: str,
+           platform: str | None, index: str | None, platforms: tuple[str, ...]) -> Entry | None:
+    """The entry of one image (`digest`) published under `tag`: from its smoke record when it has one
+    for this tag, else from its own config."""
+    record = _record_or_none(registry, repository, tags.record_tag(digest)) \
+        if tags.record_tag(digest) in records else None
+    if record is not None and record[1].get(f"{LABEL_PREFIX}.tag") == tag:
+        labels, found_platform = record[1], record[0].platform
+    else:  # no record (or not one for this tag): the image's own config says what it is
+        image = registry.image(repository, digest)
+        if image is None:
+            return None
+        labels, record, found_platform = dict(image.labels), None, image.platform or DEFAULT_PLATFORM
+    if labels.get(f"{LABEL_PREFIX}.tag") != tag:
+        return None
+    platform = platform or found_platform
+    return Entry(tag, digest, labels, parse_time(labels.get(CREATED)), record[0] if record else None,
+                 platform, index, platforms or (platform,))
 
 
 def _record_or_none(registry: CatalogueRegistry, repository: str,
@@ -299,7 +331,8 @@ def write_record(registry: CatalogueRegistry, repository: str, digest: str, smok
     facts = smoke.facts.compact() if smoke.facts is not None else None
     record = SmokeRecord(ok=smoke.ok, ran_on=smoke.ran_on or "unknown", cpu_mode=smoke.cpu_fallback,
                          device=str(raw.get("device_name") or raw.get("device") or ""), run_id=run_id,
-                         checked=now or datetime.now(timezone.utc), facts=facts)
+                         checked=now or datetime.now(timezone.utc), facts=facts,
+                         platform=image.platform or DEFAULT_PLATFORM)
     labels = {key: value for key, value in image.labels.items() if key.startswith(f"{LABEL_PREFIX}.")
               or key == CREATED}
     annotations = {**record.annotations(), LABELS_ANNOTATION: json.dumps(labels, sort_keys=True)}
@@ -319,14 +352,14 @@ def variant_of(entry: Entry, kb: KnowledgeBase) -> Variant | None:
         return None
     axes = (entry.label("torch"), entry.label("python"), entry.label("os"), entry.label("flavor") or "runtime")
     try:
-        variant = make_variant(kb, vendor, stack, *axes)
+        variant = make_variant(kb, vendor, stack, *axes, platform=entry.platform)
     except (AccelError, KeyError, ValueError, LookupError):
         variant = None
     if variant is None or variant.tag != entry.tag:
         variant = Variant(vendor=vendor, stack=stack, torch=axes[0], python=axes[1], os=axes[2], flavor=axes[3],
                           base_image=entry.labels.get("org.opencontainers.image.base.name", ""), toolkit=stack)
     return replace(variant, min_driver=entry.label("min-driver") or None, mvc_driver=entry.label("mvc-driver") or None,
-                   gpu_archs=entry.gpu_archs)
+                   gpu_archs=entry.gpu_archs, platform=entry.platform, platforms=entry.platforms)
 
 
 def _facts(text: str | None) -> Mapping[str, Any] | None:
@@ -344,4 +377,4 @@ def _newest_first(entry: Entry) -> tuple[Any, ...]:
     from accel_images.versions import newest_first
     return (vendors.rank(entry.label("vendor")) if entry.label("vendor") in vendors.names() else 99,
             newest_first(entry.label("torch")), newest_first(entry.label("stack")),
-            newest_first(entry.label("python")), entry.tag)
+            newest_first(entry.label("python")), entry.tag, entry.platform)

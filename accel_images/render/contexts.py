@@ -37,6 +37,7 @@ from accel_images.kb.compat import KnowledgeBase
 from accel_images.credentials import hide_credentials, index_credentials
 from accel_images.errors import InputError
 from accel_images.resources import default_templates
+from accel_images.model import platforms as platform_names
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import ENTRYPOINT, GUARD_PATH, LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
@@ -135,6 +136,34 @@ class RenderedContext:
     """The Dockerfile copies `wheels/` from the context: the build installs from a wheelhouse there."""
     tools: tuple[str, ...] = ()
     """The developer tools (companions.TOOLS) a pip step of the Dockerfile installs: a host fetch gets them too."""
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    """Build args the Dockerfile needs for this variant's platform (TARGETARCH where it has platform stages)."""
+
+
+@dataclass(frozen=True)
+class PlatformStage:
+    """What one platform's image adds over the labels and environment all platforms share."""
+
+    arch: str
+    labels: Mapping[str, str]
+    env: Mapping[str, str]
+
+
+PLATFORM_ARG = "TARGETARCH"
+"""The build arg naming the platform's architecture: BuildKit sets it for each platform of a
+multi-platform build (buildx bake); the classic builder does not, so the builder passes it."""
+FINAL_STAGE = "image"
+"""The name of the final stage when platform stages follow it."""
+
+
+def _shared(facts: list[dict[str, str]]) -> dict[str, str]:
+    """The keys every platform has with the same value."""
+    first = facts[0]
+    return {key: value for key, value in first.items() if all(other.get(key) == value for other in facts[1:])}
+
+
+def _label_lines(labels: Mapping[str, str]) -> list[str]:
+    return [f'{key}="{value}"' for key, value in sorted(labels.items())]
 
 
 def pip_source_args(variant: Variant, options: RenderOptions) -> str:
@@ -258,21 +287,54 @@ class Renderer:
     def dockerfile(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> str:
         return self._render(variant, expansion, options)[0]
 
-    def _render(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> tuple[str, dict[str, bytes]]:
-        """The Dockerfile and the extra files (apt keys and sources) its template asked for."""
+    def platform_facts(self, variant: Variant, expansion: Expansion,
+                       options: RenderOptions) -> tuple[dict[str, str], dict[str, str], list[PlatformStage]]:
+        """The labels and vendor environment every platform of the variant's tag shares, and per
+        platform what differs (the GPU architectures of the CUDA wheels differ between x86_64 and
+        aarch64). One Dockerfile serves every platform: a build for one selects its stage by
+        TARGETARCH, which BuildKit sets and the classic builder is given (`PLATFORM_ARG`)."""
+        siblings = [v for v in expansion.variants if v.tag == variant.tag] or [variant]
+        plan = self.companions(variant, options)
+        per_platform = {}
+        for sibling in siblings:
+            labels = {**oci_labels(sibling, expansion.image), **sibling.labels(),
+                      f"{LABEL_PREFIX}.companions": ",".join(plan.names)}
+            if plan.left_out:
+                labels[f"{LABEL_PREFIX}.{companions.WITHOUT_LABEL}"] = ",".join(plan.left_out)
+            env = dict(vendors.get(sibling.vendor).image_env(self.kb, sibling, expansion.variants))
+            per_platform[sibling.platform] = (labels, env)
+        if len(per_platform) == 1:
+            labels, env = next(iter(per_platform.values()))
+            return labels, env, []
+        labels, env = (_shared([facts[i] for facts in per_platform.values()]) for i in (0, 1))
+        stages = [PlatformStage(platform_names.architecture(platform),
+                                {k: v for k, v in facts[0].items() if k not in labels},
+                                {k: v for k, v in facts[1].items() if k not in env})
+                  for platform, facts in per_platform.items()]
+        if all(not stage.labels and not stage.env for stage in stages):
+            return labels, env, []
+        return labels, env, stages
+
+    def _render(self, variant: Variant, expansion: Expansion, options: RenderOptions,
+                base_ref: str | None = None) -> tuple[str, dict[str, bytes]]:
+        """The Dockerfile and the extra files (apt keys and sources) its template asked for.
+
+        `base_ref` overrides the FROM reference (a platform's own digest of the base, for a build of
+        one platform of an index: accel_images.build.bases)."""
         name = self.template_name(variant)
         repositories = {key: apt.Repository.from_kb(key, raw) for key, raw in self.kb.apt_repositories.items()}
         apt_repos = apt.Collector(repositories, variant.os, options.apt_mirrors, APT_CREDENTIALS_ARG)
         plan = self.companions(variant, options)
-        labels = {**oci_labels(variant, expansion.image), **variant.labels(),
-                  f"{LABEL_PREFIX}.companions": ",".join(plan.names)}
-        if plan.left_out:
-            labels[f"{LABEL_PREFIX}.{companions.WITHOUT_LABEL}"] = ",".join(plan.left_out)
+        labels, vendor_env, stages = self.platform_facts(variant, expansion, options)
         context = {
             "header": HEADER.format(template=name),
             "v": variant,
             "user": expansion.user,
-            "base_ref": mirrored(variant.base_image, options.mirrors),
+            "base_ref": base_ref or mirrored(variant.base_image, options.mirrors),
+            "platform_arg": PLATFORM_ARG,
+            "platform_stages": [{"arch": stage.arch, "label_lines": _label_lines(stage.labels),
+                                 "env_lines": _label_lines(stage.env)} for stage in stages],
+            "final_stage": FINAL_STAGE if stages else "",
             "pip_source": pip_source_args(variant, options),
             "tools_source": tools_source_args(variant, options),
             "tools": companions.TOOLS,
@@ -286,10 +348,10 @@ class Renderer:
             "wheelhouse": options.wheelhouse_route,
             "secret_args": sorted(secret_build_args(options)),
             "python_exe": f"python{variant.python}",
-            "label_lines": [f'{key}="{value}"' for key, value in sorted(labels.items())],
+            "label_lines": _label_lines(labels),
             "kb": self.kb,
             "facts": self.kb.facts(variant.vendor),
-            "vendor_env": vendors.get(variant.vendor).image_env(self.kb, variant, expansion.variants),
+            "vendor_env": vendor_env,
             "os_info": self.kb.os.get(variant.os),
             "apt_repos": apt_repos,
             "source_date_epoch": reproducible.SOURCE_DATE_EPOCH,
@@ -310,16 +372,19 @@ class Renderer:
             raise InputError(f"template reaches outside its sandbox: {err}", file=file, line=line) from None
         return _tidy(text), apt_repos.files
 
-    def context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
+    def context(self, variant: Variant, expansion: Expansion, options: RenderOptions,
+                base_ref: str | None = None) -> RenderedContext:
         """The variant's build context. With a host fetch, a template that copies no `wheels/` (it
-        installs nothing from a wheelhouse) is rendered for the index route instead: its build fetches."""
-        rendered = self._context(variant, expansion, options)
+        installs nothing from a wheelhouse) is rendered for the index route instead: its build fetches.
+        `base_ref` overrides the FROM reference (a platform's own digest of the base: _render)."""
+        rendered = self._context(variant, expansion, options, base_ref)
         if options.host_fetch and not options.pip_find_links and not rendered.copies_wheels:
-            return self._context(variant, expansion, replace(options, host_fetch=False))
+            return self._context(variant, expansion, replace(options, host_fetch=False), base_ref)
         return rendered
 
-    def _context(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> RenderedContext:
-        text, extra = self._render(variant, expansion, options)
+    def _context(self, variant: Variant, expansion: Expansion, options: RenderOptions,
+                 base_ref: str | None = None) -> RenderedContext:
+        text, extra = self._render(variant, expansion, options, base_ref)
         files = {"Dockerfile": text.encode(), **self.static_files(variant.vendor), **extra}
         conf = companions.pip_conf(variant.wheel_index, options.pip_index_url, options.pip_extra_index_url,
                                    wheelhouse=options.pip_find_links is not None)
@@ -327,8 +392,10 @@ class Renderer:
             files[companions.PIP_CONF] = conf
         plan = self.companions(variant, options)
         requirements = companions.install_requirements(variant.torch, plan) if variant.wheel_index else ()
+        staged = bool(self.platform_facts(variant, expansion, options)[2])
         return RenderedContext(variant, files, self.template_name(variant), plan.notes, plan.names, plan.left_out,
-                               secret_build_args(options), requirements, copies_wheels(text), installed_tools(text))
+                               secret_build_args(options), requirements, copies_wheels(text), installed_tools(text),
+                               {PLATFORM_ARG: platform_names.architecture(variant.platform)} if staged else {})
 
     def static_files(self, vendor: str) -> dict[str, bytes]:
         """The files every context of a vendor carries, made once per vendor (not once per variant)."""
@@ -340,8 +407,12 @@ class Renderer:
 
     def render_all(self, expansion: Expansion, variants: Iterable[Variant],
                    options: RenderOptions = RenderOptions()) -> list[RenderedContext]:
-        """Render everything in memory first: an error leaves nothing half-written."""
-        return [self.context(v, expansion, options) for v in variants]
+        """Render everything in memory first: an error leaves nothing half-written. One context per
+        tag: every platform of an index builds from the same Dockerfile."""
+        chosen: dict[str, Variant] = {}
+        for variant in variants:
+            chosen.setdefault(variant.tag, variant)
+        return [self.context(v, expansion, options) for v in chosen.values()]
 
 
     def _failing_template_line(self, err: Exception, name: str) -> tuple[str, int | None]:
@@ -396,7 +467,7 @@ def _tidy(text: str) -> str:
 
 def tree_of(contexts: Iterable[RenderedContext]) -> dict[str, bytes]:
     """Relative path -> bytes, for every file under images/."""
-    return {f"{c.variant.key}/{name}": data for c in contexts for name, data in c.files.items()}
+    return {f"{c.variant.vendor}/{c.variant.tag}/{name}": data for c in contexts for name, data in c.files.items()}
 
 
 def existing_tree(root: Path) -> dict[str, bytes]:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from collections.abc import Callable, Mapping, Sequence
 
 from accel_images.model.devices import DeviceOptions, SessionSettings
-from accel_images.model.knowledge import (Combo, Knowledge, Resolution, Section, TorchRelease, Unverified, minor_of,
-                                          version_matches)
+from accel_images.model import platforms as platform_names
+from accel_images.model.knowledge import (Combo, Knowledge, PlatformRow, Resolution, Section, TorchRelease,
+                                          Unverified, minor_of, version_matches)
 from accel_images.versions import parse, sort_versions
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class Vendor(Protocol):
     def torch_for_stack(self, kb: Knowledge, stack: str) -> list[str]: ...
     def reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease,
                 experimental_python: bool) -> list[str]: ...
+    def platform_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]: ...
     def resolve(self, kb: Knowledge, combo: Combo) -> Resolution: ...
     def gpu_archs(self, kb: Knowledge, torch: str, stack: str | None) -> tuple[str, ...]: ...
     def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]: ...
@@ -206,6 +208,41 @@ class VendorBase:
             return [f"{self.name} images come in {', '.join(rules.flavors)}, not {combo.flavor}{note}"]
         return []
 
+    # ---- platforms ------------------------------------------------------------------------
+
+    def platform_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
+        """Why a combination that works has no image for `combo.platform`: the vendor publishes nothing
+        for it (its rules' `platforms`), the OS's base image lacks it, or the wheels for this torch and
+        stack do not exist there (its section's `platforms`). Empty when the image can be built."""
+        platform = combo.platform or platform_names.DEFAULT
+        rules = self.section(kb).rules
+        if platform not in rules.platforms:
+            note = f": {rules.platform_note}" if rules.platform_note else ""
+            return [f"{self.title} images are {platform_names.short(rules.platforms)} only{note}"]
+        info = kb.os.get(combo.os or "")
+        if info is not None and platform not in info.platforms:
+            return [f"{info.image} ({combo.os}) has no {platform} image (it has {', '.join(info.platforms)})"]
+        found = self.section(kb).platforms.get(platform)
+        if found is None or found.builds is None:
+            return []
+        return self.platform_build_reasons(kb, combo, row, found)
+
+    def platform_build_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease, found: PlatformRow) -> list[str]:
+        """Whether the knowledge base lists this torch (and stack) among the platform's builds."""
+        builds = (found.builds or {}).get(row.minor)
+        if builds is not None and (combo.stack is None or "*" in builds
+                                   or any(version_matches(combo.stack, build) for build in builds)):
+            return []
+        what = f"{self.stack_name} {combo.stack}" if combo.stack else self.title
+        open_question = found.unverified.get(row.minor, ())
+        if "*" in open_question or (combo.stack and any(version_matches(combo.stack, s) for s in open_question)):
+            confirmed = f" (confirmed: {', '.join(builds)})" if builds and combo.stack else ""
+            return [Unverified(f"whether torch {row.minor} has a {what} build for {found.platform} is unverified"
+                               f" in the knowledge base of {kb.as_of}{confirmed}")]
+        others = f"; its {found.platform} builds: {', '.join(builds)}" if builds and combo.stack else ""
+        note = f" ({found.note})" if found.note else ""
+        return [f"torch {row.minor} has no {what} build for {found.platform}{others}{note}"]
+
     def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
         """The wheel index of the torch and stack asked for, on the OS's plain base image."""
         torch = kb.resolve_torch(combo.torch)
@@ -304,8 +341,8 @@ def alternatives(variant: Variant, variants: Sequence[Variant],
     with this image's own facts (it would refuse as this one does).
     """
     own = facts(variant)
-    siblings = [v for v in variants if v.vendor == variant.vendor and v != variant
-                and (v.python, v.os) == (variant.python, variant.os)]
+    siblings = [v for v in variants if v.vendor == variant.vendor and v.tag != variant.tag
+                and (v.python, v.os, v.platform) == (variant.python, variant.os, variant.platform)]
     siblings.sort(key=lambda v: (v.flavor != variant.flavor, v.torch_minor != variant.torch_minor, v.sort_key()))
     seen = {own}
     entries = []

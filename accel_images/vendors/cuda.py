@@ -27,6 +27,7 @@ from accel_images.model.devices import (APPTAINER_GPU_DOCS, K8S_GPU_DOCS, SLURM_
                                          GpuRequest, SessionSettings, under)
 from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, exit_code, host_from, listing,
                                           pci_vendor_absent, quote, read, said, summary, unusable_host)
+from accel_images.model import platforms as platform_names
 from accel_images.model.imagefacts import Claim, kb_row
 from accel_images.model.knowledge import Combo, Resolution, minor_of
 from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
@@ -52,6 +53,17 @@ class CudaFacts:
     families: Mapping[str, Mapping[str, Any]]       # X.Y -> mvc_floor, min_compute, base_version, base_os,
                                                     # compat_branches
     compat_brands: tuple[str, ...] = ()             # forward_compat.brands: NVIDIA_REQUIRE_CUDA's brand keys
+    platform_archs: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]] = field(default_factory=dict)
+    """platform -> torch minor -> cuXY -> SASS targets, where they differ from `archs` (linux/arm64)."""
+    not_served: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """platform -> compute capability -> the GPU that has it but which these builds do not run on (Jetson)."""
+    elsewhere: Mapping[str, str] = field(default_factory=dict)
+    """platform -> where the GPUs of `not_served` get their images instead."""
+
+    def archs_on(self, platform: str | None, torch_minor: str, cuda: str) -> tuple[str, ...]:
+        """The SASS targets of the cuXY wheel for `platform` (the default platform's `archs` elsewhere)."""
+        table = self.platform_archs.get(platform or platform_names.DEFAULT) or self.archs
+        return table.get(torch_minor, {}).get(cuda, ())
 
     def toolkit(self, torch_minor: str, cuda: str) -> str:
         """The exact toolkit inside torch's cuXY wheel (RELEASE.md), else the family's GA."""
@@ -94,6 +106,13 @@ class Cuda(VendorBase):
             drivers={str(k): str(v) for k, v in raw["drivers"].items()},
             families={str(k): dict(v) for k, v in raw["families"].items()},
             compat_brands=_strs(raw.get("forward_compat", {}).get("brands", ())),
+            platform_archs={str(p): {str(m): {str(k): _strs(v) for k, v in row.items()}
+                                     for m, row in (section.get("archs") or {}).items()}
+                            for p, section in (raw.get("platforms") or {}).items() if section.get("archs")},
+            not_served={str(p): {str(cc): str(name) for cc, name in (section.get("not_served") or {}).items()}
+                        for p, section in (raw.get("platforms") or {}).items() if section.get("not_served")},
+            elsewhere={str(p): str(section["jetson"]) for p, section in (raw.get("platforms") or {}).items()
+                       if section.get("jetson")},
         )
 
     def facts(self, kb: Knowledge) -> CudaFacts:
@@ -128,9 +147,11 @@ class Cuda(VendorBase):
         # Runtime: plain Ubuntu, as PyTorch's own runtime image (docker.Makefile BASE_RUNTIME=ubuntu):
         # the wheels bring cuBLAS, cuDNN and NCCL. Devel: nvidia/cuda devel for nvcc and headers.
         image = base.base_image if combo.flavor == "runtime" else f"nvidia/cuda:{version}-{combo.flavor}-{combo.os}"
+        # The aarch64 (SBSA) wheels are compiled for other GPUs than the x86_64 ones (data/vendors/cuda.yaml).
+        archs = facts.archs_on(combo.platform, kb.release(base.torch).minor, stack)
         return Resolution(torch=base.torch, stack=stack, base_image=image,
                           wheel_index=base.wheel_index, toolkit=toolkit, min_driver=facts.driver_min(toolkit),
-                          mvc_driver=facts.mvc_floor(stack), gpu_archs=base.gpu_archs)
+                          mvc_driver=facts.mvc_floor(stack), gpu_archs=archs)
 
     def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         details = super().details(kb, stack, row)
@@ -212,6 +233,9 @@ class Cuda(VendorBase):
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """The same decisions as the image's guard (`decide`), plus what only the host report tells:
         the newest CUDA the driver reports (moot when forward compatibility serves the host)."""
+        elsewhere = self.not_served(kb, variant, host.gpu_archs)
+        if elsewhere:
+            return Fit(variant, (elsewhere,))
         decision = decide(host.driver_version, host.gpu_archs, variant, host.gpu_names,
                           self.compat_branches(kb, variant))
         rejections, caveats = list(decision.refusals), list(decision.warnings)
@@ -227,6 +251,18 @@ class Cuda(VendorBase):
             return ()
         return self.facts(kb).compat_branches(variant.stack or "")
 
+    def not_served(self, kb: Knowledge, variant: Variant, gpu_archs: Sequence[str]) -> str | None:
+        """Why the GPU is not served at all on the variant's platform (a Jetson module, whose compute
+        capability the arch rules alone would pass: 8.7 runs 8.0 code), with where its images are;
+        None otherwise. The guard reads the same facts (ACCEL_IMAGES_GPU_NOT_SERVED)."""
+        facts = self.facts(kb)
+        unserved = facts.not_served.get(variant.platform, {})
+        found = next((cc for cc in gpu_archs if cc in unserved), None)
+        if found is None:
+            return None
+        return (f"compute capability {found} is a {unserved[found]} GPU: the {variant.platform} CUDA images are"
+                f" SBSA builds, which do not run on Jetson; use {facts.elsewhere.get(variant.platform, 'JetPack')}")
+
     def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]:
         """What the guard decides with (the same facts `fit` uses; the compiled architectures are
@@ -235,7 +271,10 @@ class Cuda(VendorBase):
         def facts(v: Variant) -> tuple[str, ...]:
             return v.mvc_driver or "", ",".join(v.gpu_archs), ",".join(self.compat_branches(kb, v))
 
+        unserved = self.facts(kb).not_served.get(variant.platform, {})
         env = {
+            "ACCEL_IMAGES_GPU_NOT_SERVED": ",".join(f"{cc}:{name}" for cc, name in unserved.items()),
+            "ACCEL_IMAGES_GPU_ELSEWHERE": self.facts(kb).elsewhere.get(variant.platform, "") if unserved else "",
             "ACCEL_IMAGES_CUDA": variant.toolkit or "",
             "ACCEL_IMAGES_MIN_DRIVER": variant.min_driver or "",
             "ACCEL_IMAGES_DRIVER_FLOOR": variant.mvc_driver or "",
@@ -458,6 +497,11 @@ _NVML_FAILED = re.compile(r"Failed to initialize NVML:[ \t]*(?P<why>[^\n]*?)[ \t
 _NVML_LIBRARY = re.compile(rf"NVML library version:\s*({DOTTED})")
 _NV_NO_DRIVER = re.compile(r"couldn.t communicate with the NVIDIA driver", re.IGNORECASE)
 
+JETSON_GPU_CC = {"Orin": "8.7", "Xavier": "7.2"}
+"""A Jetson module's nvidia-smi names its integrated GPU `Orin (nvgpu)` and reports no compute
+capability (tests/data/host/nvidia-smi-orin-*.txt, recorded on JetPack 6); every Orin is 8.7 and
+every Xavier 7.2 (https://developer.nvidia.com/cuda-gpus). Known, the capability lets the arm64 images
+refuse a Jetson with the reason (data/vendors/cuda.yaml `not_served`) instead of dying on it."""
 ARCHITECTURE_CC = {"Volta": "7.0", "Turing": "7.5", "Ada Lovelace": "8.9", "Hopper": "9.0"}
 """`Product Architecture` names (nvidia-smi -q) whose every GPU has one compute capability, per
 https://developer.nvidia.com/cuda-gpus (Volta's 7.2 is the Xavier SoC, which has no nvidia-smi).
@@ -646,7 +690,14 @@ def _smi_host(reading: _SmiReading, notes: list[str]) -> HostInfo | None:
         return None
     limit = f", CUDA up to {reading.cuda}" if reading.cuda else ", highest CUDA not reported"
     notes.append(f"cuda: nvidia-smi lists {summary(reading.gpus)}, driver {reading.driver or 'not reported'}{limit}")
-    return host_from("cuda", reading.gpus, driver_version=reading.driver, stack_version=reading.cuda)
+    gpus = [gpu if gpu.arch else Gpu(gpu.name, _jetson_cc(gpu.name)) for gpu in reading.gpus]
+    return host_from("cuda", gpus, driver_version=reading.driver, stack_version=reading.cuda)
+
+
+def _jetson_cc(name: str | None) -> str | None:
+    """The compute capability of a Jetson's integrated GPU from its name (`Orin (nvgpu)`), else None."""
+    first = (name or "").split(" ")[0]
+    return JETSON_GPU_CC.get(first)
 
 
 def _broken(reason: str, root: Path, notes: list[str]) -> HostInfo | None:
@@ -748,6 +799,28 @@ consumer_gpu() {
     return 1
 }
 
+# not_served CC: the GPU of compute capability CC these builds do not run on at all (a Jetson module:
+# ACCEL_IMAGES_GPU_NOT_SERVED="8.7:Jetson Orin,..." in the linux/arm64 images), or nothing.
+not_served() {
+    rest="${ACCEL_IMAGES_GPU_NOT_SERVED:-}"
+    while [ -n "$rest" ]; do
+        entry=${rest%%,*}
+        if [ "${entry%%:*}" = "$1" ]; then printf '%s' "${entry#*:}"; return 0; fi
+        [ "$rest" = "$entry" ] && return 0
+        rest=${rest#*,}
+    done
+}
+
+# refuse_jetson: a visible GPU is a Jetson's, which the SBSA builds do not run on: say where to go.
+refuse_jetson() {
+    for capability in $capabilities; do
+        jetson=$(not_served "$capability")
+        if [ -n "$jetson" ]; then
+            refuse "GPU compute capability $capability is a $jetson GPU: ${ACCEL_IMAGES_TAG:-this image} is an SBSA build, which does not run on Jetson; use ${ACCEL_IMAGES_GPU_ELSEWHERE:-the NVIDIA L4T/JetPack containers}"
+        fi
+    done
+}
+
 # decide FLOOR ARCHS BRANCHES: whether an image whose wheel needs the driver FLOOR (minor-version
 # compatibility), has kernels for ARCHS and serves the driver BRANCHES through forward
 # compatibility runs on this host. Sets `problem` (arch, consumer, driver; empty when it runs) and
@@ -790,6 +863,7 @@ check_vendor() {
     for capability in $("$smi" --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | tr -d ' '); do
         if is_version "$capability"; then capabilities="$capabilities $capability"; fi
     done
+    refuse_jetson
     archs=$(own_archs)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
     branches="${ACCEL_IMAGES_COMPAT_BRANCHES:-}"

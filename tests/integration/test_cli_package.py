@@ -211,8 +211,9 @@ def test_a_plain_line_is_what_rich_prints(text: str) -> None:
 def test_the_list_table_is_plain() -> None:
     """What `list` prints for the repository's matrix takes the plain path (else rich is imported)."""
     from accel_images.cli.listing import COLUMNS, variant_row
+    from accel_images.plan.variants import by_tag
     _, variants = options.chosen_variants(str(ROOT / "matrix.yaml"), {})
-    assert options.plain_table(COLUMNS, [variant_row(v) for v in variants]) is not None
+    assert options.plain_table(COLUMNS, [variant_row(group) for group in by_tag(variants)]) is not None
 
 
 @pytest.mark.parametrize("variable", RICH_ENV)

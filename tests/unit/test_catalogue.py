@@ -30,7 +30,8 @@ from accel_images.model.variant import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = compat.load_kb()
-VARIANTS = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants}
+VARIANTS = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants if v.platform == "linux/amd64"}
+ARM64 = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants if v.platform == "linux/arm64"}
 CPU_NEW, CPU_OLD = "2.15.0-cpu-py3.12-ubuntu24.04", "2.13.0-cpu-py3.11-debian12"
 CUDA = "2.14.1-cuda13.0-py3.12-ubuntu24.04"
 PASSED = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=(),
@@ -51,19 +52,34 @@ class MemoryRegistry:
     images: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     reads: list[str] = field(default_factory=list)
+    indexes: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)  # tag -> (digest, platform -> image)
+    platforms: dict[str, str] = field(default_factory=dict)                         # image digest -> its platform
 
     def publish(self, variant: Variant, tag: str | None = None, digest: str | None = None) -> str:
         digest = digest or digest_of(variant.tag)
         self.images[tag or variant.tag] = (digest, variant.labels())
         return digest
 
+    def publish_index(self, variants: list[Variant]) -> tuple[str, dict[str, str]]:
+        """One tag, an index of one image per platform: (index digest, platform -> image digest)."""
+        entries = {}
+        for variant in variants:
+            digest = digest_of(variant.key)
+            self.images[digest] = (digest, variant.labels())  # by digest only: no tag of its own
+            self.platforms[digest] = variant.platform
+            entries[variant.platform] = digest
+        index = digest_of("index " + variants[0].tag)
+        self.indexes[variants[0].tag] = (index, entries)
+        return index, entries
+
     def tags(self, repository: str, page_size: int = 1000) -> list[str]:
-        return [*self.images, *self.artifacts]
+        return [*(tag for tag in self.images if not tag.startswith("sha256:")), *self.indexes, *self.artifacts]
 
     def image(self, repository: str, tag: str) -> RemoteImage | None:
         self.reads.append(tag)
         found = self.images.get(tag) or next((image for image in self.images.values() if image[0] == tag), None)
-        return RemoteImage(repository, tag, found[0], found[1]) if found else None
+        return RemoteImage(repository, tag, found[0], found[1], platform=self.platforms.get(found[0], "linux/amd64")) \
+            if found else None
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         self.reads.append(tag)
@@ -72,6 +88,15 @@ class MemoryRegistry:
 
     def manifest(self, repository: str, reference: str) -> tuple[str, dict] | None:
         self.reads.append(reference)
+        if reference in self.indexes:
+            digest, entries = self.indexes[reference]
+            return digest, {"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+                {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": image, "size": 10,
+                 "platform": dict(zip(("os", "architecture"), platform.split("/"), strict=True))}
+                for platform, image in entries.items()]}
+        if reference in self.images:
+            return self.images[reference][0], {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                               "config": {"digest": "sha256:" + "c" * 64}}
         artifact = self.artifacts.get(reference)
         if artifact is None:
             return None
@@ -134,11 +159,28 @@ def test_a_tag_moved_onto_an_untested_image_loses_its_record() -> None:
     assert not entry.offered
 
 
+def test_an_index_is_one_entry_per_platform_each_offered_by_its_own_record() -> None:
+    """One tag, one index: each platform's image is judged by the smoke record of its own digest; the
+    entry names the index and every platform it lists, and the variant knows its platform."""
+    registry = MemoryRegistry()
+    index, images = registry.publish_index([VARIANTS[CPU_OLD], ARM64[CPU_OLD]])
+    write_record(registry, "r", images["linux/arm64"], PASSED, "r1")
+    entries = read_catalogue(registry, "r").entries
+    assert [(e.tag, e.platform, e.digest, e.index) for e in entries] == [
+        (CPU_OLD, "linux/amd64", images["linux/amd64"], index), (CPU_OLD, "linux/arm64", images["linux/arm64"], index)]
+    assert [e.platform for e in entries if e.offered] == ["linux/arm64"]  # amd64 has no record: not offered
+    assert entries[1].smoke is not None and entries[1].smoke.platform == "linux/arm64"
+    assert {e.platforms for e in entries} == {("linux/amd64", "linux/arm64")}
+    assert entries[1].record()["platform"] == "linux/arm64" and entries[1].record()["index"] == index
+    variant = variant_of(entries[1], KB)
+    assert variant is not None and (variant.platform, variant.platforms) == ("linux/arm64", ("linux/amd64", "linux/arm64"))
+
+
 def test_the_variant_of_an_entry_is_the_knowledge_base_s_with_the_image_s_own_floor() -> None:
     variant = VARIANTS[CUDA]
     labels = {**variant.labels(), "io.accel-images.mvc-driver": "999.1"}
     got = variant_of(Entry(CUDA, digest_of(CUDA), labels), KB)
-    assert got == replace(variant, mvc_driver="999.1", line=got.line)
+    assert got == replace(variant, mvc_driver="999.1", line=got.line, platforms=("linux/amd64",))
     unknown = {**variant.labels(), "io.accel-images.torch": "9.9.0", "io.accel-images.tag": "9.9.0-cuda13.0-py3.12-ubuntu24.04"}
     described = variant_of(Entry("9.9.0-cuda13.0-py3.12-ubuntu24.04", "sha256:" + "1" * 64, unknown), KB)
     assert described is not None and described.tag == "9.9.0-cuda13.0-py3.12-ubuntu24.04"

@@ -181,7 +181,25 @@ def test_list_json_of_the_published_matrix() -> None:
     for row in rows:
         assert {"vendor", "stack", "torch", "python", "os", "flavor", "tag", "base_image"} <= set(row)
     debian = [r for r in rows if (r["vendor"], r["torch"], r["python"], r["os"]) == ("cpu", "2.13.0", "3.11", "debian12")]
-    assert [r["base_image"] for r in debian] == ["debian:bookworm-slim"]
+    assert [(r["base_image"], r["platform"]) for r in debian] == [("debian:bookworm-slim", "linux/amd64"),
+                                                                  ("debian:bookworm-slim", "linux/arm64")]
+    assert {r["platforms"] == ["linux/amd64", "linux/arm64"] for r in debian} == {True}
+
+
+def test_list_json_has_arm64_images_for_cpu_and_cuda_only_and_explains_the_rest() -> None:
+    """One tag, one index: arm64 variants for CPU and CUDA (SBSA); ROCm, Intel XPU and Gaudi publish
+    none, and `--explain` says so for every combination it pruned on arm64."""
+    document = json.loads(run("list", "--json", "--explain").stdout)
+    arm64 = {r["vendor"] for r in document["variants"] if r["platform"] == "linux/arm64"}
+    assert arm64 == {"cpu", "cuda"}
+    reasons = {r["vendor"]: r["reasons"][0] for r in document["pruned"] if r["platform"] == "linux/arm64"}
+    assert reasons["rocm"].startswith("AMD ROCm images are amd64 only: ")
+    assert reasons["xpu"].startswith("Intel XPU images are amd64 only: ")
+    assert reasons["gaudi"].startswith("Intel Gaudi images are amd64 only: ")
+    cuda_arm64 = [r for r in document["variants"] if r["vendor"] == "cuda" and r["platform"] == "linux/arm64"]
+    assert {tuple(r["gpu_archs"]) for r in cuda_arm64} == {("8.0", "9.0", "10.0", "11.0", "12.0")}  # sbsa list
+    explained = run("list", "--explain", "--vendor", "rocm").stdout
+    assert "linux/arm64: AMD ROCm images are amd64 only" in explained
 
 
 def test_list_table() -> None:

@@ -50,10 +50,30 @@ def test_one_matrix_entry_per_variant(expansion):
     ("gaudi", ["self-hosted", "linux", "x64", "gaudi"], ["self-hosted", "linux", "x64", "gaudi"]),
 ])
 def test_runner_labels_per_vendor(expansion, vendor, runner, gpu_runner):
-    entries = fanout.ci_matrix(select(expansion.variants, {"vendor": vendor}), expansion.image)["include"]
+    chosen = select(expansion.variants, {"vendor": vendor, "platform": "linux/amd64"})
+    entries = fanout.ci_matrix(chosen, expansion.image)["include"]
     assert entries
     for entry in entries:
         assert (entry["runner"], entry["gpu_runner"], entry["accelerator"]) == (runner, gpu_runner, bool(gpu_runner))
+
+
+@pytest.mark.parametrize("vendor, runner, accelerator", [
+    ("cpu", ["ubuntu-24.04-arm"], False),                                   # GitHub's hosted arm64 runner
+    ("cuda", ["self-hosted", "linux", "ARM64", "gpu-nvidia"], True),        # a Grace machine's GPU runner
+])
+def test_arm64_jobs_run_on_an_arm64_runner_and_smoke_on_its_gpu(expansion, vendor, runner, accelerator):
+    entries = fanout.ci_matrix(select(expansion.variants, {"vendor": vendor, "platform": "linux/arm64"}),
+                               expansion.image)["include"]
+    assert entries
+    for entry in entries:
+        assert (entry["runner"], entry["accelerator"], entry["platform"]) == (runner, accelerator, "linux/arm64")
+        assert entry["gpu_runner"] == (runner if accelerator else [])
+        assert "--platform linux/arm64" in entry["filters"] and entry["job"] == entry["tag"] + "-arm64"
+
+
+def test_vendors_without_arm64_builds_have_no_arm64_jobs(expansion):
+    entries = fanout.ci_matrix(expansion.variants, expansion.image)["include"]
+    assert {entry["vendor"] for entry in entries if entry["platform"] == "linux/arm64"} == {"cpu", "cuda"}
 
 
 def test_every_context_is_a_rendered_directory(expansion):
@@ -109,7 +129,7 @@ def test_bake_targets_and_groups(expansion):
     definition = fanout.bake(expansion.variants, expansion, "ghcr.io/acme")
     targets = definition["target"]
     assert definition["group"]["default"]["targets"] == list(targets)
-    assert len(targets) == len(expansion.variants)
+    assert len(targets) == len({v.tag for v in expansion.variants})  # one target per tag, whatever its platforms
     for name in targets:
         assert re.fullmatch(r"[a-zA-Z0-9_-]+", name), name
     by_vendor = {vendor: group["targets"] for vendor, group in definition["group"].items() if vendor != "default"}
@@ -129,7 +149,22 @@ def test_bake_target_contents(expansion):
     assert target["labels"] == variant.labels()
     assert target["labels"]["io.accel-images.min-driver"] == "595.58.03"
     assert target["args"] == {"USER_NAME": "dev", "USER_UID": "1000", "USER_GID": "1000"}
-    assert target["platforms"] == ["linux/amd64"]
+    assert target["platforms"] == ["linux/amd64"]  # CUDA 13.2 aarch64 wheels of torch 2.14 are unverified
+
+
+def test_a_multi_platform_target_builds_one_index_from_one_dockerfile(expansion):
+    """The platforms of the tag's index, and only the labels every platform shares: the GPU
+    architectures differ (the Dockerfile's platform stages set them; BuildKit sets TARGETARCH)."""
+    variants = select(expansion.variants, {"vendor": "cuda", "stack": "13.0", "torch": "2.14", "flavor": "runtime",
+                                           "python": "3.12"})
+    assert {v.platform for v in variants} == {"linux/amd64", "linux/arm64"}
+    target = fanout.bake(variants, expansion)["target"]["2_14_1-cuda13_0-py3_12-ubuntu24_04"]
+    assert target["platforms"] == ["linux/amd64", "linux/arm64"]
+    assert "io.accel-images.gpu-archs" not in target["labels"]
+    assert target["labels"]["io.accel-images.stack"] == "13.0"
+    assert "TARGETARCH" not in target["args"]
+    dockerfile = (ROOT / target["context"] / "Dockerfile").read_text()
+    assert "FROM image-${TARGETARCH}" in dockerfile and 'gpu-archs="8.0,9.0,10.0,11.0,12.0"' in dockerfile
 
 
 def test_aliases_come_from_the_whole_matrix_not_the_selection(expansion):
@@ -141,8 +176,9 @@ def test_aliases_come_from_the_whole_matrix_not_the_selection(expansion):
 
 def test_colliding_target_names_are_refused(expansion):
     variant = expansion.variants[0]
+    twin = dataclasses.replace(variant, python=variant.python.replace(".", "_"))  # another tag, the same name
     with pytest.raises(InputError, match="share the bake target name"):
-        fanout.bake([variant, variant], expansion)
+        fanout.bake([variant, twin], expansion)
 
 
 def test_bake_command_writes_the_file(tmp_path, expansion):

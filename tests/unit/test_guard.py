@@ -32,13 +32,17 @@ SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
 ECHO_ARGS = ["sh", "-c", 'printf "%s|" "$@"; exit 7', "argv0", "a b", "$(id)", "`id`", ""]
 
 
-def image_facts(stack: str) -> dict[str, str]:
-    """The ACCEL_IMAGES_* environment a rendered CUDA image of this stack sets."""
+def image_facts(stack: str, arch: str = "amd64") -> dict[str, str]:
+    """The ACCEL_IMAGES_* environment a rendered CUDA image of this stack sets on one architecture:
+    the stages every platform shares and its own (`FROM image AS image-<arch>`), not the others'."""
     dockerfile = sorted((ROOT / "images" / "cuda").glob(f"*-cuda{stack}-*/Dockerfile"))[0]
-    return dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', dockerfile.read_text()))
+    stages = re.split(r"\n(?=FROM )", dockerfile.read_text())
+    mine = [stage for stage in stages if not re.match(rf"FROM \S+ AS image-(?!{arch}\b)", stage)]
+    return dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', "\n".join(mine)))
 
 
 CUDA13 = image_facts("13.0")
+CUDA13_ARM64 = image_facts("13.0", "arm64")
 
 
 def recorded_gpus(name: str, header: str | None = None) -> str:
@@ -238,6 +242,33 @@ def test_a_driver_below_the_wheels_own_toolkit_is_warned_of(host: Host) -> None:
     compatibility and is told so."""
     host.nvidia_smi(A100_580)
     assert_warned(host.run("cuda", **cuda13()), "580.126.09", "580.126.20")
+
+
+# ---- linux/arm64: the SBSA builds -------------------------------------------------------------------
+
+GH200_580 = "driver_version, compute_cap, name\n580.126.20, 9.0, NVIDIA GH200 480GB\n"
+ORIN_580 = "driver_version, compute_cap, name\n580.95.05, 8.7, Orin\n"
+
+
+def test_the_arm64_image_carries_the_sbsa_architectures_and_the_jetson_facts() -> None:
+    """The arm64 stage of a CUDA 13.0 image: no sm_75 or sm_86, sm_110 added (data/vendors/cuda.yaml)."""
+    assert CUDA13_ARM64["ACCEL_IMAGES_GPU_ARCHS"] == "8.0,9.0,10.0,11.0,12.0"
+    assert CUDA13_ARM64["ACCEL_IMAGES_GPU_NOT_SERVED"] == "7.2:Jetson Xavier,8.7:Jetson Orin"
+    assert "ACCEL_IMAGES_GPU_NOT_SERVED" not in CUDA13  # the x86_64 image knows nothing of Jetson
+
+
+def test_a_grace_hopper_runs_the_arm64_image_silently(host: Host) -> None:
+    host.nvidia_smi(GH200_580)
+    result = host.run("cuda", **guard_env(CUDA13_ARM64))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_jetson_orin_is_refused_by_the_arm64_image_with_where_to_go(host: Host) -> None:
+    """Orin is compute capability 8.7, which the 8.0 SASS would serve by the arch rules alone; the
+    SBSA builds do not run on Jetson, so the guard says so and names the L4T/JetPack containers."""
+    host.nvidia_smi(ORIN_580)
+    assert_refused(host.run("cuda", **guard_env(CUDA13_ARM64)), "8.7", "Jetson Orin", "SBSA", "l4t-pytorch")
 
 
 def test_an_old_nvidia_smi_without_compute_cap_still_gets_the_driver_check(host: Host) -> None:

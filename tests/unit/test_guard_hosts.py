@@ -60,9 +60,11 @@ cut -d'|' -f"$field" "$gpus"
 """
 
 
-def image_env(tag: str, vendor: str = "cuda") -> dict[str, str]:
-    """The ACCEL_IMAGES_* environment the rendered image `tag` sets (no facts file: the rendered values)."""
-    text = (ROOT / "images" / vendor / tag / "Dockerfile").read_text()
+def image_env(tag: str, vendor: str = "cuda", arch: str = "amd64") -> dict[str, str]:
+    """The ACCEL_IMAGES_* environment the rendered image `tag` sets on `arch` (no facts file: the rendered
+    values): the stages every platform shares and its own (`FROM image AS image-<arch>`), not the others'."""
+    stages = re.split(r"\n(?=FROM )", (ROOT / "images" / vendor / tag / "Dockerfile").read_text())
+    text = "\n".join(stage for stage in stages if not re.match(rf"FROM \S+ AS image-(?!{arch}\b)", stage))
     env = dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', text))
     env.pop("ACCEL_IMAGES_VENDOR", None)
     return {**env, "ACCEL_IMAGES_FACTS": "/nonexistent/facts.json"}

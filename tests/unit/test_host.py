@@ -168,9 +168,11 @@ def test_nvidia_driver_loaded_without_gpus_is_not_cuda(tmp_path):
     ("nvidia-smi-orin-driver-na.txt", None, "12.2"),      # "NVIDIA-SMI 540.3.0" is the tool's, not the driver's
 ])
 def test_jetson_orin_table_with_na_persistence_is_a_gpu(tmp_path, recording, driver, cuda):
+    """The table names no compute capability; the Orin's is 8.7 (every Orin's: cuda-gpus), which is
+    what tells the arm64 images that this GPU is a Jetson's."""
     host = detect_host(FakeTools({NVIDIA_TABLE: recorded(recording)}), tmp_path)
     assert (host.vendor, host.driver_version, host.stack_version) == ("cuda", driver, cuda)
-    assert (host.gpu_names, host.device_count, host.gpu_archs, host.unusable) == (("Orin (nvgpu)",), 1, (), None)
+    assert (host.gpu_names, host.device_count, host.gpu_archs, host.unusable) == (("Orin (nvgpu)",), 1, ("8.7",), None)
 
 
 def test_rows_of_the_process_table_are_not_gpus(tmp_path):

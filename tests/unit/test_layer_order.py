@@ -35,9 +35,15 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
 
 
 def final_stage(dockerfile: Path) -> list[tuple[str, str]]:
+    """The steps of the stage the image is made of: the last one, or where a stage per platform follows
+    it (`FROM image AS image-<arch>` ... `FROM image-${TARGETARCH}`: labels and environment only), the
+    stage they are built on."""
     steps = instructions(dockerfile)
-    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
-    return steps[last_from + 1:]
+    froms = [i for i, (keyword, _) in enumerate(steps) if keyword == "FROM"]
+    named = [i for i in froms if steps[i][1].endswith(" AS image")]
+    start = named[-1] if named else froms[-1]
+    end = next((i for i in froms if i > start), len(steps))
+    return steps[start + 1:end]
 
 
 def is_updates(rest: str) -> bool:

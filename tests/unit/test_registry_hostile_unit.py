@@ -20,7 +20,7 @@ from accel_images import registry, untrusted
 from accel_images.errors import MalformedAnswer, RegistryError
 from accel_images.publish import catalogue
 from accel_images.publish.tested import RECORD_LABEL, SmokedRecord
-from accel_images.registry import _platform_entry
+from accel_images.registry import index_entries
 from accel_images.smoke.judge import last_json_object
 from accel_images.supply import attach
 from nightly_fixture.rawregistry import DOCKER_LIST
@@ -31,7 +31,7 @@ from nightly_fixture.rawregistry import DOCKER_LIST
 def test_a_malformed_index_is_one_registry_error(manifests: Any) -> None:
     """The local registry refuses to store such an index, so the index itself is read directly."""
     with pytest.raises(RegistryError) as caught:
-        _platform_entry({"mediaType": DOCKER_LIST, "manifests": manifests}, "reg/x:bad")
+        index_entries({"mediaType": DOCKER_LIST, "manifests": manifests}, "reg/x:bad")
     assert caught.value.one_line().startswith("reg/x:bad")
 
 

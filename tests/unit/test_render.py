@@ -81,12 +81,33 @@ def instructions(dockerfile: str) -> list[tuple[str, str]]:
     return result
 
 
-def labels_of(dockerfile: str) -> dict[str, str]:
+def labels_of(dockerfile: str, platform: str = "linux/amd64") -> dict[str, str]:
+    """The labels the image of `platform` carries (its own stage's, where the Dockerfile has one per platform)."""
     found: dict[str, str] = {}
-    for word, rest in instructions(dockerfile):
+    for word, rest in image_steps(dockerfile, platform):
         if word == "LABEL":
             found.update(re.findall(r'(\S+?)="([^"]*)"', rest))
     return found
+
+
+def image_steps(dockerfile: str, platform: str = "linux/amd64") -> list[tuple[str, str]]:
+    """The instructions the image a build for `platform` is made of: its last stage and the stages that
+    one is built FROM, with TARGETARCH standing for the platform's architecture (as BuildKit sets it and
+    the builder passes it), so a Dockerfile with a stage per architecture yields that platform's."""
+    arch = platform.split("/")[1]
+    stages: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for word, rest in instructions(dockerfile):
+        if word == "FROM":
+            ref, _, name = rest.replace("${TARGETARCH}", arch).partition(" AS ")
+            stages.append((name.strip(), ref.strip(), [(word, rest)]))
+        elif stages:
+            stages[-1][2].append((word, rest))
+    chain: list[tuple[str, str]] = []
+    current: tuple[str, str, list[tuple[str, str]]] | None = stages[-1]
+    while current is not None:
+        chain = current[2] + chain
+        current = next((stage for stage in stages if stage[0] and stage[0] == current[1]), None)
+    return chain
 
 
 # -- invariants of every rendered Dockerfile ----------------------------------------------
@@ -109,14 +130,15 @@ def test_every_dockerfile_keeps_the_house_rules(renderer: Renderer, published: E
         assert "install -D -m 0755 /in/guard.sh /files/opt/accel-images/guard.sh" in text, where
         assert any(word == "ENV" and "PIP_CONSTRAINT=/opt/accel-images/constraints.txt" in rest
                    for word, rest in steps), where
-        labels = labels_of(text)
+        labels = labels_of(text, variant.platform)
         assert labels["org.opencontainers.image.base.name"] == variant.base_image, where
         assert labels["org.opencontainers.image.title"] == f"{IMAGE}:{variant.tag}", where
         for key, value in variant.labels().items():
             assert labels[key] == value, (where, key)
         for key in ("vendor", "stack", "torch", "python", "min-driver", "gpu-archs"):
             assert f"io.accel-images.{key}" in labels, (where, key)
-        assert steps[-1] == ("CMD", '["/bin/bash"]'), where
+        image = image_steps(text, variant.platform)
+        assert [rest for word, rest in image if word in ("CMD", "RUN", "COPY")][-1] == '["/bin/bash"]', where
 
 
 def test_gpu_labels_carry_driver_and_architectures(renderer: Renderer, kb: KnowledgeBase) -> None:
@@ -412,8 +434,9 @@ def test_every_image_has_what_cpp_extension_load_needs(renderer: Renderer, publi
     torch.utils.cpp_extension.load() refuses to start without ninja. And nss_wrapper, with which the
     entry point names an arbitrary --user."""
     for variant in published.variants:
-        installs = " ".join(rest for word, rest in final_stage(renderer.dockerfile(variant, published,
-                                                                                     OPTION_SETS[option_set]))
+        installs = " ".join(rest for word, rest in image_steps(renderer.dockerfile(variant, published,
+                                                                                     OPTION_SETS[option_set]),
+                                                                 variant.platform)
                             if word == "RUN" and re.search(r"apt-get(?: -o \S+)* install", rest)
                             and "--only-upgrade" not in rest)
         packages = set(re.findall(r"[\w.+-]+", installs))

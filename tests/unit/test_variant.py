@@ -50,8 +50,8 @@ def published(kb: KnowledgeBase) -> Expansion:
     return expand(load_matrix(REPO / "matrix.yaml"), kb)
 
 
-def one(variants: tuple[Variant, ...], tag: str) -> Variant:
-    (found,) = [v for v in variants if v.tag == tag]
+def one(variants: tuple[Variant, ...], tag: str, platform: str = "linux/amd64") -> Variant:
+    (found,) = [v for v in variants if v.tag == tag and v.platform == platform]
     return found
 
 
@@ -71,8 +71,11 @@ def test_published_matrix_has_the_debian_cpu_variant(published: Expansion) -> No
 
 
 def test_published_matrix_tags_are_unique(published: Expansion) -> None:
-    tags = [v.tag for v in published.variants]
-    assert len(tags) == len(set(tags))
+    """One variant per tag and platform; every platform variant of a tag knows them all (its index)."""
+    keys = [(v.tag, v.platform) for v in published.variants]
+    assert len(keys) == len(set(keys))
+    for variant in published.variants:
+        assert variant.platforms == tuple(v.platform for v in published.variants if v.tag == variant.tag)
 
 
 # -- expansion, pruning, dedup ---------------------------------------------------------------

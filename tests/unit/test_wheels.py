@@ -260,7 +260,7 @@ def published() -> tuple[Renderer, Expansion]:
 
 def test_a_host_fetch_renders_the_wheelhouse_route_with_the_index_routes_companions(published) -> None:
     renderer, expansion = published
-    [variant] = [v for v in expansion.variants if v.tag == "2.13.0-cpu-py3.11-debian12"]
+    [variant] = [v for v in expansion.variants if v.key == "cpu/2.13.0-cpu-py3.11-debian12"]  # the amd64 image
     fetched = renderer.context(variant, expansion, RenderOptions(pip_index_url=INDEX, host_fetch=True))
     text = fetched.files["Dockerfile"].decode()
     assert "COPY wheels/ /tmp/wheels/" in text and copies_wheels(text)
@@ -276,7 +276,7 @@ def test_a_template_that_copies_no_wheels_is_rendered_for_the_index_route(publis
     _, expansion = published
     (tmp_path / "vendors").mkdir()
     (tmp_path / "vendors" / "cpu.Dockerfile.j2").write_text("FROM {{ base_ref }}\nRUN echo {{ pip_source }}\n")
-    [variant] = [v for v in expansion.variants if v.tag == "2.13.0-cpu-py3.11-debian12"]
+    [variant] = [v for v in expansion.variants if v.key == "cpu/2.13.0-cpu-py3.11-debian12"]  # the amd64 image
     rendered = Renderer(compat.load_kb(), tmp_path).context(variant, expansion,
                                                            RenderOptions(pip_index_url=INDEX, host_fetch=True))
     assert 'RUN echo --index-url "https://${FTP_PROXY}@mirror.example.com/whl/cpu"' in rendered.files["Dockerfile"].decode()

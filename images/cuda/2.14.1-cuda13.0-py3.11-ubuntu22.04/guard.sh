@@ -238,6 +238,28 @@ consumer_gpu() {
     return 1
 }
 
+# not_served CC: the GPU of compute capability CC these builds do not run on at all (a Jetson module:
+# ACCEL_IMAGES_GPU_NOT_SERVED="8.7:Jetson Orin,..." in the linux/arm64 images), or nothing.
+not_served() {
+    rest="${ACCEL_IMAGES_GPU_NOT_SERVED:-}"
+    while [ -n "$rest" ]; do
+        entry=${rest%%,*}
+        if [ "${entry%%:*}" = "$1" ]; then printf '%s' "${entry#*:}"; return 0; fi
+        [ "$rest" = "$entry" ] && return 0
+        rest=${rest#*,}
+    done
+}
+
+# refuse_jetson: a visible GPU is a Jetson's, which the SBSA builds do not run on: say where to go.
+refuse_jetson() {
+    for capability in $capabilities; do
+        jetson=$(not_served "$capability")
+        if [ -n "$jetson" ]; then
+            refuse "GPU compute capability $capability is a $jetson GPU: ${ACCEL_IMAGES_TAG:-this image} is an SBSA build, which does not run on Jetson; use ${ACCEL_IMAGES_GPU_ELSEWHERE:-the NVIDIA L4T/JetPack containers}"
+        fi
+    done
+}
+
 # decide FLOOR ARCHS BRANCHES: whether an image whose wheel needs the driver FLOOR (minor-version
 # compatibility), has kernels for ARCHS and serves the driver BRANCHES through forward
 # compatibility runs on this host. Sets `problem` (arch, consumer, driver; empty when it runs) and
@@ -280,6 +302,7 @@ check_vendor() {
     for capability in $("$smi" --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | tr -d ' '); do
         if is_version "$capability"; then capabilities="$capabilities $capability"; fi
     done
+    refuse_jetson
     archs=$(own_archs)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
     branches="${ACCEL_IMAGES_COMPAT_BRANCHES:-}"
