@@ -105,8 +105,11 @@ class PullRecorder:
     def connect(cls) -> PullRecorder:
         return cls()
 
-    def pull(self, ref: str, on_line=None):
+    platforms: ClassVar[list[str | None]] = []
+
+    def pull(self, ref: str, on_line=None, platform: str | None = None):
         self.pulled.append(ref)
+        self.platforms.append(platform)
         if on_line:
             on_line(f"{ref}: Pulling from fake")
 

@@ -216,11 +216,14 @@ class Engine:
             raise EngineError(f"no local image {ref}")
         return info.size
 
-    def pull(self, ref: str, on_line: OnLine | None = None) -> ImageInfo:
-        """Pull `ref` (no tag means `latest`); RegistryError names the ref and the reason."""
+    def pull(self, ref: str, on_line: OnLine | None = None, platform: str | None = None) -> ImageInfo:
+        """Pull `ref` (no tag means `latest`); RegistryError names the ref and the reason.
+
+        `platform` picks that platform's image of an index (the engine's own otherwise). Pulled by
+        tag, it becomes the image the tag names locally: pull another platform's image by its digest."""
         printer = _EventPrinter(on_line)
         try:
-            for event in self._client.api.pull(ref, stream=True, decode=True):
+            for event in self._client.api.pull(ref, stream=True, decode=True, platform=platform):
                 printer.event(event)
                 error = _event_error(event)
                 if error is not None:

@@ -100,7 +100,9 @@ def pull_command(matrix_path: str | None, registry: str | None, image_name: str 
     ref = report(choice, as_json)
     engine = Engine.connect()
     try:
-        engine.pull(ref, on_line=lambda line: say(line, err=True))
+        variant = choice.recommendation.variant
+        engine.pull(ref, on_line=lambda line: say(line, err=True),
+                    platform=variant.platform if variant else None)  # the host's own image of the tag's index
     finally:
         engine.close()
     if not as_json:

@@ -160,7 +160,7 @@ _HOST_FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "vendor": (lambda v: isinstance(v, str), "a vendor name"),
     "device_count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count"),
     **{key: (lambda v: v is None or isinstance(v, str), "a string or null")
-       for key in ("driver_version", "stack_version", "unusable")},
+       for key in ("driver_version", "stack_version", "unusable", "machine")},
     **{key: (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings")
        for key in ("gpu_names", "gpu_archs", "evidence")},
 }

@@ -17,22 +17,37 @@ from dataclasses import replace
 from pathlib import Path
 
 from accel_images import vendors
-from accel_images.model.hostinfo import HostInfo, Runner, run_command
+from accel_images.model.hostinfo import HostInfo, Runner, answer, run_command
 from accel_images.versions import compare_driver
 
 __all__ = ["HostInfo", "compare_driver", "detect_host", "run_command"]
 
 
 def detect_host(run: Runner = run_command, root: Path = Path("/")) -> HostInfo:
-    """Which accelerator this host has, with the evidence for the choice; CPU when there is none."""
+    """Which accelerator this host has, with the evidence for the choice; CPU when there is none.
+    The CPU architecture (`uname -m`) is read too: it decides which platform's image runs here."""
     notes: list[str] = []
     order = vendors.by_detection_order()
     found = [host for vendor in order if (host := vendor.probe(run, root, notes)) is not None]
+    machine = detect_machine(run, notes)
     if not found:
         fallback = vendors.fallback()
-        return HostInfo(vendor=fallback, evidence=(*notes, f"chose {fallback}: no accelerator found"))
+        return HostInfo(vendor=fallback, evidence=(*notes, f"chose {fallback}: no accelerator found"),
+                        machine=machine)
     chosen = sorted(found, key=lambda host: host.unusable is not None)[0]  # stable: detection order within each
-    return replace(chosen, evidence=(*notes, _verdict(chosen, found, order)))
+    return replace(chosen, evidence=(*notes, _verdict(chosen, found, order)), machine=machine)
+
+
+def detect_machine(run: Runner, notes: list[str]) -> str | None:
+    """What `uname -m` prints (x86_64, aarch64): the kernel's name for the CPU architecture; None when
+    it does not answer one word."""
+    said = answer(run(["uname", "-m"]))
+    words = (said or "").split()
+    if len(words) != 1:
+        notes.append("machine: `uname -m` gave no answer; x86_64 assumed")
+        return None
+    notes.append(f"machine: {words[0]} (uname -m)")
+    return words[0]
 
 
 def _verdict(chosen: HostInfo, found: list[HostInfo], order: list[vendors.Vendor]) -> str:

@@ -27,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from accel_images import vendors
+from accel_images.errors import AccelError
 from accel_images.kb.compat import KnowledgeBase
+from accel_images.model import platforms as platform_names
 from accel_images.model.hostinfo import HostInfo
 from accel_images.model.reference import image_ref
 from accel_images.model.variant import OS_ORDER, Variant
+from accel_images.plan.variants import by_tag
 from accel_images.vendors.base import Fit
 from accel_images.versions import newest_first
 
@@ -59,7 +62,8 @@ def recommend(host: HostInfo, variants: Sequence[Variant], kb: KnowledgeBase, *,
     `image` is the matrix's image name and `registry` an optional prefix (`ghcr.io/acme`); `dev_root`
     stands for `/` when the device flags read group ids from the host's device files.
     """
-    fits = [judge(host, variant, kb) for variant in variants]
+    runnable, elsewhere = on_host_platform(host, variants, kb)
+    fits = [judge(host, variant, kb) for variant in runnable] + elsewhere
     usable = sorted((f for f in fits if f.fits), key=lambda f: _rank(f, host, prefer_flavor))
     warnings = [unusable_warning(host)] if host.unusable else list(host_warnings(host, fits))
     if not usable:
@@ -79,6 +83,46 @@ def recommend(host: HostInfo, variants: Sequence[Variant], kb: KnowledgeBase, *,
     reasons = (f"{chosen.variant.tag}: {chosen.why}", *_passed_over(chosen, fits))
     return Recommendation(chosen.variant, ref, reasons, tuple(warnings),
                           docker_run_line(chosen.variant.vendor, ref, dev_root))
+
+
+def host_platform(host: HostInfo, kb: KnowledgeBase) -> str | None:
+    """The platform whose images run natively here (`uname -m` through the knowledge base's table);
+    linux/amd64 when the machine is unknown; None for a CPU no platform of the images is built for."""
+    if host.machine is None:
+        return platform_names.DEFAULT
+    return kb.platform_of_machine(host.machine)
+
+
+def on_host_platform(host: HostInfo, variants: Sequence[Variant],
+                     kb: KnowledgeBase) -> tuple[list[Variant], list[Fit]]:
+    """The variants built for the host's platform, and one rejection per tag that has no image for it,
+    saying why (the knowledge base's reason: "AMD ROCm images are amd64 only", or that the registry's
+    index lacks it): an image of another architecture would die with "exec format error"."""
+    platform = host_platform(host, kb)
+    runnable: list[Variant] = []
+    elsewhere: list[Fit] = []
+    for group in by_tag(variants):
+        mine = [v for v in group if v.platform == platform]
+        if mine:
+            runnable += mine
+            continue
+        first = group[0]
+        built = ", ".join(dict.fromkeys(p for v in group for p in v.platforms))
+        if platform is None:
+            why = f"this host's CPU is {host.machine}; the images are built for {built}"
+        else:
+            kb_reasons = _platform_reasons(kb, first, platform)
+            why = f"no {platform} image ({'; '.join(kb_reasons) if kb_reasons else f'it is published for {built}'})"
+        elsewhere.append(Fit(first, rejections=(why,)))
+    return runnable, elsewhere
+
+
+def _platform_reasons(kb: KnowledgeBase, variant: Variant, platform: str) -> list[str]:
+    try:
+        return kb.why_not_on(platform, variant.vendor, variant.stack, variant.torch, variant.python, variant.os,
+                             variant.flavor)
+    except AccelError:  # an image the installed knowledge base does not know (built by a newer accel-images)
+        return []
 
 
 def default_vendor(host: HostInfo) -> str:
@@ -154,9 +198,9 @@ def describe_host(host: HostInfo) -> str:
     """One line: what was found on the host."""
     vendor = vendors.get(host.vendor)
     if not vendor.accelerator:
-        return f"{host.vendor} (no accelerator found)"
+        return f"{host.vendor} (no accelerator found)" + _machine(host)
     if host.unusable:
-        return f"{host.vendor}, {unusable_warning(host)}"
+        return f"{host.vendor}, {unusable_warning(host)}" + _machine(host)
     parts: list[str] = [host.vendor]
     if host.driver_version:
         parts.append(f"driver {host.driver_version}")
@@ -165,4 +209,9 @@ def describe_host(host: HostInfo) -> str:
     parts.append(f"{host.device_count} device(s)" + (f" ({names})" if names else ""))
     if host.gpu_archs:
         parts.append("arch " + ", ".join(host.gpu_archs))
-    return ", ".join(parts)
+    return ", ".join(parts) + _machine(host)
+
+
+def _machine(host: HostInfo) -> str:
+    """`, on aarch64` for a CPU other than x86_64 (what an x86_64 host says is unchanged)."""
+    return f", on {host.machine}" if host.machine and host.machine not in ("x86_64", "amd64") else ""

@@ -101,6 +101,9 @@ class HostInfo:
     unusable: str | None = None
     """Set when the vendor's driver is present but broken: the reason ("NVIDIA driver/library version
     mismatch ..."). The host then has `vendor` set to that vendor, and no image of it can run."""
+    machine: str | None = None
+    """The CPU architecture as `uname -m` prints it (x86_64, aarch64): which platform's image runs here
+    without emulation. None when unknown (a recorded host from before it was read): x86_64 is assumed."""
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,15 @@ def test_jetson_orin_table_with_na_persistence_is_a_gpu(tmp_path, recording, dri
     assert (host.gpu_names, host.device_count, host.gpu_archs, host.unusable) == (("Orin (nvgpu)",), 1, ("8.7",), None)
 
 
+@pytest.mark.parametrize("answer, machine", [("x86_64\n", "x86_64"), ("aarch64\n", "aarch64"), (None, None),
+                                             ("", None), ("two words\n", None)])
+def test_the_cpu_architecture_is_what_uname_m_prints(tmp_path, answer, machine):
+    answers: dict[tuple[str, ...], str | None] = {("uname", "-m"): answer} if answer is not None else {}
+    host = detect_host(FakeTools(answers), tmp_path)
+    assert host.machine == machine
+    assert any(line.startswith("machine: ") for line in host.evidence)
+
+
 def test_rows_of_the_process_table_are_not_gpus(tmp_path):
     """Jetson's process rows end in N/A like its GPU row; the table after "Processes:" is not read.
     The process rows are constructed in nvidia-smi's layout (the recordings have theirs dropped)."""

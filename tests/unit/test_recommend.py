@@ -179,7 +179,7 @@ def test_driver_below_every_floor_recommends_nothing(expansion, kb):
                     gpu_names=("NVIDIA GeForce RTX 3090",), device_count=1)
     rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image)
     assert rec.variant is None and not rec.ok
-    assert len(rec.reasons) == len(select(expansion.variants, {"vendor": "cuda"}))
+    assert len(rec.reasons) == len(select(expansion.variants, {"vendor": "cuda", "platform": "linux/amd64"}))
     assert any("below the CUDA 12.x floor 525.60.13" in r for r in rec.reasons)
     assert any("CUDA error 804" in r for r in rec.reasons)
 
@@ -548,3 +548,72 @@ def test_nvidia_smi_q_host_gets_hopper_kernels(tmp_path, expansion, kb):
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04"
     assert "compiled for compute capability 9.0" in rec.reasons[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The CPU architecture: an image of the host's platform, never one that dies with "exec format error"
+# ---------------------------------------------------------------------------------------------
+
+GH200 = HostInfo(vendor="cuda", driver_version="580.95.05", stack_version="13.0", gpu_names=("NVIDIA GH200 480GB",),
+                 gpu_archs=("9.0",), device_count=1, machine="aarch64")
+"""A Grace Hopper node: arm64, compute capability 9.0, driver 580 (the issue's acceptance host)."""
+
+
+def test_a_gh200_gets_an_arm64_cuda_image_compiled_for_hopper(tmp_path, expansion, kb):
+    rec = choose(GH200, expansion, kb, tmp_path)
+    assert rec.variant is not None and rec.variant.platform == "linux/arm64" and rec.variant.vendor == "cuda"
+    assert rec.variant.gpu_archs == ("8.0", "9.0", "10.0", "11.0", "12.0")  # the SBSA wheels' list
+    assert "compiled for compute capability 9.0" in rec.reasons[0]
+    # the tag is the same for every platform: one index, the engine pulls the arm64 image of it
+    assert rec.image == f"accel-images/pytorch:{rec.variant.tag}" and "--platform" not in (rec.docker_run or "")
+    assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04"  # newest torch; the 13.2 driver caveat stands
+
+
+def test_an_arm64_host_with_an_amd_gpu_is_told_rocm_is_amd64_only(tmp_path, expansion, kb):
+    host = HostInfo(vendor="rocm", driver_version="6.12.12", stack_version="7.2", gpu_names=("AMD Instinct MI300X",),
+                    gpu_archs=("gfx942",), device_count=1, machine="aarch64")
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant is None
+    assert rec.reasons and all("no linux/arm64 image (AMD ROCm images are amd64 only" in r for r in rec.reasons)
+
+
+def test_a_jetson_orin_is_refused_with_the_l4t_pointer(tmp_path, expansion, kb):
+    """The recorded Orin (JetPack 6) on its aarch64 CPU: 8.0 SASS would run on 8.7 by the arch rules, but
+    the SBSA builds do not run on Jetson at all; the answer names NVIDIA's L4T/JetPack containers."""
+    host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-orin-jp6-540.txt"), ("uname", "-m"): "aarch64\n"})
+    assert (host.machine, host.gpu_archs) == ("aarch64", ("8.7",))
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant is None
+    jetson = [r for r in rec.reasons if "Jetson Orin" in r]
+    assert jetson and all("l4t-pytorch" in r and "SBSA" in r for r in jetson)
+
+
+def test_on_an_x86_64_host_nothing_changes(tmp_path, expansion, kb):
+    """The same answer with the machine read as without it (hosts recorded before it was)."""
+    host = host_from(tmp_path, {NVIDIA_QUERY: recorded("nvidia-smi-query-a100-580.csv")})
+    for machine in (None, "x86_64"):
+        rec = choose(replace(host, machine=machine), expansion, kb, tmp_path)
+        assert rec == choose(host, expansion, kb, tmp_path) and rec.variant.platform == "linux/amd64"
+    assert describe_host(replace(host, machine="x86_64")) == describe_host(host)
+
+
+def test_a_cpu_no_image_is_built_for_gets_nothing_and_why(tmp_path, expansion, kb):
+    rec = choose(HostInfo(machine="riscv64"), expansion, kb, tmp_path)
+    assert rec.variant is None
+    assert all("this host's CPU is riscv64; the images are built for" in r for r in rec.reasons)
+
+
+def test_an_arm64_cpu_host_gets_the_newest_arm64_cpu_image(tmp_path, expansion, kb):
+    rec = choose(HostInfo(machine="aarch64"), expansion, kb, tmp_path)
+    assert rec.variant is not None and rec.variant.platform == "linux/arm64"
+    assert rec.variant.tag == "2.14.1-cpu-py3.12-ubuntu24.04"  # 2.15's CPU aarch64 wheel is unverified
+    assert any(r.startswith("2.15.0-cpu-py3.12-ubuntu24.04: no linux/arm64 image") for r in rec.reasons)
+
+
+def test_pull_asks_the_engine_for_the_hosts_platform(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "Engine", PullRecorder)  # pull imports it when it runs
+    PullRecorder.pulled, PullRecorder.platforms = [], []
+    result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo(machine="aarch64"))))
+    assert result.exit_code == 0, result.output
+    assert PullRecorder.platforms == ["linux/arm64"]
+    assert PullRecorder.pulled == ["accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"]
