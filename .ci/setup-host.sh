@@ -3,6 +3,9 @@
 # there: a Docker engine, two Debian 12 base images built with debootstrap (no registry on the
 # internet is reachable) and a third derived from them, a local registry holding them, and a
 # wheelhouse for offline builds.
+# And arm64 under emulation: qemu-user-static registered with binfmt_misc, an arm64 Debian 12 base
+# (debootstrap --arch=arm64), and in the registry `library/debian:bookworm` as an OCI image index
+# of the amd64 and arm64 stand-ins (each also under `bookworm-amd64`, `bookworm-arm64`).
 #
 # Run as root. Safe to run again: a second run only checks and prints.
 # Overrides (the test fixtures read the same ones): ACCEL_TEST_REGISTRY, ACCEL_TEST_WHEELHOUSE,
@@ -13,7 +16,7 @@ CACHE=/var/cache/accel-images
 REGISTRY="${ACCEL_TEST_REGISTRY:-127.0.0.1:5000}"
 WHEELHOUSE="${ACCEL_TEST_WHEELHOUSE:-$CACHE/wheelhouse}"
 HOST_SOURCES=/etc/apt/sources.list.d/debian.sources
-PACKAGES=(docker.io docker-registry debootstrap skopeo curl make podman uidmap)
+PACKAGES=(docker.io docker-registry debootstrap skopeo curl make podman uidmap qemu-user-static)
 SUITE=bookworm
 
 # local image -> debootstrap --include list ("" = minbase only, like the real slim image)
@@ -23,6 +26,10 @@ declare -A INCLUDES=(
     ["$PYTHON_IMAGE"]="python3,python3-pip,python3-venv,ca-certificates"
     ["$SLIM_IMAGE"]=""
 )
+# The arm64 stand-in: the Python one's packages, for arm64 (`uname -m` in it says aarch64).
+ARM64_IMAGE=local/debian-arm64:bookworm
+INCLUDES["$ARM64_IMAGE"]="${INCLUDES[$PYTHON_IMAGE]}"
+declare -A ARCH=(["$PYTHON_IMAGE"]=amd64 ["$SLIM_IMAGE"]=amd64 ["$ARM64_IMAGE"]=arm64)
 # A base as corporate and vendor images often are, made from the slim stand-in: apt's package
 # lists and package caches left in it (/var/lib/apt/lists, /var/cache/apt/*.bin) with downloaded
 # .deb files (/var/cache/apt/archives), and a user with UID 1000 and a home directory, as
@@ -37,9 +44,14 @@ RUN apt-get update \\
 # (the apt-cache base under its own prefix: --registry-mirror docker.io=REGISTRY/apt-cache)
 declare -A MIRRORED=(
     ["$SLIM_IMAGE"]=library/debian:bookworm-slim
-    ["$PYTHON_IMAGE"]=library/debian:bookworm
+    ["$PYTHON_IMAGE"]=library/debian:bookworm-amd64
+    ["$ARM64_IMAGE"]=library/debian:bookworm-arm64
     ["$APT_CACHE_IMAGE"]=apt-cache/library/debian:bookworm-slim
 )
+# The image index of both Python stand-ins: one tag, two platforms, as Docker Hub's debian tags are.
+INDEX_TAG=library/debian:bookworm
+BINFMT=/proc/sys/fs/binfmt_misc
+QEMU_CONF=/usr/lib/binfmt.d/qemu-aarch64.conf
 
 STARTED=$SECONDS
 step_started=$SECONDS
@@ -107,12 +119,29 @@ debian_mirror() {
 # between runs rebuild them.
 STANDIN_VERSION=2
 
-# build_image IMAGE: debootstrap a root file system and import it, unless IMAGE exists and was
-# made by this version of the script.
+# register_binfmt: arm64 binaries run under qemu-user-static, in containers too. The F flag
+# (Debian's qemu-aarch64.conf sets it) opens the interpreter once, at registration, so a container
+# that has no /usr/libexec/qemu-binfmt finds it all the same. Safe to run again.
+register_binfmt() {
+    if [[ ! -e $BINFMT/register ]]; then
+        mount -t binfmt_misc binfmt_misc "$BINFMT" || die "cannot mount binfmt_misc on $BINFMT"
+    fi
+    if [[ -e $BINFMT/qemu-aarch64 ]] && ! grep -q '^flags:.*F' "$BINFMT/qemu-aarch64"; then
+        echo -1 >"$BINFMT/qemu-aarch64" # registered without F: containers could not find qemu
+    fi
+    if [[ ! -e $BINFMT/qemu-aarch64 ]]; then
+        [[ -r $QEMU_CONF ]] || die "no $QEMU_CONF (package qemu-user-static)"
+        cat "$QEMU_CONF" >"$BINFMT/register" || die "cannot register $QEMU_CONF with binfmt_misc"
+    fi
+    ready "arm64 emulation registered ($(sed -n 's/^interpreter //p' "$BINFMT/qemu-aarch64"))"
+}
+
+# build_image IMAGE: debootstrap a root file system (of IMAGE's architecture) and make it an image,
+# unless IMAGE exists and was made by this version of the script.
 build_image() {
-    local image=$1 includes=${INCLUDES[$1]}
-    if [[ "$(docker image inspect -f '{{index .Config.Labels "io.accel-images.standin"}}' "$image" 2>/dev/null)" \
-        == "$STANDIN_VERSION" ]]; then
+    local image=$1 includes=${INCLUDES[$1]} arch=${ARCH[$1]}
+    if [[ "$(docker image inspect -f '{{index .Config.Labels "io.accel-images.standin"}} {{.Architecture}}' \
+        "$image" 2>/dev/null)" == "$STANDIN_VERSION $arch" ]]; then
         ready "$image present"
         return
     fi
@@ -122,8 +151,8 @@ build_image() {
     log=$CACHE/debootstrap-$name.log
     mirror=$(debian_mirror)
     rm -rf "$rootfs"
-    say "building $image with debootstrap from $mirror (log: $log)"
-    if ! debootstrap --variant=minbase ${includes:+--include="$includes"} \
+    say "building $image ($arch) with debootstrap from $mirror (log: $log)"
+    if ! debootstrap --arch="$arch" --variant=minbase ${includes:+--include="$includes"} \
         "$SUITE" "$rootfs" "$mirror" >"$log" 2>&1 </dev/null; then
         tail -n 20 "$log" >&2
         die "debootstrap of $image failed (log: $log)"
@@ -135,9 +164,13 @@ build_image() {
     # Like the official image: no package lists, caches or downloaded packages left behind
     # (they would inflate the base and make image-size measurements wrong).
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
-    tar -C "$rootfs" -c . | docker import --change 'CMD ["bash"]' \
-        --change "LABEL io.accel-images.standin=$STANDIN_VERSION" - "$image" >/dev/null ||
-        die "docker import of $image failed"
+    if [[ $arch == amd64 ]]; then
+        tar -C "$rootfs" -c . | docker import --change 'CMD ["bash"]' \
+            --change "LABEL io.accel-images.standin=$STANDIN_VERSION" - "$image" >/dev/null ||
+            die "docker import of $image failed"
+    else
+        load_image "$rootfs" "$image" "$arch" || die "docker load of $image failed"
+    fi
     rm -rf "$rootfs"
     ready "$image built"
 }
@@ -163,6 +196,43 @@ build_apt_cache_image() {
         die "building $APT_CACHE_IMAGE failed (log: $log)"
     fi
     ready "$APT_CACHE_IMAGE built"
+}
+
+# load_image ROOTFS IMAGE ARCH: ROOTFS as a one-layer image whose config says linux/ARCH. Docker
+# 20.10's `docker import` records the engine's own architecture whatever the files are, so the
+# image is written as `docker save` writes one (a layer tar, a config, manifest.json) and loaded.
+load_image() {
+    python3 - "$1" "$2" "$3" "$STANDIN_VERSION" <<'PY' | docker load >/dev/null
+import hashlib, io, json, subprocess, sys, tarfile
+rootfs, name, arch, version = sys.argv[1:5]
+layer = subprocess.run(["tar", "-C", rootfs, "-c", "."], capture_output=True, check=True).stdout
+config = json.dumps({
+    "architecture": arch, "os": "linux", "created": "1970-01-01T00:00:00Z",
+    "config": {"Cmd": ["bash"], "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+               "Labels": {"io.accel-images.standin": version}},
+    "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]}},
+    sort_keys=True).encode()
+config_name = hashlib.sha256(config).hexdigest() + ".json"
+archive = io.BytesIO()
+with tarfile.open(fileobj=archive, mode="w") as out:
+    def add(member, data):
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        out.addfile(info, io.BytesIO(data))
+    add(config_name, config)
+    add("layer.tar", layer)
+    add("manifest.json", json.dumps([{"Config": config_name, "RepoTags": [name], "Layers": ["layer.tar"]}]).encode())
+sys.stdout.buffer.write(archive.getvalue())
+PY
+}
+
+# check_arm64 IMAGE: the arm64 stand-in runs, under emulation, and says it is aarch64.
+check_arm64() {
+    local machine
+    machine=$(docker run --rm --platform linux/arm64 --network none "$1" uname -m 2>&1) ||
+        die "$1 does not run under emulation: $machine"
+    [[ $machine == aarch64 ]] || die "$1 says it runs on $machine, not aarch64"
+    ready "$1 runs as aarch64 under emulation"
 }
 
 write_registry_config() {
@@ -213,6 +283,42 @@ push_image() {
     docker tag "$image" "$target"
     docker push "$target" >/dev/null || die "push of $target failed"
     ready "$target pushed"
+}
+
+# push_index: INDEX_TAG as an OCI image index of the per-architecture stand-ins already pushed (their
+# MIRRORED names), written over the registry's API (no tool here writes indexes); unchanged when the
+# registry already serves exactly that index.
+push_index() {
+    local amd64="${MIRRORED[$PYTHON_IMAGE]}" arm64="${MIRRORED[$ARM64_IMAGE]}"
+    python3 - "http://$REGISTRY" "$INDEX_TAG" "$amd64" "$arm64" <<'PY' || die "writing the index $REGISTRY/$INDEX_TAG failed"
+import hashlib, json, sys, urllib.request
+base, index_tag, amd64, arm64 = sys.argv[1:5]
+repository, tag = index_tag.rsplit(":", 1)
+ACCEPT = ", ".join(["application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
+                    "application/vnd.docker.distribution.manifest.v2+json"])
+def get(reference):
+    request = urllib.request.Request(f"{base}/v2/{repository}/manifests/{reference}", headers={"Accept": ACCEPT})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read()
+        return body, response.headers["Content-Type"].split(";")[0]
+manifests = []
+for arch, name in (("amd64", amd64), ("arm64", arm64)):
+    body, media_type = get(name.rsplit(":", 1)[1])
+    manifests.append({"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+                      "size": len(body), "platform": {"architecture": arch, "os": "linux"}})
+index = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                    "manifests": manifests}, sort_keys=True, separators=(",", ":")).encode()
+try:
+    current = get(tag)[0]
+except OSError:
+    current = b""
+if current != index:
+    request = urllib.request.Request(f"{base}/v2/{repository}/manifests/{tag}", data=index, method="PUT",
+                                     headers={"Content-Type": "application/vnd.oci.image.index.v1+json"})
+    urllib.request.urlopen(request, timeout=30).close()
+    print("written")
+PY
+    ready "$REGISTRY/$INDEX_TAG is the index of $amd64 and $arm64"
 }
 
 # What the CI image installs from the wheelhouse: torch and its dependencies, numpy, and IPython with
@@ -316,13 +422,18 @@ main() {
     fi
     install_packages
     start_engine
+    register_binfmt
     build_image "$PYTHON_IMAGE"
     build_image "$SLIM_IMAGE"
+    build_image "$ARM64_IMAGE"
+    check_arm64 "$ARM64_IMAGE"
     build_apt_cache_image
     start_registry
     push_image "$SLIM_IMAGE"
     push_image "$PYTHON_IMAGE"
     push_image "$APT_CACHE_IMAGE"
+    push_image "$ARM64_IMAGE"
+    push_index
     fill_wheelhouse
     fill_mismatched
     setup_podman

@@ -220,9 +220,18 @@ class FakeTagRegistry:
     deleted: list[str] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)
     no_deletes: bool = False
+    indexes: dict[str, list[str]] = field(default_factory=dict)
+    """An image index's digest -> the digests of the images it lists (every other digest: one image)."""
 
     def tags(self, repository: str) -> list[str]:
         return list(self.digests)
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict] | None:
+        if reference in self.indexes:
+            return reference, {"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+                {"digest": image, "size": 1, "platform": {"os": "linux", "architecture": f"arch{n}"}}
+                for n, image in enumerate(self.indexes[reference])]}
+        return reference, {"mediaType": "application/vnd.oci.image.manifest.v1+json"}
 
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         return self.digests[tag]

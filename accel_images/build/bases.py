@@ -1,17 +1,78 @@
-"""Base images as the builder sees them: the digest a build pins, and what to move to when one is gone."""
+"""Base images as the builder sees them: the digest a build pins, and what to move to when one is gone.
+
+A build of one platform of a multi-platform tag names its base by that platform's own manifest
+digest (`platform_base`), read from the base's registry (its mirror, where one is given): an engine
+without a multi-platform image store keeps one image per name, and Docker 20.10's classic builder
+takes a base found locally by name whatever its platform (seen here: a `--platform linux/arm64`
+build FROM a local amd64 image ran x86_64). A digest names one platform's image, and a pull by
+digest leaves every tag alone, so builds of both platforms can share one engine.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from docker.utils import parse_repository_tag
 
 from accel_images import vendors
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.build.engine import ImageInfo
-from accel_images.errors import NotInRegistry, RegistryError
+from accel_images.errors import EngineError, NotInRegistry, RegistryError
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import Variant
+from accel_images.registry import LIST_TYPES, RemoteImage, index_entries
+
+
+class ManifestReader(Protocol):
+    """The part of accel_images.registry.RegistryClient a platform's base is found with."""
+
+    host: str
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None: ...
+    def image(self, repository: str, tag: str, platform: str | None = None) -> RemoteImage | None: ...
+
+
+def platform_base(registry: ManifestReader, ref: str, platform: str) -> str:
+    """`name@sha256:...`: the manifest of `platform` that the base `ref` (a tag, or a digest from a
+    lock) names in its registry, an image index's entry or a single image of that platform."""
+    from accel_images.build.pin import repository_of
+    from accel_images.model.reference import split_reference
+    path = split_reference(ref)[1]
+    repository, reference = _repository_and_reference(path)
+    found = registry.manifest(repository, reference)
+    if found is None:
+        raise NotInRegistry(f"base image {ref} not found in registry {registry.host}")
+    digest, manifest = found
+    if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+        entries = index_entries(manifest, f"{registry.host}/{path}")
+        chosen = next((entry for entry in entries if entry.platform == platform), None)
+        if chosen is None:
+            listed = ", ".join(entry.platform for entry in entries) or "none"
+            raise NotInRegistry(f"base image {ref} has no {platform} image (its index lists: {listed})")
+        return f"{repository_of(ref)}@{chosen.digest}"
+    single = registry.image(repository, digest)
+    if single is not None and single.platform and single.platform != platform:
+        raise NotInRegistry(f"base image {ref} is a {single.platform} image only, not {platform}")
+    return f"{repository_of(ref)}@{digest}"
+
+
+def _repository_and_reference(path: str) -> tuple[str, str]:
+    """`library/debian:bookworm-slim` -> (`library/debian`, `bookworm-slim`); a digest stays one."""
+    if "@" in path:
+        repository, digest = path.split("@", 1)
+        return repository, digest
+    last = path.rsplit("/", 1)[-1]
+    if ":" in last:
+        repository, tag = path.rsplit(":", 1)
+        return repository, tag
+    return path, "latest"
+
+
+def check_platform(image: ImageInfo, platform: str, what: str) -> None:
+    """An image of another platform than the one a build is for is a failure, never silently used."""
+    if image.platform and image.platform != platform:
+        raise EngineError(f"{what} is a {image.platform} image, not {platform}")
 
 
 def pinned_base(base: ImageInfo, ref: str) -> str:

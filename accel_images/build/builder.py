@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping, vendors
 from accel_images.build import failure
-from accel_images.build.bases import pinned_base, with_newer_bases
+from accel_images.build.bases import ManifestReader, check_platform, pinned_base, platform_base, with_newer_bases
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.build.engine import Engine, ImageInfo
 from accel_images.errors import AccelError, BuildFailed, EngineError, FactsContradicted, RegistryError, WheelFetchError
@@ -28,7 +28,7 @@ from accel_images.build.outcome import Outcome, describe
 from accel_images.render.companions import BUILD_BACKEND
 from accel_images.render.contexts import (RenderedContext, Renderer, tools_index_url, wheel_index_url,
                                           write_build_context)
-from accel_images.model.reference import mirrored
+from accel_images.model.reference import mirrored, split_reference
 from accel_images.build.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
 from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
@@ -74,7 +74,8 @@ class Builder:
 
     def __init__(self, engine: Engine, kb: KnowledgeBase, expansion: Expansion, settings: BuildSettings,
                  status: Status | None = None, templates_dir: Path | None = None,
-                 wheels: RunWheelhouse | None = None) -> None:
+                 wheels: RunWheelhouse | None = None,
+                 registries: Callable[[str], ManifestReader] | None = None) -> None:
         self.engine = engine
         self.expansion = expansion
         self.settings = settings
@@ -86,6 +87,8 @@ class Builder:
         """Outcomes so far, in completion order: what a partial report after Ctrl-C shows."""
         self._bases: dict[str, ImageInfo] = {}
         self._bases_lock = threading.Lock()
+        self._registries = registries or _registry_client
+        self._platform_bases: dict[tuple[str, str], str] = {}
 
     def run(self, variants: Sequence[Variant]) -> list[Outcome]:
         """Build every variant, `jobs` at a time; outcomes in the order given.
@@ -144,15 +147,17 @@ class Builder:
         compares it with the registry's copy) whether to build at all.
         """
         self.status(variant, "rendering")
-        context_dir = self.settings.state_dir.context(variant.vendor, variant.tag)
-        rendered = self.renderer.context(variant, self.expansion, self.settings.options)
+        context_dir = self.settings.state_dir.context(variant.vendor, variant.local_tag)
+        base_ref = self._base_ref(variant)
+        rendered = self.renderer.context(variant, self.expansion, self.settings.options,
+                                         base_ref=base_ref if variant.multi_platform else None)
         for note in rendered.notes:
             self.status(variant, f"note: {note}")
-        base = self._resolve_base(variant)
+        base = self._resolve_base(variant, base_ref)
         closure = self._fetch_wheels(variant, rendered, base)
         write_build_context(context_dir, rendered, closure.paths if closure else self.settings.options.pip_find_links)
-        base_digest = pinned_base(base, mirrored(variant.base_image, self.settings.options.mirrors))
-        args = build_args(variant, self.expansion, self.settings)
+        base_digest = pinned_base(base, base_ref)
+        args = {**build_args(variant, self.expansion, self.settings), **rendered.build_args}
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest, dict(rendered.secret_args),
                         rendered.notes, rendered.companions, rendered.left_out, closure.wheels if closure else ())
@@ -184,6 +189,24 @@ class Builder:
         return Closure(torch.wheels + tools.wheels, tuple(dict.fromkeys(torch.paths + tools.paths)),
                        torch.fetched_bytes + tools.fetched_bytes)
 
+    def _base_ref(self, variant: Variant) -> str:
+        """Where the build's FROM pulls the base from: the matrix's reference through the mirrors; for one
+        platform of a multi-platform tag, that platform's own manifest digest (accel_images.build.bases),
+        asked once per run for each base and platform."""
+        base_ref = mirrored(variant.base_image, self.settings.options.mirrors)
+        if not variant.multi_platform:
+            return base_ref
+        key = (base_ref, variant.platform)
+        with self._bases_lock:
+            if key not in self._platform_bases:
+                self.status(variant, f"finding the {variant.platform} image of {base_ref}")
+                registry = self._registries(split_reference(base_ref)[0])
+                try:
+                    self._platform_bases[key] = platform_base(registry, base_ref, variant.platform)
+                except RegistryError as error:
+                    raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref) from error
+            return self._platform_bases[key]
+
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.
 
@@ -191,7 +214,7 @@ class Builder:
         """
         variant, ref, print_, base_digest = prepared.variant, prepared.ref, prepared.fingerprint, prepared.base_digest
         self.status(variant, "building")
-        log_path = self.settings.state_dir.log(variant.vendor, variant.tag)
+        log_path = self.settings.state_dir.log(variant.vendor, variant.local_tag)
         labels = {FINGERPRINT_LABEL: print_, BASE_DIGEST_LABEL: base_digest,
                   CREATED_LABEL: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
         started = time.monotonic()
@@ -200,7 +223,8 @@ class Builder:
                                       labels=labels,
                                       log_path=log_path, network_mode=self.settings.network_mode, pull=False,
                                       nocache=nocache or self.settings.no_cache,
-                                      on_line=lambda line: self.status(variant, "building: " + shortened(line)))
+                                      on_line=lambda line: self.status(variant, "building: " + shortened(line)),
+                                      platform=variant.platform if variant.multi_platform else None)
             self.record_build(prepared, built.id)
         except BuildFailed as failed:
             options = self.settings.options
@@ -243,23 +267,28 @@ class Builder:
         info = self.engine.inspect_image(image_id)
         if info is None:
             raise EngineError(f"image {image_id} of {prepared.ref} vanished right after its build")
+        if prepared.variant.multi_platform:
+            check_platform(info, prepared.variant.platform, f"the image just built as {prepared.ref}")
         inventory = inventory_of(self.engine, info, prepared.variant.python)
         try:
             remember_build(self.settings.state_dir, prepared.fingerprint, info.id, inventory, info.layers)
         except OSError as error:
             raise EngineError(f"cannot keep the build record of {prepared.ref}: {error.strerror or error}") from error
 
-    def _resolve_base(self, variant: Variant) -> ImageInfo:
+    def _resolve_base(self, variant: Variant, base_ref: str) -> ImageInfo:
         """The base image as the build will see it, pulled per the pull policy.
 
         Resolved once per run for each distinct base: sixteen variants on one base cost one
-        pull (and one registry round trip), not sixteen.
+        pull (and one registry round trip), not sixteen. A platform's base (a digest) must be of
+        that platform.
         """
-        base_ref = mirrored(variant.base_image, self.settings.options.mirrors)
         with self._bases_lock:
             if base_ref not in self._bases:
                 self._bases[base_ref] = self._fetch_base(variant, base_ref)
-            return self._bases[base_ref]
+            base = self._bases[base_ref]
+        if variant.multi_platform:
+            check_platform(base, variant.platform, f"base image {base_ref}")
+        return base
 
     def _fetch_base(self, variant: Variant, base_ref: str) -> ImageInfo:
         local = None if self.settings.pull == "always" else self.engine.inspect_image(base_ref)
@@ -269,6 +298,8 @@ class Builder:
             raise EngineError(f"base image {base_ref} is not present locally and --pull never forbids pulling it")
         self.status(variant, f"pulling {base_ref}")
         try:
+            if variant.multi_platform:
+                return self.engine.pull(base_ref, platform=variant.platform)
             return self.engine.pull(base_ref)
         except RegistryError as error:
             others = {v.os: v.base_image for v in self.expansion.variants
@@ -291,6 +322,12 @@ class Builder:
             return replace(outcome, smoke=result)
         return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures),
                        exit_code=1)
+
+
+def _registry_client(host: str) -> ManifestReader:
+    """The registry a base image's platform digests are read from (`docker login` credentials apply)."""
+    from accel_images.registry import RegistryClient
+    return RegistryClient(host)
 
 
 def shortened(line: str) -> str:

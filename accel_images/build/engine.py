@@ -87,6 +87,7 @@ class ImageInfo:
     env: tuple[str, ...] = ()              # Config.Env, `NAME=value` each
     user: str = ""                         # Config.User
     architecture: str = ""                 # Architecture: amd64, arm64, ... (what a build on it runs on)
+    platform: str = ""                     # Os/Architecture[/Variant] of the image config ('' when unknown)
 
 
 @dataclass(frozen=True)
@@ -135,11 +136,15 @@ class Engine:
     def build(self, context: Path, tag: str, *, buildargs: Mapping[str, str] = _NO_STRINGS,
               labels: Mapping[str, str] = _NO_STRINGS, log_path: Path,
               network_mode: str | None = None, pull: bool = False, nocache: bool = False,
-              on_line: OnLine | None = None, extra_tags: Sequence[str] = ()) -> BuiltImage:
+              on_line: OnLine | None = None, extra_tags: Sequence[str] = (),
+              platform: str | None = None) -> BuiltImage:
         """Build `context` as `tag` (classic builder), logging every line to `log_path`.
 
         `nocache` runs every step afresh instead of reusing the layer cache: what an image
         rebuilt for its age needs, so its package installs really fetch today's updates.
+        `platform` is the Engine API's build `platform` (a pull during the build fetches that
+        platform's image). The classic builder takes a base found locally by name whatever its
+        platform, so the caller names the base by its platform's digest (accel_images.build.bases).
 
         Raises BuildFailed (failing step, log tail, log path) when a step or the Dockerfile
         fails, EngineError when the daemon goes away.
@@ -149,11 +154,13 @@ class Engine:
             raise InputError(f"build context {context} is not a directory")
         with _BuildLog(Path(log_path), on_line) as build_log:
             build_log.note(f"# build of {tag} from {context}"
-                           f" (network_mode={network_mode}, pull={pull}, nocache={nocache})")
+                           f" (network_mode={network_mode}, pull={pull}, nocache={nocache}"
+                           + (f", platform={platform})" if platform else ")"))
             image_id = self._follow_build(build_log, tag, dict(
                 path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
                 buildargs=dict(buildargs), labels=dict(labels),
-                network_mode=network_mode, pull=pull, nocache=nocache))
+                network_mode=network_mode, pull=pull, nocache=nocache,
+                **({"platform": platform} if platform else {})))
         for extra in extra_tags:
             self.tag(image_id, extra)
         info = self.inspect_image(image_id)
@@ -207,6 +214,7 @@ class Engine:
             env=tuple(str(item) for item in (raw.get("Config") or {}).get("Env") or ()),
             user=str((raw.get("Config") or {}).get("User") or ""),
             architecture=str(raw.get("Architecture") or ""),
+            platform=_platform_of(raw),
         )
 
     def disk_usage_of(self, ref: str) -> int:
@@ -771,6 +779,17 @@ def _is_read_timeout(err: BaseException) -> bool:
     if isinstance(err, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
         return True
     return any(isinstance(arg, urllib3.exceptions.ReadTimeoutError) for arg in err.args)
+
+
+def _platform_of(raw: Mapping[str, Any]) -> str:
+    """`os/architecture[/variant]` of an inspected image ('' when the engine says nothing)."""
+    os_name, arch = str(raw.get("Os") or ""), str(raw.get("Architecture") or "")
+    if not os_name or not arch:
+        return ""
+    variant = str(raw.get("Variant") or "")
+    if arch == "arm64" and variant == "v8":
+        variant = ""
+    return f"{os_name}/{arch}" + (f"/{variant}" if variant else "")
 
 
 def _text(output: bytes | str) -> str:

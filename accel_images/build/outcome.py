@@ -70,7 +70,7 @@ def outcome_record(outcome: Outcome) -> Mapping[str, object]:
     return {
         "variant": outcome.variant.key, "vendor": outcome.variant.vendor, "tag": outcome.variant.tag,
         "torch": outcome.variant.torch, "stack": outcome.variant.stack, "python": outcome.variant.python,
-        "os": outcome.variant.os, "flavor": outcome.variant.flavor,
+        "os": outcome.variant.os, "flavor": outcome.variant.flavor, "platform": outcome.variant.platform,
         "status": outcome.status, "image": outcome.image, "image_id": outcome.image_id, "size": outcome.size,
         "build_s": outcome.build_s, "fingerprint": outcome.fingerprint, "base_digest": outcome.base_digest,
         "error": outcome.error, "log": str(outcome.log_path) if outcome.log_path else None,

@@ -46,7 +46,9 @@ class BuildSettings:
 
 
 def image_ref(expansion: Expansion, variant: Variant) -> str:
-    return f"{expansion.image}:{variant.tag}"
+    """The local name of the variant's image: its tag, or for a platform other than the default the
+    tag with the platform (`<tag>-arm64`): an engine's image store holds one image per name."""
+    return f"{expansion.image}:{variant.local_tag}"
 
 
 def build_args(variant: Variant, expansion: Expansion, settings: BuildSettings) -> dict[str, str]:

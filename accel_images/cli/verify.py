@@ -39,7 +39,5 @@ def verify_command(image: str, key_path: Path, as_json: bool) -> None:
     verdict = verify_image(RegistryClient(name.host), name, key)
     say(verdict.line(str(name)), err=as_json)  # --json: one document on stdout, so `| jq` works
     if as_json:
-        click.echo(json.dumps({"ok": verdict.ok, "image": str(name), "digest": verdict.digest,
-                               "reason": verdict.reason, "provenance": verdict.provenance, "sbom": verdict.sbom,
-                               "smoke": dict(verdict.smoke)}, indent=2))
+        click.echo(json.dumps({"image": str(name), **verdict.record()}, indent=2))
     sys.exit(0 if verdict.ok else 1)

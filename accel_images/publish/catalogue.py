@@ -213,7 +213,7 @@ class Catalogue:
         return IncompatibleError(f"registry {self.where} publishes no accel-images image", hint=hint)
 
 
-CATALOGUE_COLUMNS = (("tag", 10), ("torch", 7), ("stack", 6), ("python", 5), ("os", 4), ("driver", 3),
+CATALOGUE_COLUMNS = (("tag", 11), ("platform", 10), ("torch", 7), ("stack", 6), ("python", 5), ("os", 4), ("driver", 3),
                      ("archs", 1), ("holds", 2), ("smoke", 8), ("offered", 9), ("built", 0))
 """The catalogue's table: the labels README promises, what the image's torch holds (its facts), then the
 smoke result and the verdict; with the rank of each on a narrow page (accel_images.formatting.fit_widths:
@@ -223,7 +223,7 @@ the lowest goes first)."""
 def table_row(entry: Entry) -> tuple[str, ...]:
     """One image as `catalogue` shows it, in CATALOGUE_COLUMNS' order; '-' for a label it lacks."""
     floor = entry.label("mvc-driver") or entry.label("min-driver")
-    return (entry.tag, entry.label("torch") or "-", entry.label("stack") or "-", entry.label("python") or "-",
+    return (entry.tag, entry.platform, entry.label("torch") or "-", entry.label("stack") or "-", entry.label("python") or "-",
             entry.label("os") or "-", f">= {floor}" if floor else "-",
             entry.label("gpu-archs").replace(",", " ") or "-", entry.holds(),
             entry.smoke.summary() if entry.smoke else "no smoke record", "yes" if entry.offered else "no",

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from securesystemslib.signer import CryptoSigner
 
 from accel_images import untrusted
-from accel_images.publish import catalogue
+from accel_images.publish import catalogue, index
 from accel_images.model import tags
 from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
 from accel_images.kb.compat import KnowledgeBase
@@ -47,9 +47,10 @@ from accel_images.errors import AccelError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.formatting import human_size
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
-from accel_images.publish.promote import (STOPPED_ERROR, Publication, RetryPolicy, SmokeRunner, Target, publish,
-                                           stopped_publication, with_retries)
-from accel_images.registry import RegistryClient, RemoteImage, parse_time
+from accel_images.publish.promote import (STOPPED_ERROR, Publication, RetryPolicy, SmokeRunner, Target,
+                                           promote_index, publish, stopped_index, stopped_publication,
+                                           with_retries)
+from accel_images.registry import OCI_INDEX, IndexEntry, RegistryClient, RemoteImage, parse_time
 from accel_images.build.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.records import built_here
@@ -57,7 +58,7 @@ from accel_images.publish.tested import SmokedDigest, SmokedRecord, read_record,
 from accel_images.state import StateDir
 from accel_images.supply.attest import Attester, BuildInputs, Source
 from accel_images.supply.verify import Verdict, verify_digest
-from accel_images.plan.variants import Expansion
+from accel_images.plan.variants import Expansion, by_tag
 from accel_images.model.variant import Variant
 from accel_images.build.wheels import RunWheelhouse
 from accel_images.build.workers import run_each
@@ -107,6 +108,7 @@ class NightlyOutcome:
     realigned: tuple[str, ...] = ()        # tags moved onto an unchanged image (new aliases, a stopped run's leftovers)
     swept: tuple[str, ...] = ()            # candidate tags of earlier runs this run deleted
     kept: bool = False                     # rebuilt with layers equal to the published ones: nothing pushed
+    platform_digest: str | None = None     # one platform of an index: its own image's digest in it
 
     @property
     def uploaded_bytes(self) -> int:
@@ -187,7 +189,7 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
     cache = settings.state_dir.digest_cache
     load_digest_cache(cache)
     try:
-        return run_each(night.one, variants, settings.jobs)
+        return [night for nights in run_each(night.one_tag, by_tag(variants), settings.jobs) for night in nights]
     finally:
         try:
             save_digest_cache(cache)
@@ -208,6 +210,12 @@ class _Night:
     builder: Builder
     on_done: Callable[[NightlyOutcome], None]
     attester: Attester
+
+    def one_tag(self, group: tuple[Variant, ...]) -> list[NightlyOutcome]:
+        """One tag: a single image, or an image index of one image per platform (accel_images.publish.index)."""
+        if len(group) == 1 and not group[0].multi_platform:
+            return [self.one(group[0])]
+        return self._index_tag(group)
 
     def one(self, variant: Variant) -> NightlyOutcome:
         """Decide, build and publish one variant; expected failures end up in the outcome."""
@@ -333,7 +341,7 @@ class _Night:
                               registry_digest=remote.digest, realigned=self._heal(variant, entry))
 
     def _rebuilt(self, prepared: Prepared, night: NightlyOutcome, *, fresh: bool,
-                 keepable: RemoteImage | None) -> NightlyOutcome:
+                 keepable: RemoteImage | None, platform_only: bool = False) -> NightlyOutcome:
         """Build, then candidate -> smoke -> promotion; the registry's last good image stays on failure.
 
         `fresh` when only its age calls for the rebuild: then the build runs without the layer
@@ -341,6 +349,8 @@ class _Night:
         `keepable` is the registry's image when it may stay (its fingerprint is this one and this
         tool smoke-tested it): when the build's layers come out equal to its layers, nothing is
         pushed and the published digest stays (`kept`).
+        `platform_only`: one platform's image of an index, pushed, tested and attested but not
+        promoted (the index is: _index_tag); its green digest is `platform_digest`.
         """
         variant, target = prepared.variant, self.options.target
         local = None if fresh else self._local_build(prepared)
@@ -351,37 +361,43 @@ class _Night:
         if keepable is not None and self._identical(built.image_id, keepable):
             write_verified(self.settings.state_dir, keepable.digest, self.options.now)
             return replace(night, outcome=replace(built, image=target.ref(variant.tag)),
-                           registry_digest=keepable.digest, kept=True)
-        real_tags = tags.all_tags(variant, self.expansion.variants, self.options.day)
+                           registry_digest=night.registry_digest if platform_only else keepable.digest, kept=True,
+                           platform_digest=keepable.digest if platform_only else None)
+        real_tags = () if platform_only else tags.all_tags(variant, self.expansion.variants, self.options.day)
+        green = self._green_image if platform_only else self._green
         inputs = BuildInputs(variant, prepared.fingerprint, prepared.base_digest, prepared.args, prepared.wheels)
         try:
             publication = publish(self.engine, self.registry, built.image_id, variant, target, real_tags,
                                   self.options.run_id, self.smoke, retry=self.options.retry, status=self.status,
-                                  on_green=lambda digest, smoke: self._green(variant, digest, smoke),
+                                  on_green=lambda digest, smoke: green(variant, digest, smoke),
                                   attest=(lambda image, digest, smoke: self.attester(image, digest, inputs, smoke))
                                   if self.options.attest else None)
         except KeyboardInterrupt as interrupt:
-            self._stopped(night, built, stopped_publication(interrupt))
+            self._stopped(night, built, stopped_publication(interrupt), platform_only)
             raise
-        return self._published(night, built, publication)
+        return self._published(night, built, publication, platform_only)
 
-    def _published(self, night: NightlyOutcome, built: Outcome, publication: Publication) -> NightlyOutcome:
-        """The variant's night after its publication ended: published, or failed with the publication's error."""
+    def _published(self, night: NightlyOutcome, built: Outcome, publication: Publication,
+                   platform_only: bool = False) -> NightlyOutcome:
+        """The variant's night after its publication ended: published, or failed with the publication's error
+        (`platform_only`: one platform's image of an index, whose green digest is `platform_digest`)."""
         variant = night.outcome.variant
         serving = publication.digest if variant.tag in publication.promoted else night.registry_digest
-        night = replace(night, publication=publication, registry_digest=serving)
+        night = replace(night, publication=publication, registry_digest=serving,
+                        platform_digest=publication.digest if platform_only and publication.ok else None)
         if not publication.ok:
             return replace(night, outcome=replace(built, status="failed", smoke=publication.smoke,
                                                   error=publication.error, exit_code=publication.exit_code))
         return replace(night, outcome=replace(built, image=self.options.target.ref(variant.tag),
                                               smoke=publication.smoke))
 
-    def _stopped(self, night: NightlyOutcome, built: Outcome, publication: Publication | None) -> None:
+    def _stopped(self, night: NightlyOutcome, built: Outcome, publication: Publication | None,
+                 platform_only: bool = False) -> None:
         """Report a publication the stop cut short as it ended: interrupted, with the tags read back. A stop
         that came after it ended (while its candidate was removed) leaves it as it ended: published, with
         every tag it moved, the new digest and whether the candidate is left."""
         if publication is not None and publication.error != STOPPED_ERROR:
-            stopped = self._published(night, built, publication)
+            stopped = self._published(night, built, publication, platform_only)
             self.status(stopped.outcome.variant, describe(stopped))
             self.on_done(stopped)
             return
@@ -397,9 +413,142 @@ class _Night:
         """Before any real tag moves: this tool's own record of the tested digest, then the smoke record
         that `recommend --registry` reads (accel_images.publish.catalogue)."""
         self._record_tested(variant, digest)
+        self._green_image(variant, digest, smoke)
+
+    def _green_image(self, variant: Variant, digest: str, smoke: SmokeResult) -> None:
+        """The smoke record of one image's digest (every platform of an index has its own); the tested
+        record of an index is written when the index is (_index_tag)."""
         with_retries(lambda: catalogue.write_record(self.registry, self.options.target.repository, digest, smoke,
                                                     self.options.run_id),
                      self.options.retry, f"writing the smoke record of {self.options.target.ref(variant.tag)}")
+
+    # ---- a tag of several platforms: one image index (accel_images.publish.index) ---------------
+
+    def _index_tag(self, group: tuple[Variant, ...]) -> list[NightlyOutcome]:
+        """Decide and publish each platform's image as `one` does a single image (never promoted alone),
+        then put the index of the green ones (and, for a platform that failed or is not in this run, the
+        image it served before) under every real tag. An unchanged tag pushes nothing."""
+        first, target, retry = group[0], self.options.target, self.options.retry
+        try:
+            current = with_retries(lambda: index.served(self.registry, target.repository, first.tag), retry,
+                                   f"reading {target.ref(first.tag)}")
+            record = self._record(first)
+        except AccelError as error:
+            return self._all_failed(group, error)
+        swept = self._sweep(first)
+        trusted = current is not None and record.find(current.digest) is not None
+        nights = [self._platform_night(variant, current, trusted, record) for variant in group]
+        try:
+            nights = self._publish_index(group, nights, current, trusted, record)
+        except AccelError as error:
+            nights = [replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line(),
+                                                     exit_code=error.exit_code)) if night.ok else night
+                      for night in nights]
+        nights = [replace(night, swept=swept) for night in nights]
+        for night in nights:
+            self.status(night.outcome.variant, describe(night))
+            self.on_done(night)
+        return nights
+
+    def _all_failed(self, group: tuple[Variant, ...], error: AccelError) -> list[NightlyOutcome]:
+        nights = [NightlyOutcome(Outcome(variant, "failed", image_ref(self.expansion, variant), error=error.one_line(),
+                                         exit_code=error.exit_code), "") for variant in group]
+        for night in nights:
+            self.status(night.outcome.variant, describe(night))
+            self.on_done(night)
+        return nights
+
+    def _platform_night(self, variant: Variant, current: index.Served | None, trusted: bool,
+                        record: SmokedRecord) -> NightlyOutcome:
+        """One platform's image: skipped when the tag's index (one this tool recorded) holds it unchanged
+        and, with a key, it verifies; else built, pushed as a candidate, smoke-tested and attested."""
+        night = NightlyOutcome(Outcome(variant, "failed", image_ref(self.expansion, variant)), "",
+                               registry_digest=current.digest if current else None)
+        try:
+            return self._platform_decide(variant, current, trusted, record, night)
+        except AccelError as error:
+            return replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line(),
+                                                  exit_code=error.exit_code))
+
+    def _platform_decide(self, variant: Variant, current: index.Served | None, trusted: bool,
+                         record: SmokedRecord, night: NightlyOutcome) -> NightlyOutcome:
+        target = self.options.target
+        prepared = self.builder.prepare(variant)
+        served = current.images.get(variant.platform) if current else None
+        self.status(variant, "reading the registry")
+        remote = with_retries(lambda: self.registry.image(target.repository, served.digest), self.options.retry,
+                              f"reading the {variant.platform} image of {target.ref(variant.tag)}") if served else None
+        verified = read_verified(self.settings.state_dir, served.digest) if served else None
+        reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
+        same_inputs = remote is not None and aged_only(remote, prepared)
+        fresh = reason is not None and same_inputs
+        keepable = remote if same_inputs else None
+        if keepable is not None and served is not None and current is not None:
+            # As _decide: the registry's image is skipped or kept only where this tool tested it (the index
+            # is in the tag's record) and, with a key, it verifies.
+            verdict = self._verify(variant, served.digest) if trusted else None
+            if trusted and (verdict is None or verdict.ok):
+                if reason is None:
+                    created = parse_time(keepable.labels.get(CREATED_LABEL)) or keepable.created
+                    entry = record.find(current.digest)
+                    skipped = Outcome(variant, "skipped", target.ref(variant.tag), fingerprint=prepared.fingerprint,
+                                      base_digest=prepared.base_digest,
+                                      earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}" if entry else None)
+                    return replace(night, outcome=skipped, verdict=verdict, platform_digest=served.digest,
+                                   reason=f"unchanged since {created:%Y-%m-%d}" if created else "unchanged")
+            else:
+                keepable = None
+                reason = reason or (untested_reason(variant.tag, current.digest, record) if not trusted else
+                                    f"the registry's {variant.platform} image does not verify:"
+                                    f" {verdict.reason if verdict else '?'}")
+        return self._rebuilt(prepared, replace(night, reason=reason or ""), fresh=fresh, keepable=keepable,
+                             platform_only=True)
+
+    def _entry(self, variant: Variant, digest: str, held: IndexEntry | None) -> IndexEntry:
+        """The index entry of the platform's green image: the one the index already lists, or read."""
+        if held is not None and held.digest == digest:
+            return held
+        target = self.options.target
+        return with_retries(lambda: index.entry_of(self.registry, target.repository, variant.platform, digest),
+                            self.options.retry, f"reading the {variant.platform} image of {target.ref(variant.tag)}")
+
+    def _publish_index(self, group: tuple[Variant, ...], nights: list[NightlyOutcome], current: index.Served | None,
+                       trusted: bool, record: SmokedRecord) -> list[NightlyOutcome]:
+        """The index of every green platform's image (a failed one, or one this run did not build, keeps
+        the image the trusted index served for it), recorded as tested, then put under every real tag."""
+        first, target, retry = group[0], self.options.target, self.options.retry
+        images = {platform: entry for platform, entry in (current.images.items() if current and trusted else ())
+                  if platform in first.platforms}
+        for night in nights:
+            if night.ok and night.platform_digest is not None:
+                images[night.outcome.variant.platform] = self._entry(night.outcome.variant, night.platform_digest,
+                                                                     images.get(night.outcome.variant.platform))
+        if not images:
+            return nights
+        data, digest = index.assemble(images)
+        if current is not None and trusted and digest == current.digest:
+            entry = record.find(digest)
+            moved = self._heal(first, entry) if entry is not None else ()
+            return [replace(night, registry_digest=digest, realigned=moved if night is nights[0] else ())
+                    for night in nights]
+        self.status(first, f"putting the index of {', '.join(sorted(images))} under {first.tag}")
+        with_retries(lambda: index.put_index(self.registry, target.repository, data, digest), retry,
+                     f"writing the index of {target.ref(first.tag)}")
+        self._record_tested(first, digest)
+        real_tags = tags.all_tags(first, self.expansion.variants, self.options.day)
+        try:
+            promotion = promote_index(self.registry, target, real_tags, data, digest, OCI_INDEX, retry)
+        except KeyboardInterrupt as interrupt:
+            stopped = stopped_index(interrupt)
+            for night in nights:
+                self.on_done(replace(night, outcome=replace(night.outcome, status="interrupted",
+                                                            error="interrupted during publication"),
+                                     registry_digest=(stopped.tags_after or {}).get(first.tag) if stopped else None))
+            raise
+        return [replace(night, registry_digest=digest,
+                        publication=replace(night.publication, promoted=promotion.promoted)
+                        if night.publication is not None and night.ok else night.publication)
+                for night in nights]
 
     def _identical(self, image_id: str, remote: RemoteImage) -> bool:
         """Whether the local image's layers are the registry image's, diff ID for diff ID."""
@@ -518,6 +667,7 @@ def nightly_record(night: NightlyOutcome, target: Target) -> dict[str, Any]:
         else None,
         "smoke_ran_on": night.outcome.smoke.ran_on if night.outcome.smoke else None,
         "kept": night.kept,
+        "platform_digest": night.platform_digest,
         "uploaded_layers": publication.uploaded_layers if publication else 0,
         "uploaded_bytes": night.uploaded_bytes,
     })

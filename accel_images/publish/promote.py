@@ -233,6 +233,8 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
         steps.attestation = attest(steps.candidate, steps.digest, steps.smoke)
     stopping.checkpoint()
     on_green(steps.digest, steps.smoke)
+    if not real_tags:  # one platform's image of an index: the index is promoted as a whole (promote_index)
+        return steps.done()
     say(variant, "promoting")
     before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
                                 f"reading {target.ref(tag)}") for tag in real_tags}
@@ -246,6 +248,59 @@ def _publish(engine: Pusher, registry: TagStore, image_id: str, variant: Variant
                              if steps.tags_after.get(tag) == steps.digest != before.get(tag)]
         raise
     return steps.done()
+
+
+class IndexStore(TagStore, Protocol):
+    """What promoting an image index needs of accel_images.registry.RegistryClient: manifest puts."""
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]: ...
+
+
+@dataclass(frozen=True)
+class IndexPromotion:
+    """What promoting one image index did: the tags now on it, and after a stop where each tag is."""
+
+    digest: str
+    promoted: tuple[str, ...] = ()
+    tags_after: Mapping[str, str | None] | None = None
+
+
+def promote_index(registry: IndexStore, target: Target, real_tags: Sequence[str], index: bytes, digest: str,
+                  media_type: str, retry: RetryPolicy = RetryPolicy()) -> IndexPromotion:
+    """Put the image index `index` (whose every platform's image passed its smoke test, already
+    recorded) under every real tag, the full tag first, and check the full tag serves it.
+
+    As `publish` promotes one image: each put must land on `digest`; Ctrl-C puts every tag already
+    moved back (roll_back) and the interrupt carries the IndexPromotion with the tags read back."""
+    before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
+                                f"reading {target.ref(tag)}") for tag in real_tags}
+    promoted: list[str] = []
+    try:
+        for tag in real_tags:
+            stopping.checkpoint()
+            put = with_retries(lambda: stopping.finish_in_flight(
+                lambda: registry.put_manifest(target.repository, tag, index, media_type)[0]), retry,
+                f"writing {target.ref(tag)}")
+            if put != digest:
+                raise RegistryError(f"{target.ref(tag)} was written as {put}, not as the smoke-tested index {digest}")
+            promoted.append(tag)
+        if real_tags:
+            verify(registry, target, real_tags[0], digest, retry)
+    except KeyboardInterrupt as interrupt:
+        after = roll_back(registry, target, before, digest)
+        setattr(interrupt, _STOPPED_INDEX, IndexPromotion(digest, tuple(
+            tag for tag in real_tags if after.get(tag) == digest != before.get(tag)), after))
+        raise
+    return IndexPromotion(digest, tuple(promoted))
+
+
+_STOPPED_INDEX = "accel_images_index_promotion"
+
+
+def stopped_index(interrupt: BaseException) -> IndexPromotion | None:
+    """What an index promotion stopped by this interrupt did (tags read back after the rollback)."""
+    found = getattr(interrupt, _STOPPED_INDEX, None)
+    return found if isinstance(found, IndexPromotion) else None
 
 
 def uploaded_bytes(registry: TagStore, repository: str, tag: str, pushed: Pushed, retry: RetryPolicy) -> int:

@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from accel_images import stopping, untrusted
 from accel_images.errors import AccelError, InputError
+from accel_images.registry import LIST_TYPES, index_entries
 
 DEFAULT_KEEP_DATED = 7
 """A week of nightlies that changed something: enough to roll back past a bad week."""
@@ -89,10 +90,14 @@ def dated_day(tag: str) -> tuple[str, date] | None:
 
 
 def plan(digests: Mapping[str, str | None], policy: RetentionPolicy, today: date,
-         pinned: Pinned = Pinned()) -> list[Decision]:
-    """A decision for every dated tag in `digests` (tag -> manifest digest), newest first per full tag."""
+         pinned: Pinned = Pinned(), children: Mapping[str, tuple[str, ...]] | None = None) -> list[Decision]:
+    """A decision for every dated tag in `digests` (tag -> manifest digest), newest first per full tag.
+
+    `children` maps an image index's digest to the digests of the images it lists: a lock file that
+    pins one platform's image (`image@sha256:<the arm64 manifest>`) keeps the dated index holding it."""
     protected = {digest for tag, digest in digests.items()
                  if digest and dated_day(tag) is None and CANDIDATE_MARK not in tag} | pinned.digests
+    protected |= {index for index, images in (children or {}).items() if set(images) & pinned.digests}
     groups: dict[str, list[tuple[date, str]]] = {}
     for tag in digests:
         parsed = dated_day(tag)
@@ -128,6 +133,7 @@ class TagRegistry(Protocol):
     def delete_tag(self, repository: str, tag: str) -> bool: ...
 
     def check_deletes(self, repository: str) -> None: ...
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None: ...
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,7 @@ def prune(registry: TagRegistry, repository: str, policy: RetentionPolicy, today
     """
     names = [tag for tag in registry.tags(repository) if _in_scope(tag, only)]
     digests = {tag: registry.manifest_digest(repository, tag) for tag in names}
-    decisions = tuple(plan(digests, policy, today, pinned))
+    decisions = tuple(plan(digests, policy, today, pinned, _children(registry, repository, digests, pinned)))
     if not dry_run and any(d.prune for d in decisions):
         registry.check_deletes(repository)
     deleted: list[str] = []
@@ -180,6 +186,21 @@ def prune(registry: TagRegistry, repository: str, policy: RetentionPolicy, today
         setattr(interrupt, _STOPPED, Pruning(decisions, dry_run, tuple(deleted), tuple(errors), interrupted=True))
         raise
     return Pruning(decisions, dry_run, tuple(deleted), tuple(errors))
+
+
+def _children(registry: TagRegistry, repository: str, digests: Mapping[str, str | None],
+              pinned: Pinned) -> dict[str, tuple[str, ...]]:
+    """The images each dated image index lists, read only when a lock file pins some digest."""
+    if not pinned.digests:
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for tag, digest in digests.items():
+        if digest is None or digest in found or dated_day(tag) is None:
+            continue
+        manifest = registry.manifest(repository, digest)
+        if manifest is not None and (manifest[1].get("mediaType") in LIST_TYPES or "manifests" in manifest[1]):
+            found[digest] = tuple(entry.digest for entry in index_entries(manifest[1], f"{repository}@{digest}"))
+    return found
 
 
 _STOPPED = "accel_images_pruning"

@@ -166,7 +166,8 @@ class Attester:
                                  title=ENVELOPE_FILE, annotations={**created, provenance.PREDICATE_ANNOTATIONS[0]:
                                                                    provenance.PREDICATE_TYPE},
                                  layer_annotations=predicate)
-        page = self._write(variant.tag, digest, sbom_text, statement, envelope, packages.package_page(found, subject))
+        page = self._write(variant.local_tag, digest, sbom_text, statement, envelope,  # a directory per platform image
+                           packages.package_page(found, subject))
         self._read_back(digest)
         return Attestation(digest, sbom_attached, attached, self.signer is not None,
                            len(found.packages), torch, page)
@@ -199,7 +200,8 @@ class Attester:
         return provenance.BuildFacts(
             repository=subject.repository, digest=subject.digest, tag=variant.tag,
             variant={"vendor": variant.vendor, "stack": variant.stack, "torch": variant.torch,
-                     "python": variant.python, "os": variant.os, "flavor": variant.flavor},
+                     "python": variant.python, "os": variant.os, "flavor": variant.flavor,
+                     "platform": variant.platform},
             fingerprint=inputs.fingerprint, base_image=inputs.base_digest, build_args=dict(inputs.build_args),
             matrix_sha256=self.source.matrix_sha256,
             source={"uri": self.source.uri, "gitCommit": self.source.commit,

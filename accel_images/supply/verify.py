@@ -26,6 +26,7 @@ from accel_images.errors import AccelError, InputError, RegistryError
 from accel_images.model import tags
 from accel_images.model.reference import REPOSITORY_RE, TAG_RE
 from accel_images.model.variant import Variant
+from accel_images.registry import LIST_TYPES, index_entries
 from accel_images.supply import attach, provenance, sbom
 
 PROVENANCE_ARTIFACT_TYPE = provenance.PAYLOAD_TYPE
@@ -77,13 +78,29 @@ class Verdict:
     smoke: Mapping[str, Any] = field(default_factory=dict)
     provenance: str | None = None        # the provenance artifact's manifest digest
     sbom: str | None = None              # the SBOM artifact's manifest digest
+    platforms: Mapping[str, Verdict] = field(default_factory=dict)
+    """For an image index: each platform's image's own verdict (the index verifies when all do)."""
 
     def line(self, image: str) -> str:
+        if self.platforms and self.ok:
+            each = "; ".join(f"{platform} {verdict.summary()}" for platform, verdict in self.platforms.items())
+            return f"verified: {image} (index {(self.digest or '')[:19]}): {each}"
         if self.ok:
-            where = self.smoke.get("ranOn") or "?"
-            return (f"verified: {image} ({(self.digest or '')[:19]}) provenance {(self.provenance or '')[:19]}"
-                    f" signed, smoke passed on {where}, torch {self.smoke.get('torch')}, SBOM {(self.sbom or '')[:19]}")
+            return f"verified: {image} ({(self.digest or '')[:19]}) {self.summary()}"
         return f"not verified: {image}: {self.reason}"
+
+    def summary(self) -> str:
+        where = self.smoke.get("ranOn") or "?"
+        return (f"provenance {(self.provenance or '')[:19]} signed, smoke passed on {where},"
+                f" torch {self.smoke.get('torch')}, SBOM {(self.sbom or '')[:19]}")
+
+    def record(self) -> dict[str, Any]:
+        """As `verify --json` prints it."""
+        found: dict[str, Any] = {"ok": self.ok, "digest": self.digest, "reason": self.reason,
+                                 "provenance": self.provenance, "sbom": self.sbom, "smoke": dict(self.smoke)}
+        if self.platforms:
+            found["platforms"] = {platform: verdict.record() for platform, verdict in self.platforms.items()}
+        return found
 
 
 def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key,
@@ -133,12 +150,24 @@ def _named_sbom(store: attach.ArtifactStore, repository: str, digest: str, state
 
 
 def verify_image(store: Any, image: ImageName, key: Key) -> Verdict:
-    """Resolve a tag to its digest (a digest stays itself), then verify_digest (with the tag to compare)."""
+    """Resolve a tag to its digest (a digest stays itself), then verify_digest (with the tag to compare); an
+    image index verifies when the image of every platform it lists does (each has its own provenance and
+    SBOM, and each must wear the tag)."""
     by_digest = image.reference.startswith("sha256:")
     digest = image.reference if by_digest else store.manifest_digest(image.repository, image.reference)
     if digest is None:
         return Verdict(False, None, f"the registry has no {image}")
-    return verify_digest(store, image.repository, digest, key, None if by_digest else image.reference)
+    tag = None if by_digest else image.reference
+    found = store.manifest(image.repository, digest)
+    if found is not None and (found[1].get("mediaType") in LIST_TYPES or "manifests" in found[1]):
+        entries = index_entries(found[1], str(image))
+        if not entries:
+            return Verdict(False, digest, f"the image index {digest[:19]} lists no image")
+        verdicts = {entry.platform: verify_digest(store, image.repository, entry.digest, key, tag)
+                    for entry in entries}
+        failed = [f"{platform}: {verdict.reason}" for platform, verdict in verdicts.items() if not verdict.ok]
+        return Verdict(not failed, digest, "; ".join(failed), platforms=verdicts)
+    return verify_digest(store, image.repository, digest, key, tag)
 
 
 def check_tag(statement: Mapping[str, Any], tag: str) -> None:

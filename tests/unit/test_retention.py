@@ -53,6 +53,19 @@ def test_lock_files_pin_tags_and_digests(tmp_path: Path) -> None:
     assert pruned(plan(tags_of([1, 2, 3, 4]), RetentionPolicy(keep=1), TODAY, pinned)) == [dated(FULL, 3)]
 
 
+def test_a_lock_pinning_one_platforms_image_keeps_the_dated_index_that_lists_it(tmp_path: Path) -> None:
+    """One tag is an image index: a lock naming the arm64 image's own digest (what `docker pull` on an
+    arm64 host records) keeps the dated tag whose index lists it; the index's other dated tags go."""
+    lock = tmp_path / "images.lock"
+    lock.write_text(f"reg/x@{digest(902)}\n")
+    registry = FakeTagRegistry(tags_of([1, 2, 3, 4]), indexes={digest(102): [digest(802), digest(902)],
+                                                              digest(103): [digest(803), digest(903)]})
+    pruning = prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, pinned=Pinned.from_files([lock]))
+    assert registry.deleted == [dated(FULL, 3), dated(FULL, 1)]
+    assert [d.reason for d in pruning.decisions if d.tag == dated(FULL, 2)] == [
+        "its image is still served under another tag or pinned"]
+
+
 def test_keep_days_keeps_the_young_beyond_the_count() -> None:
     assert pruned(plan(tags_of([1, 5, 8, 9]), RetentionPolicy(keep=1, keep_days=3), TODAY)) == [dated(FULL, 1),
                                                                                                 dated(FULL, 5)]
