@@ -131,6 +131,12 @@ class Engine:
     def close(self) -> None:
         self._client.close()
 
+    def platform(self) -> str:
+        """The platform this engine runs without emulation (`linux/amd64`): its `Os` and `Arch`."""
+        with self._daemon_errors("asking the engine for its platform"):
+            found = self._client.version()
+        return f"{found.get('Os') or 'linux'}/{found.get('Arch') or 'amd64'}"
+
     # -- images ---------------------------------------------------------------------------
 
     def build(self, context: Path, tag: str, *, buildargs: Mapping[str, str] = _NO_STRINGS,

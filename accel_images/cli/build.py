@@ -90,10 +90,15 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
+    every_platform = kwargs.get("platform") == ALL_PLATFORMS
+    if every_platform:
+        kwargs["platform"] = None
     host_fetch, wheel_cache, wheel_cache_max = wheel_settings(pip_fetch, cache_dir, cache_max_size)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch,
                              pip_extra_index_url)
     expansion, every = chosen_variants(matrix_path, kwargs, options)
+    if kwargs.get("platform") is None and not every_platform:
+        every = engine_platform_only(every)
     variants = newest_per_vendor(every) if newest else every
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
@@ -131,6 +136,27 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
         click.echo(in_users_terms(f"chose the newest of {len(every)} matching variants; without --newest (make images)"
                                   " all of them, or choose with --torch, --python, --os, --flavor"), err=True)
     sys.exit(failure.run_exit_code(o.exit_code or 1 for o in failed))
+
+
+ALL_PLATFORMS = "all"
+"""`--platform all`: every platform of the chosen variants, those of other architectures under emulation."""
+
+
+def engine_platform_only(variants: tuple[Variant, ...]) -> tuple[Variant, ...]:
+    """Without --platform, a build is of the images this engine runs natively: the image to use here
+    (`make image`), not the other platforms of its tag's index, which build slowly under emulation or not
+    at all (`--platform linux/arm64` or `--platform all` asks for them)."""
+    engine = Engine.connect()
+    try:
+        native = engine.platform()
+    finally:
+        engine.close()
+    mine = tuple(variant for variant in variants if variant.platform == native)
+    if variants and not mine:
+        others = ", ".join(dict.fromkeys(variant.platform for variant in variants))
+        raise InputError(f"no chosen variant is built for this engine's platform {native} (they are for {others})",
+                         field="--platform", hint=f"pass --platform {variants[0].platform} to build it under emulation")
+    return mine
 
 
 def counted(outcomes: list[Outcome]) -> str:

@@ -103,6 +103,8 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     failed, 1 otherwise.
     """
     level = verbosity(quiet, verbose)
+    if kwargs.get("platform") == "all":  # every platform of each tag's index: what a nightly does by default
+        kwargs["platform"] = None
     destination = Destination.parse(registry_text)
     host_fetch, wheel_cache, wheel_cache_max = wheel_settings(pip_fetch, cache_dir, cache_max_size)
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch,

@@ -499,7 +499,7 @@ class _Night:
             else:
                 keepable = None
                 reason = reason or (untested_reason(variant.tag, current.digest, record) if not trusted else
-                                    f"the registry's {variant.platform} image does not verify:"
+                                    f"the registry's image does not verify ({variant.platform}):"
                                     f" {verdict.reason if verdict else '?'}")
         return self._rebuilt(prepared, replace(night, reason=reason or ""), fresh=fresh, keepable=keepable,
                              platform_only=True)

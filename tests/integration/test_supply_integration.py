@@ -84,15 +84,17 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
     next nightly does not skip it but puts a verified image back."""
     key, pub = write_key(tmp_path)
     state = tmp_path / "state"
+    # The tag is an index of amd64 and arm64; the wheelhouse holds x86_64 wheels: amd64 only, as a CI job
+    # of that platform publishes it (the index keeps the other platforms' images).
     args = ["nightly", "--registry", f"{registry}/{namespace}", "--vendor", "cpu", "--torch", "2.13", "--python", "3.11",
-            "--os", "debian12", "--flavor", "runtime", "--registry-mirror", f"docker.io={registry}",
-            "--pip-find-links", str(wheelhouse), "--without-companion", "torchvision", "--state-dir", str(state),
-            "--sign-key", str(key)]
+            "--os", "debian12", "--flavor", "runtime", "--platform", "linux/amd64",
+            "--registry-mirror", f"docker.io={registry}", "--pip-find-links", str(wheelhouse),
+            "--without-companion", "torchvision", "--state-dir", str(state), "--sign-key", str(key)]
     first = cli(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     [record] = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())["variants"]
     repository, tag = f"{namespace}/accel-images/pytorch", record["tag"]
-    digest = record["digest"]
+    digest = record["platform_digest"]  # the amd64 image's own: the full tag serves the index listing it
     assert record["provenance"]["signed"] is True and record["verified"]["ok"] is True
 
     # Everything below reads the registry's HTTP API directly.
