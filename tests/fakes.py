@@ -49,14 +49,21 @@ class FakeEngine:
     """What each image's facts.json holds, by image ID: a build records what its Dockerfile promises
     (fakeimage.facts_of_dockerfile); a test may put other facts there. Absent: an honest CPU image's."""
     uncached: list[str] = field(default_factory=list)     # tags built without the layer cache
+    base_platform: str | None = None
+    """The platform every pulled base says it is (None: the one the pull asked for)."""
+    built_platforms: dict[str, str | None] = field(default_factory=dict)
 
-    def pull(self, ref: str, on_line: object = None) -> ImageInfo:
-        self.calls.append(("pull", ref))
-        return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{ref.split(':')[0]}@sha256:{'b' * 64}",))
+    def pull(self, ref: str, on_line: object = None, platform: str | None = None) -> ImageInfo:
+        self.calls.append(("pull", ref) if platform is None else ("pull", f"{ref} {platform}"))
+        name, _, digest = ref.partition("@")
+        repository = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+        return ImageInfo(f"sha256:id-{ref}", (ref,), {}, 1, "", (f"{repository}@{digest or 'sha256:' + 'b' * 64}",),
+                         platform=self.base_platform or platform or "")
 
     def inspect_image(self, ref: str) -> ImageInfo | None:
         if ref.startswith("sha256:built-") and ref not in self.local:  # the image the builder just built
-            return ImageInfo(ref, (), {}, 1, "", (), env=(fakeimage.PATH,), user="1000:1000")
+            return ImageInfo(ref, (), {}, 1, "", (), env=(fakeimage.PATH,), user="1000:1000",
+                             platform=self.built_platforms.get(ref) or "")
         return self.local.get(ref)
 
     @contextmanager
@@ -71,6 +78,7 @@ class FakeEngine:
         self.calls.append(("build", tag))
         if kwargs.get("nocache"):
             self.uncached.append(tag)
+        self.built_platforms[f"sha256:built-{tag}"] = kwargs.get("platform")  # type: ignore[assignment]
         if tag.split(":")[-1] in self.failing_builds:
             raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
         self.facts.setdefault(f"sha256:built-{tag}", fakeimage.facts_of_dockerfile((context / "Dockerfile").read_text()))

@@ -97,10 +97,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch,
                              pip_extra_index_url)
     expansion, every = chosen_variants(matrix_path, kwargs, options)
-    if kwargs.get("platform") is None and not every_platform:
-        every = engine_platform_only(every)
-    variants = newest_per_vendor(every) if newest else every
-    variants = pinned_variants(variants, pin_bases, lock_path, options)
+    native_only = kwargs.get("platform") is None and not every_platform
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid,
@@ -112,6 +109,10 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     # The nightly's lock: a build rewrites the contexts a running nightly builds from.
     with held(settings.state_dir.nightly_lock, what="run of accel-images"):
         engine = Engine.connect()
+        if native_only:
+            every = engine_platform_only(every, engine.platform())
+        variants = newest_per_vendor(every) if newest else every
+        variants = pinned_variants(variants, pin_bases, lock_path, options)
         reclaim(engine, meta["started"])
         try:
             with progress_for(variants, level) as progress:
@@ -142,15 +143,10 @@ ALL_PLATFORMS = "all"
 """`--platform all`: every platform of the chosen variants, those of other architectures under emulation."""
 
 
-def engine_platform_only(variants: tuple[Variant, ...]) -> tuple[Variant, ...]:
+def engine_platform_only(variants: tuple[Variant, ...], native: str) -> tuple[Variant, ...]:
     """Without --platform, a build is of the images this engine runs natively: the image to use here
     (`make image`), not the other platforms of its tag's index, which build slowly under emulation or not
     at all (`--platform linux/arm64` or `--platform all` asks for them)."""
-    engine = Engine.connect()
-    try:
-        native = engine.platform()
-    finally:
-        engine.close()
     mine = tuple(variant for variant in variants if variant.platform == native)
     if variants and not mine:
         others = ", ".join(dict.fromkeys(variant.platform for variant in variants))

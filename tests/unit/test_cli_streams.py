@@ -147,8 +147,15 @@ class FakeBuilder:
 def fake_build(monkeypatch: pytest.MonkeyPatch) -> None:
     from accel_images.cli import build as cli_build
     monkeypatch.setattr(cli_build, "Builder", FakeBuilder)
-    monkeypatch.setattr("accel_images.cli.build.Engine.connect", classmethod(lambda cls: None))
+    monkeypatch.setattr("accel_images.cli.build.Engine.connect", classmethod(lambda cls: AnAmd64Engine()))
     monkeypatch.setattr(cli_build, "reclaim", lambda engine, started: [])
+
+
+class AnAmd64Engine:
+    """The engine a build asks which platform it builds natively (without --platform, its own only)."""
+
+    def platform(self) -> str:
+        return "linux/amd64"
 
 
 def test_build_json_is_the_report_alone_on_stdout(fake_build: None, tmp_path: Path) -> None:
