@@ -131,4 +131,19 @@ def update_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, 
     sys.exit(0)
 
 
-__all__ = ["check_command", "kb_group", "update_command"]
+@kb_group.command("wheel-tags")
+@click.option("--platform", "platform", required=True, metavar="OS/ARCH", help="The image's platform (linux/arm64).")
+@click.option("--os", "os_name", required=True, metavar="OS", help="The image's base OS (debian12, ubuntu24.04).")
+@expected_failures
+def wheel_tags_command(platform: str, os_name: str) -> None:
+    """Print the `pip download --platform` arguments for the wheels an image of PLATFORM on OS installs.
+
+    Every manylinux tag its glibc accepts, down to manylinux2014 (the pinned CUDA wheels of one
+    torch span several), then `any`: fill an offline wheelhouse for another platform with
+    `pip download --only-binary=:all: --python-version X.Y $(accel-images kb wheel-tags ...) ...`.
+    """
+    from accel_images.kb import compat, wheels
+    click.echo(" ".join(wheels.pip_platform_args(wheels.platform_tags(compat.load_kb(), platform, os_name))))
+
+
+__all__ = ["check_command", "kb_group", "update_command", "wheel_tags_command"]
