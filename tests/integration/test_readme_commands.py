@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-HOSTS = {"# on an 8 x H100 host with driver 535.104.05": ROOT / "tests" / "data" / "readme" / "h100-535.json"}
+HOSTS = {"# on an 8 x H100 host with driver 535.104.05": ROOT / "tests" / "data" / "readme" / "h100-535.json",
+         "# on a GH200 host (aarch64) with driver 580.65.06": ROOT / "tests" / "data" / "readme" / "gh200-580.json"}
 """A `$ command  # on HOST` example is run against that recorded host (the hidden --host-json option)."""
 
 RUN_HERE = {"source .venv/bin/activate", "accel-images --version", "accel-images recommend"}
@@ -60,6 +61,12 @@ ELSEWHERE = {
         "builds and pushes (tests/unit/test_supply.py)",
     'accel-images verify 127.0.0.1:5000/accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --key "$keys/sign.pub"':
         "needs what the nightly above published (tests/unit/test_supply.py)",
+    "apt-get install -y qemu-user-static": "installs a package as root (.ci/setup-host.sh does, and registers its binfmt)",
+    "accel-images build --vendor cpu --torch 2.13 --os debian12 --platform linux/arm64":
+        "builds torch for arm64 under emulation, from Docker Hub and PyTorch's cpu index, out of reach here "
+        "(tests/integration/test_platforms_integration.py builds a light image for both platforms)",
+    "docker run --rm --platform linux/arm64 accel-images/pytorch:2.13.0-cpu-py3.11-debian12-arm64 uname -m":
+        "needs the image the build above makes (tests/integration/test_platforms_integration.py runs uname -m as aarch64)",
 }
 
 
