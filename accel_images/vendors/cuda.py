@@ -176,16 +176,20 @@ class Cuda(VendorBase):
     def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
         """The CUDA the wheel was built for (torch.version.cuda, `builds`), the exact toolkit its
         Requires-Dist installed (the cuda-toolkit distribution, `toolkits`; not checked where a wheel
-        predates that package), and on x86_64 the SASS and PTX targets (torch._C._cuda_getArchFlags(),
-        `archs`: those rows are the x86_64 wheels')."""
+        predates that package), and the SASS and PTX targets (torch._C._cuda_getArchFlags()) where the
+        image's machine is its platform's: `archs` rows are the x86_64 wheels', a platform's own rows
+        (`platforms."linux/arm64".archs`) its wheels'."""
         minor, stack = variant.torch_minor, variant.stack or ""
         claims = [Claim("stack", kb_row(self.kb_file, "builds", minor), stack, facts.toolkit.get("cuda"), "release")]
         if variant.toolkit:
             claims.append(Claim("toolkit", kb_row(self.kb_file, "toolkits", minor, stack), variant.toolkit,
                                 facts.distributions.get("cuda-toolkit"), "release"))
-        if variant.gpu_archs and facts.platform.get("machine") == "x86_64":
+        platform = variant.platform
+        machines = kb.platforms[platform].machines if platform in kb.platforms else ()
+        if variant.gpu_archs and facts.platform.get("machine") in machines:
             sass, ptx = split_archs(variant.gpu_archs)
-            row = kb_row(self.kb_file, "archs", minor, stack)
+            own = platform in self.facts(kb).platform_archs
+            row = kb_row(self.kb_file, *(("platforms", platform) if own else ()), "archs", minor, stack)
             claims.append(Claim("archs", row, tuple(SASS_PREFIX + _digits(a) for a in sass), facts.archs))
             claims.append(Claim("ptx", row, (PTX_PREFIX + _digits(ptx),) if ptx else (), facts.ptx))
         return claims

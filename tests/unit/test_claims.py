@@ -83,6 +83,25 @@ def test_a_row_that_claims_ptx_the_wheel_lacks_is_named(kb: KnowledgeBase) -> No
     assert line.endswith('cuda.yaml archs."2.15"."13.2" says compute_120; the image has none')
 
 
+ARM64_WHEELS = json.loads((DATA / "wheels" / "torch-wheels.json").read_text())
+
+
+def test_an_arm64_image_is_held_to_the_arm64_rows_of_the_knowledge_base(kb: KnowledgeBase) -> None:
+    """The aarch64 wheel of 2.15.0 (its SASS list as recorded from the package index: tests/data/wheels)
+    agrees with `platforms."linux/arm64".archs`; the x86_64 list in an arm64 image is named against that row."""
+    variant = make_variant(kb, *CU132_PY311, platform="linux/arm64")
+    [listed] = ARM64_WHEELS["torch-2.15.0-cp311-cp311-manylinux_2_28_aarch64.whl"]["arch_list"]
+    aarch64 = replace(CUDA_215, archs=tuple(listed.split()), platform={"os": "Linux", "machine": "aarch64"})
+    found = claims.claims(kb, variant, aarch64, ("torchaudio", "torchvision"))
+    assert "archs" in {claim.key for claim in found}
+    assert [claim.line() for claim in found if claim.contradicted] == []
+    x86_list = replace(CUDA_215, platform={"os": "Linux", "machine": "aarch64"})
+    assert claims.contradiction(kb, variant, x86_list) == (
+        "the image's facts contradict the knowledge base: accel_images/data/vendors/cuda.yaml"
+        ' platforms."linux/arm64".archs."2.15"."13.2" says sm_80 sm_90 sm_100 sm_110 sm_120;'
+        " the image has sm_75 sm_80 sm_86 sm_90 sm_100 sm_120")
+
+
 def test_the_old_13_0_2_toolkit_row_is_caught_by_the_wheels_cuda_toolkit(kb: KnowledgeBase) -> None:
     """The row this knowledge base held before the wheels were read: torch 2.14.1+cu130 installs
     cuda-toolkit 13.0.3 (its Requires-Dist), so an image built from it contradicts 13.0.2."""
