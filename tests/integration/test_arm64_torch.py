@@ -1,4 +1,4 @@
-"""The real arm64 torch, outside every default run (marker arm64_torch: ACCEL_TEST_ARM64_TORCH=1).
+"""The real arm64 torch, outside every default run (marker `network`: `pytest -m network` runs it).
 
 The first test needs only what this project's CI host has (the package index, the engine with
 QEMU's aarch64 binfmt and `.ci/setup-host.sh`'s arm64 Debian 12 stand-in): it fills an aarch64
@@ -47,7 +47,7 @@ and `import torch` then dies with SIGSEGV in its cpuinfo library's aarch64 initi
 here; the same crash site as pytorch/pytorch#188255, O); with this file laid over it the import
 succeeds. Later QEMU releases emulate /proc/cpuinfo for aarch64 (linux-user target_proc.h, O)."""
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.arm64_torch]
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.network]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
