@@ -63,8 +63,9 @@ ELSEWHERE = {
         "needs what the nightly above published (tests/unit/test_supply.py)",
     "apt-get install -y qemu-user-static": "installs a package as root (.ci/setup-host.sh does, and registers its binfmt)",
     "accel-images build --vendor cpu --torch 2.13 --os debian12 --platform linux/arm64":
-        "builds torch for arm64 under emulation, from Docker Hub and PyTorch's cpu index, out of reach here "
-        "(tests/integration/test_platforms_integration.py builds a light image for both platforms)",
+        "builds torch for arm64 under emulation, from Docker Hub and PyTorch's cpu index, out of reach here, and "
+        "imports it with a QEMU newer than this machine's (tests/integration/test_platforms_integration.py builds a "
+        "light image for both platforms; test_arm64_torch.py runs the real aarch64 wheels)",
     "docker run --rm --platform linux/arm64 accel-images/pytorch:2.13.0-cpu-py3.11-debian12-arm64 uname -m":
         "needs the image the build above makes (tests/integration/test_platforms_integration.py runs uname -m as aarch64)",
 }
