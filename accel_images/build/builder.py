@@ -28,16 +28,18 @@ from accel_images.build.outcome import Outcome, describe
 from accel_images.render.companions import BUILD_BACKEND
 from accel_images.render.contexts import (RenderedContext, Renderer, tools_index_url, wheel_index_url,
                                           write_build_context)
+from accel_images.model import platforms as platform_names
 from accel_images.model.reference import mirrored, split_reference
 from accel_images.build.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
 from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
 from accel_images.kb.claims import contradiction
+from accel_images.kb.wheels import machine_of, manylinux_tags
 from accel_images.smoke.records import (built_here, last_smoke_pass, recorded_build, remember_build,
                                        remember_smoke_pass)
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
-from accel_images.build.wheels import Closure, RunWheelhouse, WheelRequest, machine_of, platform_tags
+from accel_images.build.wheels import Closure, RunWheelhouse, WheelRequest
 from accel_images.build.workers import run_each
 from accel_images.model.wheels import Wheel
 
@@ -173,8 +175,9 @@ class Builder:
         if os_info is None:
             raise WheelFetchError(f"the knowledge base has no glibc for {variant.os}: cannot tell which wheels"
                                   " its image takes", hint="build with --pip-fetch build")
-        machine = machine_of(base.architecture)
-        platforms = platform_tags(os_info.glibc, machine)
+        # What the base is (the engine's word), else the platform the variant is built for: arm64 -> aarch64.
+        machine = machine_of(self.renderer.kb, base.architecture or platform_names.architecture(variant.platform))
+        platforms = manylinux_tags(machine, os_info.glibc)
         def status(text: str) -> None:
             self.status(variant, text)
 

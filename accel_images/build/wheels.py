@@ -16,9 +16,10 @@ build, and the fingerprint now follows the wheels' bytes. Each wheel's index and
 the provenance (accel_images.model.wheels).
 
 pip resolves exactly as the build's would: the same requirements against the same index, with the
-platform tags of the image's OS (PEP 600: manylinux_2_X down from the OS's glibc, then linux_<arch>,
-the machine the base image's architecture), its Python's tags, and environment markers read as on
-that Python and machine (accel_images.build.pip_target). pip's configuration files and its source
+platform tags the image's OS and machine accept (accel_images.kb.wheels.manylinux_tags: manylinux_2_X
+down from the OS's glibc, then linux_<arch>; the machine the base image's architecture, so an arm64
+image gets aarch64 wheels), its Python's tags, and environment markers read as on that Python and
+machine (accel_images.build.pip_target). pip's configuration files and its source
 options from the environment are not read:
 where a wheel comes from is the variant's index alone (PIP_CERT, PIP_CLIENT_CERT, PIP_TRUSTED_HOST,
 PIP_PROXY, PIP_RETRIES and PIP_TIMEOUT pass, as do the proxy and CA variables requests reads).
@@ -50,10 +51,6 @@ from accel_images.formatting import human_size
 from accel_images.lock import held
 from accel_images.model.wheels import Wheel
 
-MACHINES = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
-"""The engine's architecture names (an image's `Architecture`) as wheel platform tags spell the machine."""
-LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-"""PEP 599/571/513 names of manylinux_2_17, _2_12 and _2_5 (packaging.tags, _manylinux.py)."""
 PASSED_PIP_VARIABLES = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_TRUSTED_HOST", "PIP_PROXY", "PIP_RETRIES", "PIP_TIMEOUT",
                         "PIP_DEFAULT_TIMEOUT")
 """How pip reaches an index, not which one: kept in pip's environment; every other PIP_* variable is not."""
@@ -115,30 +112,6 @@ Runner = Callable[[list[str], Mapping[str, str]], "subprocess.CompletedProcess[s
 def run_pip(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=dict(env), capture_output=True, text=True, check=False,
                           stdin=subprocess.DEVNULL)
-
-
-def platform_tags(glibc: str, machine: str) -> tuple[str, ...]:
-    """The platform tags pip on an OS with this glibc and machine accepts, most specific first.
-
-    As packaging.tags.platform_tags gives them on such a system (PEP 600): manylinux_2_<minor>
-    from the glibc's minor down to 5 on x86_64 and i686 (17 elsewhere, manylinux2014's floor),
-    each legacy alias right after its manylinux_2_X, then linux_<machine>.
-    """
-    major, minor = (int(part) for part in glibc.split(".")[:2])
-    if major != 2:
-        raise WheelFetchError(f"glibc {glibc} gives no manylinux tags (PEP 600 names glibc 2.x)")
-    floor = 4 if machine in ("x86_64", "i686") else 16
-    tags: list[str] = []
-    for glibc_minor in range(minor, floor, -1):
-        tags.append(f"manylinux_2_{glibc_minor}_{machine}")
-        if glibc_minor in LEGACY_MANYLINUX:
-            tags.append(f"{LEGACY_MANYLINUX[glibc_minor]}_{machine}")
-    return (*tags, f"linux_{machine}")
-
-
-def machine_of(architecture: str) -> str:
-    """The wheel machine of an image architecture (`amd64` -> `x86_64`); an unknown one as given."""
-    return MACHINES.get(architecture, architecture or "x86_64")
 
 
 def pip_command(request: WheelRequest, dest: Path, requirements: Iterable[str], *, deps: bool) -> list[str]:

@@ -7,6 +7,7 @@
     update.py   `accel-images kb update`: write what `kb check` found into the data files
     claims.py   what the knowledge base predicts a variant's image holds, checked against the facts the
                 image's own torch gave at build time; a contradiction names the row to fix
+    wheels.py   the wheel platform tags a machine and glibc accept (`kb wheel-tags`, the run's host fetch)
 
 May import: vendors (each vendor reads its own section), model, and the shared leaves.
 """

@@ -20,7 +20,8 @@ import docker
 import pytest
 
 from accel_images.build.engine import Engine
-from accel_images.build.wheels import RunWheelhouse, WheelRequest, platform_tags
+from accel_images.build.wheels import RunWheelhouse, WheelRequest
+from accel_images.kb.wheels import manylinux_tags
 from benchmarks.wheel_index import Sizes, WheelIndex, make_wheel, synthetic_torch
 from conftest import BaseImages
 from nightly_fixture.cleanup import remove_local_names
@@ -62,7 +63,7 @@ def markers_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WheelInd
 
 def request(index: WheelIndex, python: str) -> WheelRequest:
     return WheelRequest(index.url().replace("{index}", "cpu"), ("torch==2.13.0", "torchvision==0.28.*", "numpy"),
-                        ("setuptools",), python, "x86_64", platform_tags("2.39", "x86_64"))
+                        ("setuptools",), python, "x86_64", manylinux_tags("x86_64", "2.39"))
 
 
 def test_pip_on_the_host_fetches_each_wheel_once_and_reads_markers_as_the_images_python(

@@ -1,4 +1,5 @@
-"""The arm64 torch path, as far as no engine is needed: the wheel tags an aarch64 image installs, the
+"""The wheel tags a machine and glibc accept (accel_images.kb.wheels: the one list `kb wheel-tags` and the
+run's host fetch use) and the arm64 torch path, as far as no engine is needed: the tags an aarch64 image installs, the
 pins of the package index's aarch64 torch wheels, and the knowledge base's arm64 CUDA facts, against
 metadata recorded from the index (tests/data/wheels, README there says how it was read).
 
@@ -19,7 +20,8 @@ from packaging.utils import parse_wheel_filename
 
 from accel_images.cli import main
 from accel_images.kb import compat
-from accel_images.kb.wheels import manylinux_tags, pip_platform_args, platform_tags
+from accel_images.errors import InputError
+from accel_images.kb.wheels import machine_of, manylinux_tags, pip_platform_args, platform_tags
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "wheels"
 WHEELS = json.loads((DATA / "torch-wheels.json").read_text())
@@ -48,15 +50,38 @@ def pins(requires: list[str]) -> dict[str, str]:
     return found
 
 
+def test_the_tags_are_those_pip_accepts_on_that_machine_and_glibc_in_its_order() -> None:
+    """packaging.tags (_manylinux.platform_tags, as pip 23.2 vendors it): manylinux_2_<minor> from the
+    glibc's down to 2_5 on x86_64 (2_17 elsewhere), each legacy alias right after its manylinux_2_X
+    (PEP 600), then linux_<machine>; tests/integration/test_infra.py too."""
+    x86_64 = manylinux_tags("x86_64", "2.36")
+    assert x86_64[:2] == ("manylinux_2_36_x86_64", "manylinux_2_35_x86_64") and len(x86_64) == 32 + 3 + 1
+    assert x86_64[x86_64.index("manylinux_2_17_x86_64") + 1] == "manylinux2014_x86_64"
+    assert x86_64[x86_64.index("manylinux_2_12_x86_64") + 1] == "manylinux2010_x86_64"
+    assert x86_64[-3:] == ("manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64")
+    assert "manylinux_2_4_x86_64" not in x86_64
+    aarch64 = manylinux_tags("aarch64", "2.39")
+    assert aarch64[0] == "manylinux_2_39_aarch64" and len(aarch64) == 23 + 1 + 1
+    assert aarch64[-3:] == ("manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64")
+    assert not [tag for tag in aarch64 if tag.startswith(("manylinux2010", "manylinux1_"))]  # x86 only (PEP 571, 513)
+    for glibc in ("2", "x.36", "3.1"):
+        with pytest.raises(InputError, match="glibc"):
+            manylinux_tags("aarch64", glibc)
+
+
 def test_debian12_on_aarch64_accepts_every_manylinux_tag_down_to_2014() -> None:
     tags = platform_tags(compat.load_kb(), "linux/arm64", "debian12")   # glibc 2.36
+    assert tags == manylinux_tags("aarch64", "2.36")
     assert tags[0] == "manylinux_2_36_aarch64" and tags[-3:] == (
         "manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64")
-    assert "manylinux2010_aarch64" not in tags  # PEP 571 named x86_64 and i686 only
-    assert manylinux_tags("x86_64", "2.35")[-4:] == ("manylinux2014_x86_64", "manylinux2010_x86_64",
-                                                     "manylinux1_x86_64", "linux_x86_64")
     assert pip_platform_args(("manylinux_2_17_aarch64",)) == ["--platform", "manylinux_2_17_aarch64",
                                                                 "--platform", "any"]
+
+
+@pytest.mark.parametrize("architecture,machine", [("arm64", "aarch64"), ("amd64", "x86_64"), ("aarch64", "aarch64"),
+                                                  ("ppc64le", "ppc64le")])
+def test_an_images_architecture_is_the_machine_its_wheel_tags_name(architecture: str, machine: str) -> None:
+    assert machine_of(compat.load_kb(), architecture) == machine
 
 
 def test_the_whole_aarch64_closure_of_torch_2_15_installs_with_those_tags_and_not_with_the_narrow_list() -> None:

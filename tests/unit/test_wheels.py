@@ -17,23 +17,25 @@ from click.testing import CliRunner
 
 from accel_images.build import wheels
 from accel_images.build.builder import Builder
+from accel_images.build.engine import ImageInfo
 from accel_images.build.pip_target import target_environment
 from accel_images.build.settings import BuildSettings
-from accel_images.build.wheels import RunWheelhouse, WheelRequest, fetched_files, platform_tags
+from accel_images.build.wheels import RunWheelhouse, WheelRequest, fetched_files
 from accel_images.cli import main
 from accel_images.cli.options import load_expansion
 from accel_images.errors import WheelFetchError
 from accel_images.formatting import parse_size
 from accel_images.kb import compat
+from accel_images.kb.wheels import manylinux_tags
 from accel_images.model.wheels import Wheel
 from accel_images.plan.variants import Expansion
 from accel_images.render.contexts import Renderer, RenderOptions, copies_wheels
 from accel_images.state import StateDir
-from fakes import FakeEngine
+from fakes import FakeEngine, FakeRegistry
 from test_nightly import DEBIAN, TEMPLATES, UBUNTU, write_matrix
 
 INDEX = "https://user:s3cret@mirror.example.com/whl/cpu"
-PLATFORMS = platform_tags("2.36", "x86_64")
+PLATFORMS = manylinux_tags("x86_64", "2.36")
 TORCH = ("torch==2.13.0", "torchvision==0.28.*", "numpy")
 
 
@@ -42,18 +44,6 @@ def request(python: str = "3.11", requirements: tuple[str, ...] = TORCH) -> Whee
 
 
 # ---- what pip is asked ------------------------------------------------------------------------------
-
-def test_platform_tags_are_those_pip_accepts_on_the_images_os() -> None:
-    # packaging.tags, _manylinux.platform_tags: manylinux_2_<minor> from glibc's down to 2_5 on x86_64, each
-    # legacy alias after its manylinux_2_X (PEP 600), then linux_<arch>; tests/integration/test_infra.py too
-    assert PLATFORMS[:2] == ("manylinux_2_36_x86_64", "manylinux_2_35_x86_64")
-    assert PLATFORMS[PLATFORMS.index("manylinux_2_17_x86_64") + 1] == "manylinux2014_x86_64"
-    assert PLATFORMS[-3:] == ("manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64")
-    assert "manylinux_2_4_x86_64" not in PLATFORMS and "manylinux2010_x86_64" in PLATFORMS
-    aarch64 = platform_tags("2.39", "aarch64")
-    assert aarch64[0] == "manylinux_2_39_aarch64" and aarch64[-3:] == (
-        "manylinux_2_17_aarch64", "manylinux2014_aarch64", "linux_aarch64")
-
 
 def test_pip_is_asked_for_the_images_python_and_platform_and_never_sees_the_credentials_on_its_command_line(
         tmp_path: Path) -> None:
@@ -138,6 +128,7 @@ class FakePip:
         dest = Path(command[command.index("--dest") + 1])
         files = BACKEND if "--no-deps" in command else TOOLS if command[-1] == "ipython" else \
             self.per_python[command[command.index("--python-version") + 1]]
+        files = [name.replace("x86_64", command[4]) for name in files]  # the machine pip_target was given
         lines = []
         for name in files:
             if (dest / name).exists():
@@ -351,3 +342,135 @@ def test_provenance_names_each_wheel_by_package_url_with_its_index_and_sha256() 
     dependencies = provenance.statement(facts)["predicate"]["buildDefinition"]["resolvedDependencies"]
     assert dependencies[-1] == {"uri": wheel.purl, "name": wheel.filename, "digest": {"sha256": "ab" * 32},
                                 "annotations": {"index": "https://download.pytorch.org/whl/cpu", "size": 191_794_682}}
+
+
+# ---- an arm64 image's wheels ----------------------------------------------------------------------------
+
+ARM64_MATRIX = """schema: 1
+image: team/pytorch
+platform: [linux/amd64, linux/arm64]
+vendors:
+  cpu:
+    - torch: ["2.13"]
+      python: ["3.11"]
+      os: [debian12]
+      flavor: [runtime]
+"""
+
+
+def aarch64_fetches(fake: FakePip) -> list[list[str]]:
+    """The pip downloads asked for aarch64 wheels, each checked to name aarch64 platform tags alone: every
+    manylinux tag from Debian 12's glibc 2.36 down to 2_17 with manylinux2014 (NCCL's aarch64 wheels are
+    manylinux_2_18 only, cupti's manylinux_2_25 only: tests/unit/test_kb_wheels.py)."""
+    fetches = [command for command in fake.calls if command[4] == "aarch64"]
+    for command in fetches:
+        tags = tuple(command[i + 1] for i, word in enumerate(command) if word == "--platform")
+        assert tags == manylinux_tags("aarch64", "2.36")
+        assert {"manylinux_2_25_aarch64", "manylinux_2_18_aarch64", "manylinux2014_aarch64"} <= set(tags)
+    return fetches
+
+
+def platform_bases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base's index names an amd64 and an arm64 image (tests/unit/test_platforms.py's registry)."""
+    from test_platforms import AMD64, ARM64, Manifests, index_of
+    registry = Manifests(by_reference={"bookworm-slim": ("sha256:" + "1" * 64, index_of(amd64=AMD64, arm64=ARM64))})
+    monkeypatch.setattr("accel_images.build.builder._registry_client", lambda host: registry)
+
+
+class ReportsArchitecture(FakeEngine):
+    """An engine that says what a pulled base's architecture is, as Docker's inspect does."""
+
+    def pull(self, ref: str, on_line: object = None, platform: str | None = None) -> ImageInfo:
+        from dataclasses import replace
+        pulled = super().pull(ref, on_line, platform)
+        return replace(pulled, architecture=(platform or "linux/amd64").split("/")[1])
+
+
+@pytest.mark.parametrize("engine", [FakeEngine, ReportsArchitecture])
+def test_an_arm64_images_closure_is_fetched_for_aarch64_and_the_amd64_images_for_x86_64(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: type[FakeEngine]) -> None:
+    """The machine is the base's architecture as the engine reports it, else the variant's platform's."""
+    platform_bases(monkeypatch)
+    (tmp_path / "matrix.yaml").write_text(ARM64_MATRIX)
+    expansion = load_expansion(str(tmp_path / "matrix.yaml"))
+    settings = BuildSettings(options=RenderOptions(pip_index_url=INDEX, host_fetch=True),
+                             state_dir=StateDir(tmp_path / "state"))
+    fake = FakePip()
+    build = Builder(engine(), compat.load_kb(), expansion, settings,  # type: ignore[arg-type]
+                    wheels=RunWheelhouse(settings.wheel_cache_dir, runner=fake))
+    amd64, arm64 = expansion.variants
+    assert (amd64.platform, arm64.platform) == ("linux/amd64", "linux/arm64")
+    arm64_wheels = sorted(p.name for p in (build.prepare(arm64).context_dir / "wheels").iterdir())
+    assert len(aarch64_fetches(fake)) == len(fake.calls) == 3  # the closure, the build backend alone, the tools
+    assert "torch-2.13.0+cpu-cp311-cp311-linux_aarch64.whl" in arm64_wheels
+    build.prepare(amd64)
+    assert [command[4] for command in fake.calls[3:]] == ["x86_64"] * 3
+    assert fake.calls[3][fake.calls[3].index("--platform") + 1] == "manylinux_2_36_x86_64"
+
+
+def test_build_pip_fetch_host_for_arm64_fetches_aarch64_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`accel-images build --platform linux/arm64 --pip-fetch host`, the engine and pip faked."""
+    from accel_images.cli import build as cli_build
+    platform_bases(monkeypatch)
+    fake, engine = FakePip(), FakeEngine()
+    monkeypatch.setattr(cli_build, "RunWheelhouse", lambda root: RunWheelhouse(root, runner=fake))
+    monkeypatch.setattr("accel_images.cli.build.Engine.connect", classmethod(lambda cls: engine))
+    monkeypatch.setattr(cli_build, "reclaim", lambda engine, started: [])
+    (tmp_path / "matrix.yaml").write_text(ARM64_MATRIX)
+    result = CliRunner().invoke(main, ["build", "--matrix", str(tmp_path / "matrix.yaml"), "--platform", "linux/arm64",
+                                       "--pip-fetch", "host", "--pip-index-url", INDEX, "--no-smoke",
+                                       "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    assert len(aarch64_fetches(fake)) == len(fake.calls) == 3
+    assert "fetched " in result.stderr and engine.built_platforms and set(engine.built_platforms.values()) == {
+        "linux/arm64"}
+
+
+class IndexRegistry(FakeRegistry):
+    """FakeRegistry with the manifests a tag of several platforms is published by (an index, stored by
+    digest and then put under each tag)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.manifests: dict[str, tuple[str, dict[str, object]]] = {}
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, object]] | None:
+        return self.manifests.get(reference)
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        return self.manifests[tag][0] if tag in self.manifests else super().manifest_digest(repository, tag)
+
+    def descriptor(self, repository: str, reference: str) -> dict[str, object]:
+        from accel_images.registry import OCI_MANIFEST
+        return {"mediaType": OCI_MANIFEST, "digest": reference, "size": 7}
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        import hashlib
+        import json
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.manifests[reference] = (digest, json.loads(data))
+        return digest, False
+
+
+def test_a_nightly_of_both_platforms_fetches_each_images_wheels_for_its_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nightly (every platform of the tag's index) with the run's wheelhouse: one fetch per machine."""
+    from accel_images.publish.nightly import NightlyOptions, run_nightly
+    from accel_images.publish.promote import RetryPolicy, Target
+    from test_nightly import GREEN
+    platform_bases(monkeypatch)
+    (tmp_path / "matrix.yaml").write_text(ARM64_MATRIX)
+    expansion = load_expansion(str(tmp_path / "matrix.yaml"))
+    fake = FakePip()
+    settings = BuildSettings(options=RenderOptions(pip_index_url=INDEX, host_fetch=True),
+                             state_dir=StateDir(tmp_path / "state"), pull="always", smoke=False)
+    registry = IndexRegistry()
+    options = NightlyOptions(Target(registry.host, "team/pytorch"), retry=RetryPolicy(sleep=lambda seconds: None),
+                             attest=False)
+    nights = run_nightly(FakeEngine(), compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
+                         settings, options, smoke=lambda image, variant: GREEN,
+                         wheels=RunWheelhouse(settings.wheel_cache_dir, runner=fake))
+    assert [(n.outcome.variant.platform, n.status) for n in nights] == [("linux/amd64", "built"),
+                                                                        ("linux/arm64", "built")]
+    assert len(aarch64_fetches(fake)) == 3
+    assert sorted(command[4] for command in fake.calls) == ["aarch64"] * 3 + ["x86_64"] * 3
