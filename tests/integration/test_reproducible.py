@@ -46,12 +46,15 @@ def registry_diff_ids(raw: RawRegistry, repository: str, tag: str) -> list[str]:
 
 @pytest.fixture
 def image(registry: str, docker_client: docker.DockerClient, tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    """A copy of matrix.yaml naming an image of this test's own, and the registry namespace it goes to."""
+    """A copy of matrix.yaml naming an image of this test's own, and the registry namespace it goes to; for
+    linux/amd64 alone (the apt-cache stand-in base is amd64 only: an arm64 build is
+    tests/integration/test_platforms_integration.py's, once per run)."""
     name = f"test-repro-{uuid.uuid4().hex[:10]}"
     matrix = tmp_path / "matrix.yaml"
     text = (ROOT / "matrix.yaml").read_text()
-    assert "\nimage: accel-images/pytorch\n" in text
-    matrix.write_text(text.replace("\nimage: accel-images/pytorch\n", f"\nimage: {name}/pytorch\n"))
+    assert "\nimage: accel-images/pytorch\n" in text and "\nplatform: [linux/amd64, linux/arm64]\n" in text
+    matrix.write_text(text.replace("\nimage: accel-images/pytorch\n", f"\nimage: {name}/pytorch\n")
+                      .replace("\nplatform: [linux/amd64, linux/arm64]\n", "\nplatform: [linux/amd64]\n"))
     yield matrix, name
     RawRegistry(registry).delete_repository(f"{name}/{name}/pytorch")
     remove_local_names(docker_client, f"{registry}/{name}/", f"{name}/")
