@@ -85,6 +85,10 @@ class Cause:
         return f"{self.step} failed: {self.reason}"
 
 
+BUILD_ARG_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+"""A build argument in an instruction (`${TARGETARCH}`, `$TARGETARCH`), as its label names it: `<TARGETARCH>`."""
+
+
 def step_label(step_line: str | None, tool: str | None = None) -> str | None:
     """`Step 5/24 : RUN set -e; pip install torch` -> `step 5/24 (pip install)`: what the step does, never
     a fragment of the Dockerfile. The last step, a LABEL the build adds, is where the engine commits
@@ -105,7 +109,9 @@ def _what(instruction: str, rest: str) -> str:
     words = rest.split()
     if instruction == "FROM":
         named = f"{words[2]} stage " if len(words) >= 3 and words[1].upper() == "AS" else ""
-        return f"{named}from {words[0] if words else 'the base image'}"[:80]
+        # `FROM image-${TARGETARCH}`: the platform's own stage, by the build argument that names it
+        source = BUILD_ARG_RE.sub(r"<\1>", words[0]) if words else "the base image"
+        return f"{named}from {source}"[:80]
     if instruction == "ARG":
         return f"build argument {rest.split('=', 1)[0].strip()}"[:60]
     if instruction in ("COPY", "ADD"):

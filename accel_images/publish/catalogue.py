@@ -223,8 +223,8 @@ the lowest goes first)."""
 def table_row(entry: Entry) -> tuple[str, ...]:
     """One image as `catalogue` shows it, in CATALOGUE_COLUMNS' order; '-' for a label it lacks."""
     floor = entry.label("mvc-driver") or entry.label("min-driver")
-    return (entry.tag, entry.platform, entry.label("torch") or "-", entry.label("stack") or "-", entry.label("python") or "-",
-            entry.label("os") or "-", f">= {floor}" if floor else "-",
+    return (entry.tag, entry.platform, entry.label("torch") or "-", entry.label("stack") or "-",
+            entry.label("python") or "-", entry.label("os") or "-", f">= {floor}" if floor else "-",
             entry.label("gpu-archs").replace(",", " ") or "-", entry.holds(),
             entry.smoke.summary() if entry.smoke else "no smoke record", "yes" if entry.offered else "no",
             entry.created.strftime("%Y-%m-%d") if entry.created else "-")

@@ -243,22 +243,23 @@ def catalogue_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, *ar
 
 
 def test_catalogue_shows_the_labels_readme_promises(monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch, stack, Python, OS, driver floor and GPU architectures, the smoke result and whether it is offered."""
+    """The platform (one row per image of a tag's index), torch, stack, Python, OS, driver floor and GPU
+    architectures, the smoke result and whether it is offered."""
     registry = MemoryRegistry()
     write_record(registry, "team/accel-images/pytorch", registry.publish(VARIANTS[CUDA]), PASSED, "r1")
     registry.publish(VARIANTS[CPU_OLD])
     result = catalogue_cli(monkeypatch, registry)
     assert result.exit_code == 0, result.output
     header, *rows = [line.strip() for line in result.stdout.splitlines()]
-    assert header.split() == ["tag", "torch", "stack", "python", "os", "driver", "archs", "holds", "smoke", "offered",
-                              "built"]
+    assert header.split() == ["tag", "platform", "torch", "stack", "python", "os", "driver", "archs", "holds", "smoke",
+                              "offered", "built"]
     cuda = next(row for row in rows if row.startswith(CUDA))
     variant = VARIANTS[CUDA]
     floor = variant.mvc_driver or variant.min_driver
     for shown in ("2.14.1", "13.0", "3.12", "ubuntu24.04", f">= {floor}", variant.gpu_archs[0], "passed on cpu", "yes"):
         assert f" {shown} " in f" {cuda} ", (shown, cuda)
     cpu = next(row for row in rows if row.startswith(CPU_OLD))
-    assert cpu.split()[1:5] == ["2.13.0", "-", "3.11", "debian12"] and "no smoke record" in cpu
+    assert cpu.split()[1:6] == ["linux/amd64", "2.13.0", "-", "3.11", "debian12"] and "no smoke record" in cpu
     assert cpu.split()[-2:] == ["no", "-"]
 
 

@@ -99,6 +99,7 @@ def test_step_labels() -> None:
     assert failure.step_label("Step 9/24 : RUN set -eux; apt-get install -y git") == "step 9/24 (apt-get install)"
     assert failure.step_label("Step 1/24 : FROM ubuntu:24.04") == "step 1/24 (from ubuntu:24.04)"
     assert failure.step_label("Step 1/24 : FROM ubuntu:24.04 AS build") == "step 1/24 (build stage from ubuntu:24.04)"
+    assert failure.step_label("Step 39/42 : FROM image-${TARGETARCH}") == "step 39/42 (from image-<TARGETARCH>)"
     assert failure.step_label(" ---> Running in 6b547f328d80") is None
 
 

@@ -421,12 +421,6 @@ def test_a_template_cannot_reach_python_internals(tmp_path: Path) -> None:
 
 # -- what a developer's first minutes need, in every image ----------------------------------------
 
-def final_stage(dockerfile: str) -> list[tuple[str, str]]:
-    steps = instructions(dockerfile)
-    last_from = max(i for i, (word, rest) in enumerate(steps) if word == "FROM" and " AS " not in rest)
-    return steps[last_from:]
-
-
 @pytest.mark.parametrize("option_set", sorted(OPTION_SETS))
 def test_every_image_has_what_cpp_extension_load_needs(renderer: Renderer, published: Expansion,
                                                        option_set: str) -> None:
@@ -452,7 +446,7 @@ def test_every_image_runs_under_tini_has_make_and_greets_an_interactive_shell(re
     """tini as PID 1 (`docker stop` in under 2 s, tests/integration/test_developer_image.py measures it),
     make beside the compiler in the runtime flavor too, and the banner sourced by /etc/bash.bashrc."""
     for variant in published.variants:
-        steps = final_stage(renderer.dockerfile(variant, published, OPTION_SETS[option_set]))
+        steps = image_steps(renderer.dockerfile(variant, published, OPTION_SETS[option_set]), variant.platform)
         installs = " ".join(rest for word, rest in steps if word == "RUN" and re.search(r"apt-get\b.* install ", rest))
         assert {"make", "tini"} <= set(re.findall(r"[\w.+-]+", installs)), variant.key
         assert ("ENTRYPOINT", '["/usr/bin/tini", "-s", "-g", "--", "/opt/accel-images/guard.sh"]') in steps, variant.key

@@ -74,6 +74,10 @@ class MemoryRegistry:
         media_type, data = self.manifests[digest]
         return digest, media_type, data
 
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None:
+        found = self.manifest_bytes(repository, reference)
+        return None if found is None else (found[0], json.loads(found[2]))
+
     def manifest_digest(self, repository: str, tag: str) -> str | None:
         return self.tags.get(tag)
 
@@ -419,6 +423,28 @@ def test_a_tag_verifies_only_for_the_variant_its_signed_statement_names(tmp_path
             assert verdict.reason.startswith(f"the signed provenance is about {VARIANT.tag}, which does not "
                                              f"wear the tag {asked}"), verdict.reason
     assert verify_image(store, ImageName("reg.example", "team/pytorch", digest), public).ok  # by digest: no tag
+
+
+def test_an_index_verifies_when_each_platforms_image_wears_the_tag_asked_for(tmp_path: Path) -> None:
+    """An image index (one tag, several platforms) is verified image by image, each against the tag asked
+    for: an index another variant's images are listed in does not verify under this variant's tags."""
+    from accel_images.registry import OCI_INDEX, OCI_MANIFEST, IndexEntry, oci_index
+    key, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image(VARIANT.tag)
+    attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    public = provenance.load_public_key(pub)
+    size = len(store.manifests[digest][1])
+    index = store.put_manifest("r", "sha256:pending", oci_index([IndexEntry("linux/amd64", digest, size, OCI_MANIFEST)]),
+                               OCI_INDEX)[0]
+    for asked in (WORN[0], WORN[-1], NOT_WORN[0], NOT_WORN[-1]):
+        store.tags[asked] = index
+        verdict = verify_image(store, ImageName("reg.example", "team/pytorch", asked), public)
+        assert verdict.ok is (asked in WORN) and verdict.digest == index, (asked, verdict.reason)
+        assert set(verdict.platforms) == {"linux/amd64"}
+        if asked in NOT_WORN:
+            assert verdict.reason.startswith(f"linux/amd64: the signed provenance is about {VARIANT.tag}, which does"
+                                             f" not wear the tag {asked}"), verdict.reason
 
 
 def test_provenance_referring_elsewhere_through_the_fallback_tag_does_not_count(tmp_path: Path) -> None:
