@@ -145,7 +145,7 @@ def test_a_derived_local_image_with_the_fingerprint_label_is_not_published(
     [night] = nightly(site)
     assert night.status == "built", night.outcome.error
     assert night.outcome.image_id != derived.id and night.outcome.build_s is not None   # built, not reused
-    assert shown_status(night) == "built"
+    assert shown_status(night) == "published"  # built here and pushed: not "reused local build"
     manifest, _ = config_of(site, DEBIAN)
     assert manifest["config"]["digest"] == night.outcome.image_id != derived.id
     record = json.loads(StateDir(site.state).build_record(night.outcome.fingerprint or "").read_text())

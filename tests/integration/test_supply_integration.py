@@ -135,8 +135,9 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
         RegistryClient(registry).copy_tag(repository, tag, other)
         downgraded = cli("verify", f"{registry}/{repository}:{other}", "--key", str(pub))
         assert downgraded.returncode == 1, downgraded.stdout + downgraded.stderr
-        assert downgraded.stdout.startswith(f"not verified: {registry}/{repository}:{other}: the signed provenance "
-                                            f"is about {tag}, which does not wear the tag {other}"), downgraded.stdout
+        assert downgraded.stdout.startswith(f"not verified: {registry}/{repository}:{other}: linux/amd64: the signed"
+                                            f" provenance is about {tag}, which does not wear the tag {other}"
+                                            ), downgraded.stdout  # the tag is an index: each platform's image
 
     # Someone with push access puts another image under the tag, with the fingerprint label copied.
     # (from the registry's image: the local name is shared with every other run on this engine)
