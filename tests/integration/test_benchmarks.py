@@ -71,6 +71,15 @@ def test_quick_startup_run_times_each_command_against_the_flat_cli(tmp_path: Pat
         assert (row["target"], row["met"] in (True, False)) == (("<= 0.12 s", True) if cached else ("report only", False))
 
 
+def test_quick_unit_suite_times_two_workers_against_one(tmp_path: Path) -> None:
+    [suite] = run_quick(tmp_path, "unit_suite")["results"]
+    check_rows(suite)
+    [row] = suite["rows"]
+    assert row["measured"]["label"] == "two workers" and row["baseline"]["label"] == "one worker"
+    assert row["ratio"] > 0 and row["target"] == "report only"   # quick mode times one file, not the suite
+    assert any(note.startswith("Load average before the timed runs") for note in suite["notes"])
+
+
 def test_a_partial_full_run_keeps_the_other_benchmarks_results(tmp_path: Path) -> None:
     from benchmarks import run
     earlier = BenchResult("scale", rows=[Row("scale", "x", Series("a", (1.0,)))], commands=["c"])
