@@ -70,21 +70,29 @@ def honest_files(site_files: Mapping[str, bytes] | None = None) -> dict[str, Ent
 
 def facts_document(*, torch: str = "2.13.0+cpu", python: str = "3.11.2", backend: str = "cpu",
                    toolkit: Mapping[str, str] | None = None, archs: list[str] | None = None,
-                   companions: Mapping[str, str] | None = None, distributions: Mapping[str, str] | None = None
-                   ) -> dict[str, Any]:
+                   companions: Mapping[str, str] | None = None, distributions: Mapping[str, str] | None = None,
+                   machine: str = "x86_64") -> dict[str, Any]:
     """A schema 1 facts document (accel_images/smoke/facts.py) of an honest CPU image unless told otherwise."""
     public, _, local = torch.partition("+")
     kits = {"cuda": None, "hip": None, "xpu": None, "cudnn": None, "nccl": None, "gaudi": None, **(toolkit or {})}
     extras = dict(companions or {})
-    return {"schema": 1, "platform": {"os": "linux", "machine": "x86_64"}, "python": python,
+    return {"schema": 1, "platform": {"os": "linux", "machine": machine}, "python": python,
             "torch": {"version": torch, "public": public, "local": local or None}, "backend": backend,
             "toolkit": kits, "archs": [] if archs is None else archs, "ptx": [], "companions": extras,
             "distributions": dict(sorted({"torch": torch, "numpy": "2.4.6", **extras, **(distributions or {})}.items()))}
 
 
-def facts_of_dockerfile(text: str) -> bytes:
-    """The facts an honest build of a rendered Dockerfile would write: what its labels promise (torch, Python,
-    the companions it installs, at the knowledge base's release), and CUDA's toolkit and architectures."""
+def machine_of(platform: object) -> str:
+    """What `uname -m` says in an image built for `platform` (None: the engine's own, linux/amd64)."""
+    from accel_images.kb.compat import load_kb
+
+    return load_kb().platforms[str(platform or "linux/amd64")].machines[0]
+
+
+def facts_of_dockerfile(text: str, machine: str = "x86_64") -> bytes:
+    """The facts an honest build of a rendered Dockerfile would write on `machine`: what its labels promise
+    (torch, Python, the companions it installs, at the knowledge base's release), and CUDA's toolkit and
+    architectures."""
     import re
 
     from accel_images import vendors
@@ -111,7 +119,8 @@ def facts_of_dockerfile(text: str) -> bytes:
         archs = [arch for arch in labels.get("gpu-archs", "").split(",") if arch]
     document = facts_document(torch=labels.get("torch", "2.13.0") + (f"+{local}" if local else ""),
                               python=labels.get("python", "3.11") + ".2", backend=vendors.get(vendor).smoke_backend,
-                              toolkit=toolkit, archs=archs, companions=companions, distributions=distributions)
+                              toolkit=toolkit, archs=archs, companions=companions, distributions=distributions,
+                              machine=machine)
     return json.dumps(document).encode()
 
 

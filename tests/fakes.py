@@ -81,7 +81,8 @@ class FakeEngine:
         self.built_platforms[f"sha256:built-{tag}"] = kwargs.get("platform")  # type: ignore[assignment]
         if tag.split(":")[-1] in self.failing_builds:
             raise BuildFailed(f"build of {tag} failed at 'Step 2/4 : RUN false'")
-        self.facts.setdefault(f"sha256:built-{tag}", fakeimage.facts_of_dockerfile((context / "Dockerfile").read_text()))
+        self.facts.setdefault(f"sha256:built-{tag}", fakeimage.facts_of_dockerfile(
+            (context / "Dockerfile").read_text(), machine=fakeimage.machine_of(kwargs.get("platform"))))
         return BuiltImage(f"sha256:built-{tag}", tag, 1)
 
     def tag(self, image: str, ref: str) -> None:

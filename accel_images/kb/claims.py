@@ -24,8 +24,9 @@ __all__ = ["claims", "contradiction", "contradictions"]
 
 
 def shared_claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str]) -> list[Claim]:
-    """torch (kb.yaml `torch`), Python (the OS row), backend (the vendor's wheel index) and each
-    companion the build installed (kb.yaml `companions`)."""
+    """torch (kb.yaml `torch`), Python (the OS row), backend (the vendor's wheel index), the machine
+    (kb.yaml `platforms`: what `uname -m` says on the variant's platform) and each companion the build
+    installed (kb.yaml `companions`)."""
     vendor = vendors.get(variant.vendor)
     row = kb.release(variant.torch)
     os_info = kb.os.get(variant.os)
@@ -36,6 +37,13 @@ def shared_claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions
         Claim("python", kb_row(DATA_FILE, "os", variant.os, python_key), variant.python, facts.python, "release"),
         Claim("backend", kb_row(vendor.kb_file, *index_row), vendor.smoke_backend, facts.backend),
     ]
+    platform = kb.platforms.get(variant.platform)
+    if platform is not None:
+        # An image built for another platform than its variant's (a base pulled for the wrong
+        # architecture, an emulated build gone astray) would pass every other claim, and a CUDA arch
+        # check would be held to the wrong platform's row: its machine says which it is.
+        found.append(Claim("machine", kb_row(DATA_FILE, "platforms", variant.platform, "machines"),
+                           platform.machines[0], facts.platform.get("machine") or None))
     found += [Claim(f"companion:{name}", kb_row(DATA_FILE, "torch", row.minor, "companions", name),
                     row.companions[name], facts.companions.get(name, ""), "release")
               for name in companions if name in row.companions]

@@ -63,7 +63,7 @@ def with_cuda_toolkit(kb: KnowledgeBase, minor: str, cuda: str, toolkit: str) ->
 def test_the_real_cuda_wheel_holds_what_the_knowledge_base_says(kb: KnowledgeBase) -> None:
     variant = make_variant(kb, *CU132_PY311)
     found = claims.claims(kb, variant, CUDA_215, ("torchaudio", "torchvision"))
-    assert {claim.key for claim in found} == {"torch", "python", "backend", "companion:torchaudio",
+    assert {claim.key for claim in found} == {"torch", "python", "backend", "machine", "companion:torchaudio",
                                               "companion:torchvision", "stack", "toolkit", "archs", "ptx"}
     assert [claim.line() for claim in found if claim.contradicted] == []
 
@@ -175,3 +175,17 @@ def test_an_image_without_facts_is_a_failed_build(kb: KnowledgeBase, tmp_path: P
     [outcome] = Builder(engine, kb, expansion, settings).run([variant])  # type: ignore[arg-type]
     assert outcome.status == "failed"
     assert (outcome.error or "").startswith("the image's /opt/accel-images/facts.json is not schema 1 facts: not JSON")
+
+
+def test_an_image_of_another_machine_than_its_platform_is_named(kb: KnowledgeBase) -> None:
+    """An x86_64 image under an arm64 variant (a base pulled for the wrong architecture) would otherwise be
+    held to the arm64 rows alone; its machine is claimed first among the shared rows."""
+    variant = make_variant(kb, *CU132_PY311, platform="linux/arm64")
+    found = {claim.key: claim for claim in claims.claims(kb, variant, CUDA_215)}
+    assert found["machine"].contradicted
+    assert found["machine"].line() == ('accel_images/data/kb.yaml platforms."linux/arm64".machines says aarch64;'
+                                       " the image has x86_64")
+    amd64 = make_variant(kb, *CU132_PY311)
+    assert not {claim.key: claim for claim in claims.claims(kb, amd64, CUDA_215)}["machine"].contradicted
+    unmeasured = replace(CUDA_215, platform={})
+    assert not {claim.key: claim for claim in claims.claims(kb, variant, unmeasured)}["machine"].contradicted
