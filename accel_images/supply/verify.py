@@ -23,7 +23,7 @@ from typing import Any
 from securesystemslib.signer import Key
 
 from accel_images.errors import AccelError, InputError, RegistryError
-from accel_images.model import tags
+from accel_images.model import platforms, tags
 from accel_images.model.reference import REPOSITORY_RE, TAG_RE
 from accel_images.model.variant import Variant
 from accel_images.registry import LIST_TYPES, index_entries
@@ -104,15 +104,16 @@ class Verdict:
 
 
 def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key,
-                  tag: str | None = None) -> Verdict:
+                  tag: str | None = None, platform: str | None = None) -> Verdict:
     """Check the provenance artifacts referring to `digest`; the first that holds wins.
 
     `tag`: the tag the digest was asked for (or is published under); the statement's variant must
-    wear it. Registry failures (unreachable, denied, a referrers list of the wrong shape) raise
-    RegistryError, and so does a transient one (a 503, a reset connection) while an artifact is read:
-    that is no evidence about the image, and a retry may read it whole. Everything about the artifacts
-    themselves (a bad signature, a missing or malformed referrer, another subject, another variant) is
-    in the Verdict.
+    wear it. `platform`: the platform an image index lists the digest under; the statement's variant
+    must be of that platform (an arm64 image signed as such, listed as amd64, is not verified).
+    Registry failures (unreachable, denied, a referrers list of the wrong shape) raise RegistryError,
+    and so does a transient one (a 503, a reset connection) while an artifact is read: that is no
+    evidence about the image, and a retry may read it whole. Everything about the artifacts themselves
+    (a bad signature, a missing or malformed referrer, another subject, another variant) is in the Verdict.
     """
     entries = attach.referrers(store, repository, digest, PROVENANCE_ARTIFACT_TYPE)
     if not entries:
@@ -125,6 +126,8 @@ def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key
             smoke = provenance.check_statement(statement, digest)
             if tag is not None:
                 check_tag(statement, tag)
+            if platform is not None:
+                check_platform(statement, platform)
             sbom_manifest = _named_sbom(store, repository, digest, statement)
         except AccelError as error:
             if isinstance(error, RegistryError) and error.transient:
@@ -163,7 +166,7 @@ def verify_image(store: Any, image: ImageName, key: Key) -> Verdict:
         entries = index_entries(found[1], str(image))
         if not entries:
             return Verdict(False, digest, f"the image index {digest[:19]} lists no image")
-        verdicts = {entry.platform: verify_digest(store, image.repository, entry.digest, key, tag)
+        verdicts = {entry.platform: verify_digest(store, image.repository, entry.digest, key, tag, entry.platform)
                     for entry in entries}
         failed = [f"{platform}: {verdict.reason}" for platform, verdict in verdicts.items() if not verdict.ok]
         return Verdict(not failed, digest, "; ".join(failed), platforms=verdicts)
@@ -188,6 +191,17 @@ def check_tag(statement: Mapping[str, Any], tag: str) -> None:
     if not tags.wears(tag, variant):
         raise provenance.NotVerified(f"the signed provenance is about {tags.full_tag(variant)}, which does not "
                                      f"wear the tag {tag}: the tag serves another variant's image")
+
+
+def check_platform(statement: Mapping[str, Any], platform: str) -> None:
+    """The signed statement's variant must be of the platform the image index lists its image under
+    (NotVerified otherwise); a statement that names none was signed before platforms were an axis: linux/amd64."""
+    external = ((statement.get("predicate") or {}).get("buildDefinition") or {}).get("externalParameters") or {}
+    raw = external.get("variant") if isinstance(external, Mapping) else None
+    signed = raw.get("platform", platforms.DEFAULT) if isinstance(raw, Mapping) else platforms.DEFAULT
+    if signed != platform:
+        raise provenance.NotVerified(f"the index lists this image as {platform}, but its signed provenance is "
+                                     f"about a {shown(signed)} image")
 
 
 def shown(value: object) -> str:

@@ -447,6 +447,24 @@ def test_an_index_verifies_when_each_platforms_image_wears_the_tag_asked_for(tmp
                                              f" not wear the tag {asked}"), verdict.reason
 
 
+def test_an_index_entry_verifies_only_under_the_platform_its_statement_signs(tmp_path: Path) -> None:
+    """An amd64 image, signed as linux/amd64, listed in an index as linux/arm64: an arm64 host would pull
+    an image that cannot run there, so that entry does not verify."""
+    from accel_images.registry import OCI_INDEX, OCI_MANIFEST, IndexEntry, oci_index
+    key, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    digest = store.push_image(VARIANT.tag)
+    attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", digest, inputs(), green_smoke())
+    size = len(store.manifests[digest][1])
+    entries = [IndexEntry("linux/amd64", digest, size, OCI_MANIFEST), IndexEntry("linux/arm64", digest, size,
+                                                                                  OCI_MANIFEST)]
+    store.tags[WORN[0]] = store.put_manifest("r", "sha256:pending", oci_index(entries), OCI_INDEX)[0]
+    verdict = verify_image(store, ImageName("reg.example", "team/pytorch", WORN[0]), provenance.load_public_key(pub))
+    assert not verdict.ok and verdict.platforms["linux/amd64"].ok
+    assert verdict.reason == ("linux/arm64: the index lists this image as linux/arm64, but its signed provenance"
+                              " is about a 'linux/amd64' image")
+
+
 def test_provenance_referring_elsewhere_through_the_fallback_tag_does_not_count(tmp_path: Path) -> None:
     """Anyone who can push can write the sha256-<hex> tag: its entries are checked, not trusted."""
     key, pub = write_key(tmp_path)
