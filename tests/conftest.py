@@ -22,6 +22,9 @@ import pytest
 REGISTRY = os.environ.get("ACCEL_TEST_REGISTRY", "127.0.0.1:5000")
 WHEELHOUSE = Path(os.environ.get("ACCEL_TEST_WHEELHOUSE", "/var/cache/accel-images/wheelhouse"))
 TEST_LABEL = "io.accel-images.test"
+TEST_RUN = f"run-{os.getpid()}-{os.urandom(4).hex()}"
+"""The value of TEST_LABEL on the containers this test session makes: a session that finds a container
+leaked removes only its own, never one another session on the same engine is using."""
 MARKER_FIXTURES = {"engine": "docker_client", "registry": "registry"}
 
 
@@ -117,12 +120,12 @@ def _marked_requirements(request: pytest.FixtureRequest) -> None:
 
 
 def labelled_containers(client: docker.DockerClient) -> set[str]:
-    return {c.id for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}=1"})}
+    return {c.id for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={TEST_RUN}"})}
 
 
 @pytest.fixture(autouse=True)
 def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: None) -> Iterator[None]:
-    """A test that leaves a container labelled io.accel-images.test=1 behind fails; the container goes."""
+    """A test that leaves a container labelled io.accel-images.test=<this session> behind fails; it goes."""
     if "docker_client" not in request.fixturenames:
         yield
         return
@@ -136,7 +139,7 @@ def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: 
         except docker.errors.NotFound:
             pass
     if leaked:
-        pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}=1 behind", pytrace=False)
+        pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}={TEST_RUN} behind", pytrace=False)
 
 
 UNIT_TESTS = Path(__file__).resolve().parent / "unit"

@@ -14,7 +14,7 @@ from typing import Any
 import docker
 
 from accel_images.build.engine import Engine
-from conftest import TEST_LABEL
+from conftest import TEST_LABEL, TEST_RUN
 
 WAIT_S = 300
 
@@ -27,7 +27,7 @@ def output(client: docker.DockerClient, image: str, command: list[str], *, stder
     container carries the label conftest's leak check looks for.
     """
     result = Engine(client, client.api.base_url).run(image, command, options=options, timeout_s=WAIT_S,
-                                                     labels={TEST_LABEL: "1"})
+                                                     labels={TEST_LABEL: TEST_RUN})
     assert result.exit_code == 0 and not result.timed_out, \
         f"{command} in {image}: exit {result.exit_code}, timed out {result.timed_out}: {result.stderr}"
     return result.stderr + result.stdout if stderr else result.stdout
@@ -36,6 +36,6 @@ def output(client: docker.DockerClient, image: str, command: list[str], *, stder
 def run_result(client: docker.DockerClient, image: str, command: list[str], **options: Any) -> str:
     """stderr and stdout of `command` in `image`, whatever its exit code (a probe that is meant to fail)."""
     result = Engine(client, client.api.base_url).run(image, command, options=options, timeout_s=WAIT_S,
-                                                     labels={TEST_LABEL: "1"})
+                                                     labels={TEST_LABEL: TEST_RUN})
     assert not result.timed_out, f"{command} in {image} timed out"
     return result.stderr + result.stdout

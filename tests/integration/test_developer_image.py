@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import containers
-from conftest import TEST_LABEL
+from conftest import TEST_LABEL, TEST_RUN
 from test_build_integration import IMAGE, published_build  # noqa: F401  (the session's real build)
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
@@ -202,7 +202,7 @@ def test_docker_stop_takes_under_2_s_and_exits_143(published_build: dict, docker
     """tini as PID 1 passes SIGTERM on (a command, and the interactive shell `docker run -it` starts):
     no 10 s wait for the kill, no 137."""
     container = docker_client.containers.run(IMAGE, command, detach=True, tty=tty, stdin_open=tty,
-                                             network_disabled=True, labels={TEST_LABEL: "1"})
+                                             network_disabled=True, labels={TEST_LABEL: TEST_RUN})
 
     def ready() -> bool:
         """Running; the shell past its start-up files (its banner printed), where there is a shell."""

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from accel_images.cli.nightly import nightly_command
 from accel_images.build.engine import MANAGED_LABEL, Engine
 from accel_images.build.leftovers import OWNER_LABEL, owner_token, reclaim
-from conftest import TEST_LABEL
+from conftest import TEST_LABEL, TEST_RUN
 from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
 from test_nightly_interrupt import (ONLY_DEBIAN, output_of, slow_smoke, smoke_containers, start_nightly,
                                     wait_until)
@@ -39,7 +39,7 @@ def test_reclaim_removes_only_containers_of_ended_runs(docker_client: docker.Doc
         for name, token in owners.items():
             container = docker_client.containers.create(base_images.python, ["sleep", "60"], network_disabled=True,
                                                         labels={MANAGED_LABEL: "true", OWNER_LABEL: token,
-                                                                TEST_LABEL: "1"})
+                                                                TEST_LABEL: TEST_RUN})
             made[name] = container.id
         later = datetime.now(timezone.utc) + timedelta(seconds=5)
         removed = reclaim(Engine.connect(), later)

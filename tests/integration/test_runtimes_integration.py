@@ -36,7 +36,7 @@ from accel_images.host.launch import launch
 from accel_images.host.runtimes import render
 from accel_images.model.variant import ENTRYPOINT, GUARD_PATH
 from accel_images.render.contexts import guard_script
-from conftest import TEST_LABEL, unavailable
+from conftest import TEST_LABEL, TEST_RUN, unavailable
 from test_catalogue_integration import Published, published  # noqa: F401  (the fixture)
 from test_catalogue import CUDA
 from test_guard import GUARD_EXIT
@@ -51,7 +51,7 @@ STRANGER = 4321
 def run_in(docker_client, image: str, command: list[str], **options: object) -> RunResult:
     """A container's exit status and output, whatever it is (containers.output wants success)."""
     return Engine(docker_client, docker_client.api.base_url).run(image, command, options=options, timeout_s=300,
-                                                                 labels={TEST_LABEL: "1"})
+                                                                 labels={TEST_LABEL: TEST_RUN})
 
 
 def guard_file(tmp_path: Path, vendor: str) -> dict[str, dict[str, str]]:
@@ -266,7 +266,7 @@ def devcontainer_up(cli: Path, workspace: Path, home: Path) -> subprocess.Comple
     env = {**os.environ, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
     env.pop("GIT_CONFIG_GLOBAL", None)
     return subprocess.run([str(cli), "up", "--workspace-folder", str(workspace), "--id-label", id_label(workspace),
-                           "--id-label", f"{TEST_LABEL}=1"], env=env, capture_output=True, text=True, timeout=600,
+                           "--id-label", f"{TEST_LABEL}={TEST_RUN}"], env=env, capture_output=True, text=True, timeout=600,
                           check=False)
 
 
