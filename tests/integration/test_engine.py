@@ -110,7 +110,7 @@ def test_failing_step_raises_with_step_tail_and_log(engine: Engine, debian: str,
     with pytest.raises(BuildFailed) as caught:
         engine.build(ctx, tag, log_path=log, network_mode="none")
     message = caught.value.message
-    assert message == "step 2/2 (echo) failed: exit code 1; last output: before-the-end"
+    assert message == "step 2/2 (run echo) failed: exit code 1; last output: before-the-end"
     assert "before-the-end" in "\n".join(caught.value.log_tail)
     assert "returned a non-zero code: 1" in caught.value.detail
     assert caught.value.log_path == log

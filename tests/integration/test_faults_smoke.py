@@ -112,11 +112,13 @@ def smoke(image: str, cwd: Path) -> tuple[int, str, str]:
 
 
 def refusal(image: str, cwd: Path) -> str:
-    """The one stderr line of a refused smoke run (exit 1). With no state directory in `cwd`, the
-    refusal ends saying there is no build record, whatever the structural checks found before."""
-    code, _, stderr = smoke(image, cwd)
-    assert code == 1, stderr
-    assert len(stderr.splitlines()) == 1, stderr
+    """The one line that refuses a smoke run (exit 1), after the phase the run had reached (`smoke` says
+    each phase as it starts). With no state directory in `cwd`, the refusal ends saying there is no build
+    record, whatever the structural checks found before."""
+    code, _, said = smoke(image, cwd)
+    assert code == 1, said
+    *phases, stderr = said.splitlines()
+    assert phases == [f"{image}: checking the image's interpreter and torch from outside (file hashes, nothing runs)"], said
     prefix = f"{image}: smoke failed on unknown device: refused before the run: "
     assert stderr.startswith(prefix), stderr
     if not (cwd / ".accel-images").exists():
