@@ -8,7 +8,6 @@ run in dash with a fake nvidia-smi, must refuse exactly when `recommend`'s judge
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dockerfile_env import rendered_env
 from accel_images.kb.compat import load_kb
 from accel_images.model.hostinfo import HostInfo
 from accel_images.host.recommend import judge
@@ -52,9 +52,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Variant]
 
 
 def image_env(variant: Variant) -> dict[str, str]:
-    """The guard's facts as the rendered image sets them; a variant the matrix lacks gets its own archs."""
-    dockerfile = (ROOT / "images" / variant.vendor / variant.tag / "Dockerfile").read_text()
-    env = {k: v for k, v in re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', dockerfile) if k != "ACCEL_IMAGES_VENDOR"}
+    """The guard's facts as the rendered image of the variant's platform sets them (an arm64 image's
+    GPUs not served are not the amd64 image's); a variant the matrix lacks gets its own archs."""
+    env = rendered_env(variant.vendor, variant.tag, variant.platform)
     return {**env, "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs)}
 
 
@@ -165,5 +165,23 @@ def test_named_architectures(world: tuple[Path, list[Variant]], tag: str, cc: st
 def test_ptx_architectures(world: tuple[Path, list[Variant]], cc: str, refused: bool) -> None:
     root, variants = world
     variant = with_ptx(next(v for v in variants if v.tag == "2.14.1-cuda13.2-py3.12-ubuntu24.04"))
+    assert guard_refuses(root, variant, "999.0", cc) is refused
+    assert recommend_rejects(variant, "999.0", cc) is refused
+
+
+@pytest.mark.parametrize("platform, cc, refused", [
+    # Jetson Orin (8.7) and Xavier (7.2) are not SBSA: the arm64 images refuse them and point to
+    # NVIDIA's L4T containers (cuda.yaml platforms."linux/arm64".not_served; pytorch/pytorch README
+    # "NVIDIA Jetson Platforms", V). The amd64 image has no Jetson: 8.7 runs its 8.6 SASS as the
+    # knowledge base's x86_64 arch list says (same major, older minor: CUDA C Programming Guide, V).
+    ("linux/arm64", "8.7", True),
+    ("linux/arm64", "7.2", True),
+    ("linux/amd64", "8.7", False),
+    ("linux/arm64", "8.6", False),   # 8.0 SASS runs on 8.6
+])
+def test_jetson_is_refused_on_the_platform_that_has_it(world: tuple[Path, list[Variant]], platform: str, cc: str,
+                                                       refused: bool) -> None:
+    root, variants = world
+    variant = next(v for v in variants if (v.tag, v.platform) == ("2.15.0-cuda13.2-py3.12-ubuntu24.04", platform))
     assert guard_refuses(root, variant, "999.0", cc) is refused
     assert recommend_rejects(variant, "999.0", cc) is refused

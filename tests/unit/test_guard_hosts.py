@@ -10,7 +10,6 @@ rendered Dockerfile sets. Each test names the vendor reference the behaviour fol
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dockerfile_env import rendered_env
 from test_guard import ROOT, Host, assert_ran, assert_refused, assert_warned, shared_host  # noqa: F401 (fixture)
 from accel_images.kb import compat
 from accel_images.cli import options
@@ -62,12 +62,8 @@ cut -d'|' -f"$field" "$gpus"
 
 def image_env(tag: str, vendor: str = "cuda", arch: str = "amd64") -> dict[str, str]:
     """The ACCEL_IMAGES_* environment the rendered image `tag` sets on `arch` (no facts file: the rendered
-    values): the stages every platform shares and its own (`FROM image AS image-<arch>`), not the others'."""
-    stages = re.split(r"\n(?=FROM )", (ROOT / "images" / vendor / tag / "Dockerfile").read_text())
-    text = "\n".join(stage for stage in stages if not re.match(rf"FROM \S+ AS image-(?!{arch}\b)", stage))
-    env = dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', text))
-    env.pop("ACCEL_IMAGES_VENDOR", None)
-    return {**env, "ACCEL_IMAGES_FACTS": "/nonexistent/facts.json"}
+    values): tests/dockerfile_env.py."""
+    return {**rendered_env(vendor, tag, f"linux/{arch}"), "ACCEL_IMAGES_FACTS": "/nonexistent/facts.json"}
 
 
 def nvidia(host: Host, *gpus: str) -> None:
