@@ -35,6 +35,7 @@ from accel_images.model.variant import Variant
 from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import expand
 from accel_images.vendors.gaudi import generation
+from dockerfile_env import rendered_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELL = shutil.which("dash") or shutil.which("sh") or "sh"
@@ -124,11 +125,6 @@ CORPUS = {"cuda": nvidia_hosts, "rocm": amd_hosts, "xpu": intel_hosts, "gaudi": 
 # ---- running the guards -----------------------------------------------------------------------
 
 
-def image_env(tag: str, vendor: str) -> dict[str, str]:
-    text = (ROOT / "images" / vendor / tag / "Dockerfile").read_text()
-    return {k: v for k, v in re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', text) if k != "ACCEL_IMAGES_VENDOR"}
-
-
 def materialise(host: Host, root: Path) -> Path:
     """The host's fake tools (bin/) and tree (host/) under root."""
     bin_dir = root / "bin"
@@ -146,36 +142,42 @@ def materialise(host: Host, root: Path) -> Path:
     return root
 
 
-def run_guard(vendor: str, tag: str, root: Path) -> subprocess.CompletedProcess[str]:
+def run_guard(vendor: str, image: Image, root: Path) -> subprocess.CompletedProcess[str]:
+    tag, platform = image
     env = {"PATH": str(root / "bin"), "LC_ALL": "C", "ACCEL_IMAGES_DEV_ROOT": str(root / "host"),
            "ACCEL_IMAGES_FACTS": str(root / "no-facts.json"), "HABANA_LOGS": str(root / "habana_logs"),
-           "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1", **image_env(tag, vendor)}
+           "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1", **rendered_env(vendor, tag, platform)}
     result = subprocess.run([SHELL, str(ROOT / "images" / vendor / tag / "guard.sh"), "true"], env=env,
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode in (0, GUARD_EXIT), f"{tag}: {result.stderr}"
+    assert result.returncode in (0, GUARD_EXIT), f"{tag} ({platform}): {result.stderr}"
     return result
+
+
+Image = tuple[str, str]
+"""(tag, platform): one image of a tag's index. A multi-platform tag's Dockerfile sets each platform's
+own architectures, sibling images and GPUs not served (tests/dockerfile_env.py)."""
 
 
 @dataclass(frozen=True)
 class Row:
     vendor: str
     host: Host
-    tag: str
+    image: Image
     starts: bool
     named: str | None
     said: str
 
 
-def decide_all(vendor: str, hosts: Iterable[Host], tags: list[str], tmp: Path) -> list[Row]:
+def decide_all(vendor: str, hosts: Iterable[Host], images: list[Image], tmp: Path) -> list[Row]:
     roots = {host.label: materialise(host, tmp / f"h{index}") for index, host in enumerate(hosts)}
     by_label = {host.label: host for host in hosts}
-    jobs = [(label, tag) for label in roots for tag in tags]
+    jobs = [(label, image) for label in roots for image in images]
 
-    def one(job: tuple[str, str]) -> Row:
-        label, tag = job
-        result = run_guard(vendor, tag, roots[label])
+    def one(job: tuple[str, Image]) -> Row:
+        label, image = job
+        result = run_guard(vendor, image, roots[label])
         named = NAMED.search(result.stderr) if result.returncode == GUARD_EXIT else None
-        return Row(vendor, by_label[label], tag, result.returncode == 0, named.group(1) if named else None,
+        return Row(vendor, by_label[label], image, result.returncode == 0, named.group(1) if named else None,
                    result.stderr.strip())
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -183,32 +185,36 @@ def decide_all(vendor: str, hosts: Iterable[Host], tags: list[str], tmp: Path) -
 
 
 @pytest.fixture(scope="module")
-def variants() -> dict[str, Variant]:
-    return {v.tag: v for v in expand(load_matrix(ROOT / "matrix.yaml"), load_kb()).variants}
+def variants() -> dict[Image, Variant]:
+    return {(v.tag, v.platform): v for v in expand(load_matrix(ROOT / "matrix.yaml"), load_kb()).variants}
 
 
 @pytest.mark.parametrize("vendor", sorted(CORPUS))
-def test_guard_recommend_and_hints_agree_on_every_host(vendor: str, variants: dict[str, Variant],
+def test_guard_recommend_and_hints_agree_on_every_host(vendor: str, variants: dict[Image, Variant],
                                                        tmp_path: Path) -> None:
+    """Each image is the one a host of its platform pulls: its hints and siblings are that platform's."""
     kb = load_kb()
     tags = sorted(p.name for p in (ROOT / "images" / vendor).iterdir())
-    assert tags and all(tag in variants for tag in tags)
+    images = sorted(image for image in variants if image[0] in tags)
+    assert tags and {tag for tag, _ in images} == set(tags)
     hosts = list(CORPUS[vendor]())
-    rows = decide_all(vendor, hosts, tags, tmp_path)
-    starts = {(row.host.label, row.tag): row.starts for row in rows}
+    rows = decide_all(vendor, hosts, images, tmp_path)
+    starts = {(row.host.label, row.image): row.starts for row in rows}
     problems = []
     for row in rows:
-        fit = judge(row.host.info, variants[row.tag], kb)
+        (tag, platform), variant = row.image, variants[row.image]
+        where = f"{tag} ({platform}) on {row.host.label}"
+        fit = judge(row.host.info, variant, kb)
         if fit.fits != row.starts:
-            problems.append(f"{row.tag} on {row.host.label}: guard starts={row.starts}, recommend fits={fit.fits}"
+            problems.append(f"{where}: guard starts={row.starts}, recommend fits={fit.fits}"
                             f" ({'; '.join(fit.rejections) or row.said})")
-        if row.named is not None and not starts.get((row.host.label, row.named), False):
-            problems.append(f"{row.tag} on {row.host.label} names {row.named}, which refuses that host: {row.said}")
+        if row.named is not None and not starts.get((row.host.label, (row.named, platform)), False):
+            problems.append(f"{where} names {row.named}, which refuses that host on {platform}: {row.said}")
         if not row.starts and row.named is None:
-            siblings = [t for t in tags if (variants[t].python, variants[t].os) ==
-                        (variants[row.tag].python, variants[row.tag].os) and starts[(row.host.label, t)]]
+            siblings = [t for t, p in images if p == platform and (variants[t, p].python, variants[t, p].os) ==
+                        (variant.python, variant.os) and starts[(row.host.label, (t, p))]]
             if siblings:
-                problems.append(f"{row.tag} on {row.host.label} names no image, but {siblings[0]} starts there")
+                problems.append(f"{where} names no image, but {siblings[0]} starts there")
     assert problems == [], "\n".join(problems[:20]) + f"\n({len(problems)} disagreements)"
     refused = sum(not row.starts for row in rows)
     assert 0 < refused < len(rows), "the corpus must hold hosts each way"
