@@ -89,7 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.world.asked.append(self.path)
         if path == "/token":
             return self._send(Route(json.dumps({"token": TOKEN, "expires_in": 300}).encode()))
-        route = self.world.routes.get(path)
+        route = self.world.routes.get(self.path) or self.world.routes.get(path)  # a page by its query, else the path
         if route is None:
             return self._send(Route(json.dumps({"errors": [{"code": "NAME_UNKNOWN", "message": "not found"}]}).encode(),
                                     status=404))

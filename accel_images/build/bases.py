@@ -17,7 +17,7 @@ from docker.utils import parse_repository_tag
 
 from accel_images import vendors
 from accel_images.kb.compat import KnowledgeBase
-from accel_images.build.engine import ImageInfo
+from accel_images.build.engine import ImageInfo, pull_through_a_mirror
 from accel_images.errors import EngineError, NotInRegistry, RegistryError
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import Variant
@@ -116,6 +116,10 @@ def with_newer_bases(error: RegistryError, variant: Variant, kb: KnowledgeBase,
                                                         " points there: start that mirror or correct the mapping")
         unreachable.transient, unreachable.detail = True, error.detail
         return unreachable
+    if error.transient and error.hint is None and "unreachable" in error.message and pulled_from == variant.base_image:
+        direct = RegistryError(error.message, hint=pull_through_a_mirror(_registry_of(pulled_from)))
+        direct.transient, direct.detail = True, error.detail
+        return direct
     if error.transient or "not found" not in error.message:
         return error
     newer = newer_bases(kb, variant)

@@ -207,8 +207,16 @@ class Builder:
                 try:
                     self._platform_bases[key] = platform_base(registry, base_ref, variant.platform)
                 except RegistryError as error:
-                    raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref) from error
+                    raise self._base_failure(error, variant, base_ref) from error
             return self._platform_bases[key]
+
+    def _base_failure(self, error: RegistryError, variant: Variant, base_ref: str) -> RegistryError:
+        """A base that could not be read or pulled, said the same way either way: the --registry-mirror
+        mapping that pointed at an unreachable mirror, the way out of a missing base (accel_images.build.bases)."""
+        others = {v.os: v.base_image for v in self.expansion.variants
+                  if v.vendor == variant.vendor and v.base_image != variant.base_image and v.os != variant.os}
+        return with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref,
+                                mirrors=self.settings.options.mirrors, other_bases=others)
 
     def build_prepared(self, prepared: Prepared, *, nocache: bool = False) -> Outcome:
         """Build a prepared context unconditionally; a failing build is a failed Outcome.
@@ -305,10 +313,7 @@ class Builder:
                 return self.engine.pull(base_ref, platform=variant.platform)
             return self.engine.pull(base_ref)
         except RegistryError as error:
-            others = {v.os: v.base_image for v in self.expansion.variants
-                      if v.vendor == variant.vendor and v.base_image != variant.base_image and v.os != variant.os}
-            raise with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref,
-                                   mirrors=self.settings.options.mirrors, other_bases=others) from error
+            raise self._base_failure(error, variant, base_ref) from error
 
     def _smoke(self, outcome: Outcome) -> Outcome:
         earlier = last_smoke_pass(self.settings.state_dir, outcome.image_id) if outcome.status == "skipped" else None

@@ -576,11 +576,16 @@ def registry_error(action: str, ref: str, detail: str) -> RegistryError:
     kind = NotInRegistry if reason.startswith("not found") else RegistryError
     hint = None
     if transient and action == "pull" and "unreachable" in reason:
-        hint = f"offline or behind a firewall? pull through a mirror: --registry-mirror {registry}=HOST[/PATH]"
+        hint = pull_through_a_mirror(registry)
     err = kind(f"{action} of {ref} failed: {reason.format(registry=registry)}", hint=hint)
     err.transient = transient
     err.detail = detail
     return err
+
+
+def pull_through_a_mirror(registry: str) -> str:
+    """The advice for a base's registry out of reach, whether its pull or the read of its index failed."""
+    return f"offline or behind a firewall? pull through a mirror: --registry-mirror {registry}=HOST[/PATH]"
 
 
 def _classify_registry_failure(detail: str) -> tuple[str, bool]:

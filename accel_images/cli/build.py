@@ -25,7 +25,7 @@ from accel_images.formatting import FittedTable, TableColumn, human_size, in_use
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
 from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
-from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option,
+from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, given_lock, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
                                       note, render_options, say, templates_option, verbosity, verbosity_options,
                                       wheel_options, wheel_settings)
@@ -97,6 +97,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions, host_fetch,
                              pip_extra_index_url)
     expansion, every = chosen_variants(matrix_path, kwargs, options)
+    lock = given_lock(pin_bases, lock_path)  # bad input refused before the state directory is made or locked
     native_only = kwargs.get("platform") is None and not every_platform
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
@@ -112,7 +113,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
         if native_only:
             every = engine_platform_only(every, engine.platform())
         variants = newest_per_vendor(every) if newest else every
-        variants = pinned_variants(variants, pin_bases, lock_path, options)
+        variants = pinned_variants(variants, pin_bases, lock_path, options, lock)
         reclaim(engine, meta["started"])
         try:
             with progress_for(variants, level) as progress:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
+    from accel_images.build.pin import Lock
     from accel_images.formatting import FittedTable
     from accel_images.render.contexts import RenderOptions
     from accel_images.plan.variants import Expansion
@@ -343,9 +344,23 @@ def checked_companions(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
+def given_lock(pin_bases: bool, lock_path: Path | None) -> Lock | None:
+    """The lock file a command will read (--lock; the one --pin merges into, where it exists), read now:
+    bad input is refused before a command writes anything (a build takes the state directory's lock
+    first, which creates it). None where no lock is read."""
+    if not pin_bases and lock_path is None:
+        return None
+    from accel_images.build import pin
+    path = lock_path or pin.LOCK_FILE
+    if pin_bases and not path.exists():
+        return None
+    return pin.read_lock(path)
+
+
 def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: Path | None,
-                    options: RenderOptions) -> tuple[Variant, ...]:
-    """The variants with bases from the lock (refreshed first with --pin); unchanged without either."""
+                    options: RenderOptions, given: Lock | None = None) -> tuple[Variant, ...]:
+    """The variants with bases from the lock (refreshed first with --pin); unchanged without either.
+    `given`: the lock file already read (given_lock), not read again."""
     if not pin_bases and lock_path is None:
         return variants
     from accel_images.build import pin
@@ -355,7 +370,7 @@ def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: P
         lock = pin.pin(Engine.connect(), variants, options.mirrors, path)
         note(f"pinned {len(lock.bases)} base image(s) in {path}")
     else:
-        lock = pin.read_lock(path)
+        lock = given or pin.read_lock(path)
     return pin.apply(lock, variants, path)
 
 

@@ -158,6 +158,20 @@ class AnAmd64Engine:
         return "linux/amd64"
 
 
+@pytest.mark.parametrize("pin", [(), ("--pin",)], ids=["lock", "pin-over-a-bad-lock"])
+def test_a_bad_lock_file_is_refused_before_the_state_directory_is_written(fake_build: None, tmp_path: Path,
+                                                                        pin: tuple[str, ...]) -> None:
+    """Bad input writes nothing: the lock file is read before the state directory's lock is taken (which
+    creates the directory and its nightly.lock)."""
+    bad = tmp_path / "bad.lock"
+    bad.write_text("[]\n")
+    state = tmp_path / "state"
+    result = CliRunner().invoke(main, ["build", "--matrix", str(SMALL), "--vendor", "cpu", "--lock", str(bad), *pin,
+                                       "--state-dir", str(state)])
+    assert result.exit_code == 2 and "not an accel-images lock file" in result.output, result.output
+    assert not state.exists(), sorted(str(p.relative_to(tmp_path)) for p in state.rglob("*"))
+
+
 def test_build_json_is_the_report_alone_on_stdout(fake_build: None, tmp_path: Path) -> None:
     assert len(_variants()) >= 2, "the fake needs a built and a skipped variant"
     result = CliRunner().invoke(main, ["build", "--matrix", str(SMALL), "--vendor", "cpu", "--state-dir", str(tmp_path), "--json"])

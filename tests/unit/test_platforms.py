@@ -27,7 +27,8 @@ from accel_images.model import platforms
 from accel_images.model.reference import Mirror
 from accel_images.publish import index
 from accel_images.publish.promote import RetryPolicy, Target, promote_index, stopped_index
-from accel_images.registry import OCI_INDEX, OCI_MANIFEST, IndexEntry, RemoteImage, index_entries, oci_index
+from accel_images.registry import (OCI_INDEX, OCI_MANIFEST, IndexEntry, RemoteImage, index_entries, oci_index,
+                                   unreachable)
 from accel_images.render.contexts import RenderOptions
 from accel_images.state import StateDir
 from fakes import FakeEngine
@@ -272,3 +273,41 @@ def test_the_default_platform_sorts_first_and_local_names_say_the_rest() -> None
     assert platforms.of_config("linux", "arm64", "v8") == "linux/arm64"
     variant = load_expansion(str(ROOT / "matrix.yaml")).variants[0]
     assert replace(variant, platform="linux/arm64").key == f"cpu/{variant.tag}@linux/arm64"
+
+
+class Unreachable(Manifests):
+    """A mirror nobody started: every read of a manifest is refused."""
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | None:
+        raise unreachable(self.host, f"reading {repository}:{reference}", ConnectionRefusedError("connection refused"))
+
+
+def test_a_platforms_base_read_from_an_unreachable_mirror_names_the_mapping_as_the_pull_does(tmp_path: Path) -> None:
+    """The read of the base's index comes before any pull: its failure must carry the pull's advice (the
+    mapping that pointed there), not a bare "unreachable"."""
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    expansion = load_expansion(str(tmp_path / "matrix.yaml"))
+    [arm64] = [v for v in expansion.variants if v.vendor == "cpu" and v.platform == "linux/arm64"]
+    down = Unreachable(host="127.0.0.1:5999")
+    settings = BuildSettings(options=RenderOptions(mirrors=(Mirror("docker.io", "127.0.0.1:5999"),)),
+                             state_dir=StateDir(tmp_path / "state"))
+    builder = Builder(FakeEngine(), compat.load_kb(), expansion, settings,  # type: ignore[arg-type]
+                      registries=lambda host: down)
+    with pytest.raises(RegistryError) as raised:
+        builder.prepare(arm64)
+    assert raised.value.one_line().endswith("(the --registry-mirror docker.io=127.0.0.1:5999 points there: start that"
+                                            " mirror or correct the mapping)"), raised.value.one_line()
+    assert raised.value.transient and raised.value.exit_code == 4
+
+
+def test_a_platforms_base_read_from_an_unreachable_registry_suggests_a_mirror_as_the_pull_does(tmp_path: Path) -> None:
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    expansion = load_expansion(str(tmp_path / "matrix.yaml"))
+    [arm64] = [v for v in expansion.variants if v.vendor == "cpu" and v.platform == "linux/arm64"]
+    settings = BuildSettings(options=RenderOptions(), state_dir=StateDir(tmp_path / "state"))
+    builder = Builder(FakeEngine(), compat.load_kb(), expansion, settings,  # type: ignore[arg-type]
+                      registries=lambda host: Unreachable(host=host))
+    with pytest.raises(RegistryError) as raised:
+        builder.prepare(arm64)
+    assert raised.value.one_line().endswith("(offline or behind a firewall? pull through a mirror: --registry-mirror"
+                                            " docker.io=HOST[/PATH])"), raised.value.one_line()
