@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.verify import verify_command
 from accel_images.errors import RegistryError
+from accel_images.model import tags
 from accel_images.registry import RegistryClient
 from accel_images.supply import provenance
 from accel_images.supply.attest import Attester
@@ -84,16 +85,18 @@ def test_retention_on_a_registry_that_cannot_delete_leaves_every_dated_tag_on_it
 @pytest.mark.registry
 def test_a_503_on_the_provenance_blob_is_exit_4_not_a_verdict(registry: str, repo: str, tmp_path: Path) -> None:
     key, pub = write_key(tmp_path)
-    digest = RawRegistry(registry).push_config_image(repo, "t", {})
+    tag = tags.full_tag(inputs().variant)       # verify holds a tag to the signed variant's tags
+    digest = RawRegistry(registry).push_config_image(repo, tag, {})
     client = RegistryClient(registry, credentials=lambda host: None)
     done = Attester(ProbeEngine(probe_output()), client, registry, repo, "r1", NOW,
                     provenance.load_signer(key), out_dir=tmp_path / "attestations")(
         "cand", digest, inputs(), green_smoke())
-    assert CliRunner().invoke(verify_command, [f"{registry}/{repo}:t", "--key", str(pub)]).exit_code == 0
+    clean = CliRunner().invoke(verify_command, [f"{registry}/{repo}:{tag}", "--key", str(pub)])
+    assert clean.exit_code == 0, clean.output
     with FaultProxy(registry) as proxy:
         proxy.faults.canned.append(Canned("GET", f"/blobs/{done.provenance.blob_digest}", 503,
                                           b'{"errors":[{"code":"UNAVAILABLE","message":"try again"}]}'))
-        result = CliRunner().invoke(verify_command, [f"{proxy.host}/{repo}:t", "--key", str(pub)])
+        result = CliRunner().invoke(verify_command, [f"{proxy.host}/{repo}:{tag}", "--key", str(pub)])
     assert ended_cleanly(result), result.output
     assert result.exit_code == 4, result.output
     [line] = result.output.splitlines()
