@@ -10,6 +10,7 @@ latency use the real published CPU image.
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 import shutil
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Iterator
 
-from benchmarks.harness import (PYTHON, ROOT, WHEELHOUSE, WHEELHOUSE_ARGS, BenchResult, Row, Series, alternating,
-                                interleaved, repeat, run_checked, shown, speedup, time_once)
+from benchmarks.harness import (PYTHON, ROOT, WHEELHOUSE, WHEELHOUSE_ARGS, WITHOUT_COMPANION_ARGS, BenchResult, Row,
+                                Series, alternating, interleaved, repeat, run_checked, shown, speedup, time_once)
 
 HERE = Path(__file__).resolve().parent
 LIGHT_MATRIX = HERE / "light_matrix.yaml"
@@ -146,8 +147,8 @@ STARTUP_REPEATS = 5
 def cpu_matrix_yaml(variants: int) -> str:
     """The light matrix's CPU entry widened to `variants` (runtime + devel of the newest torch releases).
 
-    At 4 it is exactly the light matrix's CPU variants; more variants add older torch releases
-    on the same OS and Python, so every variant has the same base and the same wheelhouse.
+    At 4 it has as many variants as the light matrix's CPU entry; more variants add older torch releases
+    on the same OS and Python, so every variant has the same base and the same wheelhouse (standin_wheelhouse).
     """
     from accel_images.kb import compat
     from accel_images.versions import sort_versions
@@ -156,6 +157,35 @@ def cpu_matrix_yaml(variants: int) -> str:
     return ("schema: 1\nimage: accel-images-bench/light\nuser: {name: dev, uid: 1000, gid: 1000}\nvendors:\n"
             f"  cpu:\n    - torch: [{torch}]\n      python: [\"3.11\"]\n      os: [debian12]\n"
             "      flavor: [runtime, devel]\n")
+
+
+def standin_wheelhouse(dest: Path, matrix: Path) -> Path:
+    """A wheelhouse of as many bytes as the real one, holding a torch wheel for every release the matrix names.
+
+    The light images install no torch, but a build with `--pip-find-links` refuses a variant whose torch
+    the wheelhouse lacks (accel_images.render.companions.check_wheelhouse), and the real one holds a single
+    release. Here its other wheels are hard-linked, and its torch wheel's bytes are shared out among
+    stand-in files named for the matrix's releases, so every context still carries the real wheelhouse's
+    size (what the baseline's `docker build` sends to the daemon), whatever the number of releases.
+    """
+    from accel_images.kb import compat
+    from accel_images.plan.matrix import load_matrix
+    from accel_images.plan.variants import expand
+    dest.mkdir()
+    real = sorted(w for w in WHEELHOUSE.iterdir() if w.is_file())
+    torches = [w for w in real if w.name.startswith("torch-")]
+    for wheel in real:
+        if wheel not in torches:
+            os.link(wheel, dest / wheel.name)
+    wanted = sorted({(v.torch, v.wheel_index, v.python)
+                     for v in expand(load_matrix(matrix), compat.load_kb()).variants})
+    share = sum(w.stat().st_size for w in torches) // max(1, len(wanted))
+    for torch, local, python in wanted:
+        tag = "cp" + python.replace(".", "")
+        with (dest / f"torch-{torch}+{local}-{tag}-{tag}-manylinux_2_28_x86_64.whl").open("wb") as out:
+            for start in range(0, share, 1 << 24):
+                out.write(os.urandom(min(1 << 24, share - start)))
+    return dest
 
 
 @dataclass
@@ -208,8 +238,9 @@ def prepare_noop(space: Workspace, variants: int, namespace: str, result: BenchR
     matrix = space.root / f"cpu-{variants}.yaml"
     matrix.write_text(cpu_matrix_yaml(variants))
     state = space.root / f"state-{variants}"
+    wheelhouse = standin_wheelhouse(space.root / f"wheelhouse-{variants}", matrix)
     common = ["--matrix", str(matrix), "--templates", str(space.templates), "--registry-mirror", REAL_MIRROR,
-              *WHEELHOUSE_ARGS, "--vendor", "cpu",
+              "--pip-find-links", str(wheelhouse), *WITHOUT_COMPANION_ARGS, "--vendor", "cpu",
               "--state-dir", str(state)]
     build = [PYTHON, "-m", "accel_images", "build", *common, "--no-smoke", "--network", "none"]
     nightly = [PYTHON, "-m", "accel_images", "nightly", *common, "--registry", f"{BENCH_REGISTRY_HOST}/{namespace}",
@@ -355,10 +386,12 @@ def add_noop_rows(result: BenchResult, measured: dict[int, tuple[Series, Series]
 def noop_notes(namespace: str, sizes: tuple[int, ...]) -> list[str]:
     return [
         f"Sizes {', '.join(map(str, sizes))}: the light matrix's CPU entry widened with older torch releases "
-        "(runtime + devel each); 4 is exactly the light matrix's CPU variants.",
+        "(runtime + devel each); 4 is as many as the light matrix's CPU variants.",
         f"Options as the real CPU contexts: --registry-mirror {REAL_MIRROR} (the nightly pulls each distinct base once "
-        f"per run) and --pip-find-links {WHEELHOUSE} (the 210 MB wheelhouse hard-linked into every context, so every "
-        "`docker build` of the baseline sends it to the daemon).",
+        f"per run) and --pip-find-links with a wheelhouse of {WHEELHOUSE}'s size (hard-linked into every context, so "
+        "every `docker build` of the baseline sends it to the daemon): its wheels but torch, and stand-in torch wheels "
+        "named for the matrix's releases sharing the real torch wheel's size (the light images install none; a "
+        "build refuses a torch its wheelhouse lacks).",
         f"Registry: {BENCH_REGISTRY_HOST}/{namespace} (deleted afterwards). Warm-up: `accel-images build` then "
         "`docker push` of each image under its full tag (the light images carry no torch, so a nightly's own smoke "
         "test would refuse to promote them); a first nightly then realigns the aliases and must skip every variant.",

@@ -24,8 +24,8 @@ PYTHON = sys.executable
 WHEELHOUSE = Path("/var/cache/accel-images/wheelhouse")
 # The local wheelhouse (.ci/setup-host.sh) holds torch +cpu and its dependencies, no companion wheels:
 # builds from it leave both companions out (2.15's torchaudio 2.11.1 included).
-WHEELHOUSE_ARGS = ("--pip-find-links", str(WHEELHOUSE), "--without-companion", "torchvision",
-                   "--without-companion", "torchaudio")
+WITHOUT_COMPANION_ARGS = ("--without-companion", "torchvision", "--without-companion", "torchaudio")
+WHEELHOUSE_ARGS = ("--pip-find-links", str(WHEELHOUSE), *WITHOUT_COMPANION_ARGS)
 
 
 @dataclass(frozen=True)
