@@ -11,6 +11,8 @@ test_build_integration.py, test_faults_smoke.py, test_launcher_integration.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from accel_images.build import builder as build
@@ -24,10 +26,13 @@ from accel_images.model.variant import Variant
 STUB_WORKLOAD = "/opt/accel-images/smoke.py"
 
 
-def stub_smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings) -> SmokeResult:
-    """build.smoke_image for the fixture images: their own smoke.py, the real run and judge."""
+def stub_smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSettings,
+                     status: Callable[[str], None] | None = None) -> SmokeResult:
+    """build.smoke_image for the fixture images (its signature too): their own smoke.py, the real run and judge."""
     expectation = Expectation.of(variant)
     launch = launcher.Launch.draw()
+    if status is not None:
+        status("running the fixture's stub workload")
     command = ["python", STUB_WORKLOAD, *expectation.workload_args(), "--nonce", launch.nonce]
     outcome = engine.run(image, command, options=launcher.container_options(None, mem_limit="512m"),
                          timeout_s=settings.smoke_timeout_s,
