@@ -88,7 +88,8 @@ def log_says(state: Path, text: str) -> bool:
 def containers(daemon: DisposableDaemon, **filters: str | list[str] | bool) -> list[str]:
     client = daemon.client()
     try:
-        return [c.id for c in client.containers.list(all=True, filters=filters)]
+        # sparse: no inspect per container, which raised NotFound for one the daemon removed meanwhile
+        return [c.id for c in client.containers.list(all=True, sparse=True, filters=filters)]
     finally:
         client.close()
 
