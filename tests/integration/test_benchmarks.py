@@ -111,6 +111,13 @@ def test_table_shows_skipped_and_failed_benchmarks_with_their_reason() -> None:
     assert rows[2][3] == "2.00 s" and rows[2][8] == "met" and rows[2][6] == "2.00x faster"
 
 
+def test_the_ratio_without_start_up_is_none_where_start_up_alone_took_longer() -> None:
+    from benchmarks.engine_benches import without_startup
+    loop, startup = Series("loop", (4.0,)), Series("start-up", (1.0,))
+    assert without_startup(Series("ours", (1.5,)), loop, startup) == "8.0x without start-up"
+    assert without_startup(Series("ours", (0.95,)), loop, startup).startswith("start-up alone was no faster")
+
+
 def _engine_problem() -> str | None:
     from benchmarks.engine_benches import engine_reachable
     return engine_reachable()
