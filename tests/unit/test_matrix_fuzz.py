@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from accel_images.errors import InputError
 from accel_images.plan.matrix import GROUP_KEYS, TOP_KEYS, Matrix, parse_matrix
 
-# 150 examples a test a run: each run draws new ones, and the unit suite stays within its 20 s (README).
+# 150 examples a test a run: each run draws new ones, and the unit suite stays near its 20 s target (README).
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 KEYS = sorted(TOP_KEYS | GROUP_KEYS | {"name", "uid", "gid", "cpu", "cuda", "rocm", "xpu", "gaudi", "tpu", "<<"})
