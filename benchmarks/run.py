@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import harness
 from benchmarks.engine_benches import ENGINE_BENCHES as LIGHT_ENGINE_BENCHES, engine_reachable
 from benchmarks.fetch_benches import FETCH_BENCHES
+from benchmarks.guard_benches import GUARD_BENCHES
 from benchmarks.pure_benches import PURE_BENCHES
 from benchmarks.registry_benches import REGISTRY_BENCHES
 from benchmarks.startup_benches import STARTUP_BENCHES
@@ -24,10 +25,11 @@ from benchmarks.unit_suite_benches import UNIT_SUITE_BENCHES
 from benchmarks.wheel_sizes import WHEEL_BENCHES
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("startup", "unit_suite", "noop", "incremental", "scale", "parallel", "image_size", "smoke_latency",
-         "republish", "fetch", "catalogue", "cuda_size")
+ORDER = ("startup", "unit_suite", "guard_facts", "noop", "incremental", "scale", "parallel", "image_size",
+         "smoke_latency", "republish", "fetch", "catalogue", "cuda_size")
 ENGINE_BENCHES = {**LIGHT_ENGINE_BENCHES, **FETCH_BENCHES}
-ALL = {**STARTUP_BENCHES, **UNIT_SUITE_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES, **WHEEL_BENCHES}
+ALL = {**STARTUP_BENCHES, **UNIT_SUITE_BENCHES, **GUARD_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES,
+       **WHEEL_BENCHES}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -108,7 +108,7 @@ class FaultProxy:
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self.host = f"127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self: _Proxy) -> _Proxy:
         self._thread.start()
@@ -170,7 +170,7 @@ class RequestSink:
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self.host = f"127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self) -> RequestSink:
         self._thread.start()

@@ -127,7 +127,7 @@ def serving(world: World) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     server.RequestHandlerClass = type("Handler", (_Handler,), {"world": world, "base": base})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield base

@@ -80,6 +80,14 @@ def test_quick_unit_suite_times_two_workers_against_one(tmp_path: Path) -> None:
     assert any(note.startswith("Load average before the timed runs") for note in suite["notes"])
 
 
+def test_quick_guard_facts_times_the_guard_with_its_facts_file_against_without(tmp_path: Path) -> None:
+    [guard] = run_quick(tmp_path, "guard_facts")["results"]
+    check_rows(guard)
+    [row] = guard["rows"]
+    assert (row["measured"]["label"], row["baseline"]["label"]) == ("facts file read", "no facts file")
+    assert row["ratio"] > 0 and row["note"].endswith("ms a container start")
+
+
 def test_a_partial_full_run_keeps_the_other_benchmarks_results(tmp_path: Path) -> None:
     from benchmarks import run
     earlier = BenchResult("scale", rows=[Row("scale", "x", Series("a", (1.0,)))], commands=["c"])

@@ -226,7 +226,7 @@ class LoginMirror:
         self._server = ThreadingHTTPServer((gateway, 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://{gateway}:{self._server.server_address[1]}/mirror"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def close(self) -> None:
         self._server.shutdown()

@@ -11,6 +11,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import accel_images
 
 PACKAGE = Path(accel_images.__file__).parent
@@ -143,12 +145,18 @@ def cycles(found: list[Import]) -> list[list[str]]:
     return groups
 
 
-def test_no_import_cycle_anywhere_in_the_package():
-    assert cycles(imports(modules())) == []
+@pytest.fixture(scope="module")
+def package_imports() -> list[Import]:
+    """The package's imports, read once for the two rules below (a parse of every module)."""
+    return imports(modules())
 
 
-def test_every_import_runs_down_the_floors():
-    assert against_the_floors(imports(modules())) == []
+def test_no_import_cycle_anywhere_in_the_package(package_imports):
+    assert cycles(package_imports) == []
+
+
+def test_every_import_runs_down_the_floors(package_imports):
+    assert against_the_floors(package_imports) == []
 
 
 def test_the_checks_find_a_cycle_and_an_import_against_the_floors():

@@ -625,8 +625,8 @@ def test_lock_refuses_at_once_naming_the_holder(tmp_path: Path, holder) -> None:
 
 def test_lock_wait_gets_the_lock_once_it_is_released(tmp_path: Path, holder) -> None:
     lock = tmp_path / "nightly.lock"
-    holder(lock, 0.5)
-    with held(lock, wait_s=120, poll_s=0.05) as path:
+    holder(lock, 0.2)
+    with held(lock, wait_s=120, poll_s=0.02) as path:
         assert path == lock
 
 
