@@ -83,10 +83,13 @@ def facts_document(*, torch: str = "2.13.0+cpu", python: str = "3.11.2", backend
 
 
 def machine_of(platform: object) -> str:
-    """What `uname -m` says in an image built for `platform` (None: the engine's own, linux/amd64)."""
+    """What `uname -m` says in an image built for `platform` (None: the engine's own, linux/amd64): the
+    machine the builder itself names for that architecture (accel_images/kb/wheels.py)."""
+    from accel_images.kb import wheels
     from accel_images.kb.compat import load_kb
+    from accel_images.model import platforms
 
-    return load_kb().platforms[str(platform or "linux/amd64")].machines[0]
+    return wheels.machine_of(load_kb(), platforms.architecture(str(platform or platforms.DEFAULT)))
 
 
 def facts_of_dockerfile(text: str, machine: str = "x86_64") -> bytes:

@@ -815,6 +815,16 @@ not_served() {
     done
 }
 
+# jetson_capabilities: a Jetson's nvidia-smi reports no compute capability; its integrated GPU's name
+# (`Orin (nvgpu)`) says it, as host detection reads it (JETSON_GPU_CC).
+jetson_capabilities() {
+    for model in $("$smi" --query-gpu=name --format=csv,noheader 2> /dev/null | cut -d' ' -f1); do
+        case "$model" in
+            @JETSON_CASES@
+        esac
+    done
+}
+
 # refuse_jetson: a visible GPU is a Jetson's, which the SBSA builds do not run on: say where to go.
 refuse_jetson() {
     for capability in $capabilities; do
@@ -867,6 +877,7 @@ check_vendor() {
     for capability in $("$smi" --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | tr -d ' '); do
         if is_version "$capability"; then capabilities="$capabilities $capability"; fi
     done
+    [ -n "$capabilities" ] || jetson_capabilities
     refuse_jetson
     archs=$(own_archs)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
@@ -930,7 +941,10 @@ warn_runs() {
         warn "host NVIDIA driver $driver is below the CUDA ${ACCEL_IMAGES_CUDA:-} toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
     fi
 }
-""".replace("@CONSUMER@", "|".join(brand.lower() for brand in CONSUMER_BRANDS))  # noqa: E501 - each message is one line of shell
+"""  # noqa: E501 - each message is one line of shell
+GUARD = GUARD.replace("@CONSUMER@", "|".join(brand.lower() for brand in CONSUMER_BRANDS)).replace(
+    "@JETSON_CASES@", "\n            ".join(f'{model}) capabilities="$capabilities {cc}" ;;'
+                                          for model, cc in JETSON_GPU_CC.items()))
 
 VENDOR = Cuda(
     name="cuda",

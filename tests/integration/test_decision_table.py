@@ -57,6 +57,11 @@ NVIDIA_GPUS = [  # (name, Product Brand, compute capability): https://developer.
     ("NVIDIA H100 80GB HBM3", "NVIDIA", "9.0"), ("NVIDIA B200", "NVIDIA", "10.0"),
     ("NVIDIA GeForce RTX 5090", "GeForce", "12.0"), ("NVIDIA GB10", "NVIDIA", "12.1"),
 ]
+JETSONS = [  # (driver, compute_cap as nvidia-smi answers it): JetPack 6's nvidia-smi (driver 540.4.0) names the
+    # GPU "Orin (nvgpu)" and leaves most fields N/A (tests/data/host/nvidia-smi-orin-*.txt); whether its
+    # compute_cap query answers 8.7 or [N/A] is not on record, so both are here.
+    ("540.4.0", "8.7"), ("540.4.0", "[N/A]"), ("[N/A]", "[N/A]"),
+]
 GFX_TARGETS = {  # gfx_target_version (kernel kfd_device.c) -> target
     90000: "gfx900", 90006: "gfx906", 90008: "gfx908", 90010: "gfx90a", 90402: "gfx942", 90500: "gfx950",
     100100: "gfx1010", 100300: "gfx1030", 100301: "gfx1031", 110000: "gfx1100", 110003: "gfx1103",
@@ -77,6 +82,11 @@ class Host:
     info: HostInfo
     tools: dict[str, str] = field(default_factory=dict)     # name -> shell script body
     files: dict[str, str] = field(default_factory=dict)     # path under the host root -> content
+    platform: str | None = None                             # the only platform whose images start here
+
+    def runs(self, image: Image) -> bool:
+        """An image of another platform never reaches the guard here (exec format error)."""
+        return self.platform in (None, image[1])
 
 
 def nvidia_hosts() -> Iterator[Host]:
@@ -90,6 +100,20 @@ def nvidia_hosts() -> Iterator[Host]:
             yield Host(f"{name} on {driver}", HostInfo(vendor="cuda", driver_version=driver, stack_version=cuda,
                                                         gpu_names=(name,), gpu_archs=(cc,), device_count=1),
                        tools={"nvidia-smi": smi})
+
+
+def jetson_hosts() -> Iterator[Host]:
+    """Jetson Orin modules: aarch64 hosts whose GPU (8.7) the SBSA builds do not serve."""
+    for driver, cc in JETSONS:
+        smi = ("#!/bin/sh\n"
+               '[ "$1" = "-q" ] && { printf \'GPU 00000000:00:00.0\\n    Product Name : Orin (nvgpu)\\n\'; exit 0; }\n'
+               f'case "$1" in *driver_version*) echo "{driver}" ;; *compute_cap*) echo "{cc}" ;;'
+               ' *name*) echo "Orin (nvgpu)" ;; *) exit 2 ;; esac\n')
+        known = None if driver.startswith("[") else driver
+        yield Host(f"Jetson Orin on {driver}, compute_cap {cc}",
+                   HostInfo(vendor="cuda", driver_version=known, gpu_names=("Orin (nvgpu)",), gpu_archs=("8.7",),
+                            device_count=1, machine="aarch64"),
+                   tools={"nvidia-smi": smi}, platform="linux/arm64")
 
 
 def amd_hosts() -> Iterator[Host]:
@@ -120,7 +144,12 @@ def gaudi_hosts() -> Iterator[Host]:
                    tools={"hl-smi": smi}, files={"dev/accel/accel0": "", "dev/accel/accel_controlD0": ""})
 
 
-CORPUS = {"cuda": nvidia_hosts, "rocm": amd_hosts, "xpu": intel_hosts, "gaudi": gaudi_hosts}
+def cuda_hosts() -> Iterator[Host]:
+    yield from nvidia_hosts()
+    yield from jetson_hosts()
+
+
+CORPUS = {"cuda": cuda_hosts, "rocm": amd_hosts, "xpu": intel_hosts, "gaudi": gaudi_hosts}
 
 # ---- running the guards -----------------------------------------------------------------------
 
@@ -171,14 +200,16 @@ class Row:
 def decide_all(vendor: str, hosts: Iterable[Host], images: list[Image], tmp: Path) -> list[Row]:
     roots = {host.label: materialise(host, tmp / f"h{index}") for index, host in enumerate(hosts)}
     by_label = {host.label: host for host in hosts}
-    jobs = [(label, image) for label in roots for image in images]
+    jobs = [(label, image) for label in roots for image in images if by_label[label].runs(image)]
+
+    tags = {tag for tag, _ in images}
 
     def one(job: tuple[str, Image]) -> Row:
         label, image = job
         result = run_guard(vendor, image, roots[label])
         named = NAMED.search(result.stderr) if result.returncode == GUARD_EXIT else None
-        return Row(vendor, by_label[label], image, result.returncode == 0, named.group(1) if named else None,
-                   result.stderr.strip())
+        image_named = named.group(1) if named and named.group(1) in tags else None   # not "use NVIDIA's L4T..."
+        return Row(vendor, by_label[label], image, result.returncode == 0, image_named, result.stderr.strip())
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, jobs))
@@ -212,7 +243,7 @@ def test_guard_recommend_and_hints_agree_on_every_host(vendor: str, variants: di
             problems.append(f"{where} names {row.named}, which refuses that host on {platform}: {row.said}")
         if not row.starts and row.named is None:
             siblings = [t for t, p in images if p == platform and (variants[t, p].python, variants[t, p].os) ==
-                        (variant.python, variant.os) and starts[(row.host.label, (t, p))]]
+                        (variant.python, variant.os) and starts.get((row.host.label, (t, p)), False)]
             if siblings:
                 problems.append(f"{where} names no image, but {siblings[0]} starts there")
     assert problems == [], "\n".join(problems[:20]) + f"\n({len(problems)} disagreements)"

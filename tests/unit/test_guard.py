@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from accel_images.render.contexts import GUARD_SOURCE, guard_script
+from dockerfile_env import rendered_env
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_DATA = Path(__file__).resolve().parents[1] / "data" / "host"
@@ -33,12 +34,10 @@ ECHO_ARGS = ["sh", "-c", 'printf "%s|" "$@"; exit 7', "argv0", "a b", "$(id)", "
 
 
 def image_facts(stack: str, arch: str = "amd64") -> dict[str, str]:
-    """The ACCEL_IMAGES_* environment a rendered CUDA image of this stack sets on one architecture:
-    the stages every platform shares and its own (`FROM image AS image-<arch>`), not the others'."""
-    dockerfile = sorted((ROOT / "images" / "cuda").glob(f"*-cuda{stack}-*/Dockerfile"))[0]
-    stages = re.split(r"\n(?=FROM )", dockerfile.read_text())
-    mine = [stage for stage in stages if not re.match(rf"FROM \S+ AS image-(?!{arch}\b)", stage)]
-    return dict(re.findall(r'(ACCEL_IMAGES_[A-Z_]+)="([^"]*)"', "\n".join(mine)))
+    """The ACCEL_IMAGES_* environment the first rendered CUDA image of this stack sets on one
+    architecture (tests/dockerfile_env.py), its vendor included."""
+    tag = sorted(path.parent.name for path in (ROOT / "images" / "cuda").glob(f"*-cuda{stack}-*/Dockerfile"))[0]
+    return {**rendered_env("cuda", tag, f"linux/{arch}"), "ACCEL_IMAGES_VENDOR": "cuda"}
 
 
 CUDA13 = image_facts("13.0")

@@ -245,6 +245,19 @@ def test_the_guard_scripts_stay_posix() -> None:
         assert subprocess.run([dash, "-n"], input=guard_script(vendor), capture_output=True).returncode == 0
 
 
+# ---- Jetson: an aarch64 host the SBSA builds do not serve ------------------------------------------
+# JetPack 6's nvidia-smi names the GPU "Orin (nvgpu)" and leaves its fields N/A (tests/data/host/
+# nvidia-smi-orin-*.txt); the arm64 images refuse it by its compute capability (data/vendors/cuda.yaml
+# not_served), which the name gives when nvidia-smi does not.
+
+@pytest.mark.parametrize("driver, cc", [("540.4.0", "8.7"), ("540.4.0", "[N/A]"), ("[N/A]", "[N/A]")])
+def test_a_jetson_is_refused_with_where_its_images_are_even_without_a_compute_capability(
+        host: Host, driver: str, cc: str) -> None:
+    nvidia(host, f"{driver}|{cc}|Orin (nvgpu)|")
+    assert_refused(host.run("cuda", **image_env(RUNTIME_132, arch="arm64")), "compute capability 8.7 is a Jetson Orin GPU",
+                   "SBSA build", "l4t-pytorch")
+
+
 # ---- ROCm: the GPU's gfx target ---------------------------------------------------------------
 # KFD topology (kernel kfd_topology.c node_show: "gfx_target_version"; kfd_device.c: 90006 Vega20,
 # 90010 Aldebaran, 110003 GC 11.0.1/11.0.4) read as rocminfo reads it; the wheels' targets are

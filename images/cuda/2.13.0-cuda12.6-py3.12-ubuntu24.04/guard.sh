@@ -250,6 +250,17 @@ not_served() {
     done
 }
 
+# jetson_capabilities: a Jetson's nvidia-smi reports no compute capability; its integrated GPU's name
+# (`Orin (nvgpu)`) says it, as host detection reads it (JETSON_GPU_CC).
+jetson_capabilities() {
+    for model in $("$smi" --query-gpu=name --format=csv,noheader 2> /dev/null | cut -d' ' -f1); do
+        case "$model" in
+            Orin) capabilities="$capabilities 8.7" ;;
+            Xavier) capabilities="$capabilities 7.2" ;;
+        esac
+    done
+}
+
 # refuse_jetson: a visible GPU is a Jetson's, which the SBSA builds do not run on: say where to go.
 refuse_jetson() {
     for capability in $capabilities; do
@@ -302,6 +313,7 @@ check_vendor() {
     for capability in $("$smi" --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | tr -d ' '); do
         if is_version "$capability"; then capabilities="$capabilities $capability"; fi
     done
+    [ -n "$capabilities" ] || jetson_capabilities
     refuse_jetson
     archs=$(own_archs)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
