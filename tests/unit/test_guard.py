@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -113,7 +114,9 @@ class Host:
         """The guard a `vendor` image carries, run as its entry point."""
         guard = self.bin.parent / f"guard-{vendor}.sh"
         guard.write_bytes(guard_script(vendor))
-        environment = {"PATH": str(self.bin), "ACCEL_IMAGES_DEV_ROOT": str(self.dev_root), "LC_ALL": "C", **env}
+        # HABANA_LOGS in the host's own tree: the default /var/log/habana_logs is writable by root only
+        environment = {"PATH": str(self.bin), "ACCEL_IMAGES_DEV_ROOT": str(self.dev_root), "LC_ALL": "C",
+                       "HABANA_LOGS": str(self.bin.parent / "habana_logs"), **env}
         return subprocess.run([self.shell, str(guard), *(args or ECHO_ARGS)], env=environment,
                               capture_output=True, text=True, timeout=60)
 
@@ -441,15 +444,19 @@ def test_the_guard_tells_the_command_what_device_it_found(host: Host) -> None:
 
 
 BANNER = ROOT / "accel_images" / "smoke" / "banner.sh"
+PYTHON_FIRST = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+"""PATH with this environment's `python` first, as an image's venv is (a host may have only python3)."""
 
 
 def shell_with_banner(script: str, interactive: bool, **env: str) -> str:
     """`script` run by bash after sourcing the banner, as /etc/bash.bashrc does; PS1 set as an interactive
     shell has it."""
     prompt = "PS1='$ '; " if interactive else ""
-    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", f"{prompt}. {BANNER}; {script}"], capture_output=True,
-                          text=True, timeout=60, env={"PATH": os.environ["PATH"], "ACCEL_IMAGES_TAG": "2.13.0-cpu-py3.11-"
-                                                      "debian12", "ACCEL_IMAGES_DEVICE": "cpu", **env})
+    bash = shutil.which("bash") or "bash"   # the test's PATH may not hold it
+    environment = {"PATH": PYTHON_FIRST, "ACCEL_IMAGES_TAG": "2.13.0-cpu-py3.11-debian12", "ACCEL_IMAGES_DEVICE": "cpu",
+                   **env}
+    done = subprocess.run([bash, "--norc", "--noprofile", "-c", f"{prompt}. {BANNER}; {script}"], capture_output=True,
+                          text=True, timeout=60, env=environment)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -459,3 +466,11 @@ def test_the_banner_speaks_once_and_only_to_an_interactive_shell() -> None:
     assert said.count("accel-images 2.13.0-cpu-py3.11-debian12: PyTorch ") == 1, said
     assert re.search(r"PyTorch \S+, Python 3\.\d+\.\d+, device: cpu\n", said), said
     assert shell_with_banner("true", interactive=False) == ""   # `bash -c`, scripts, `docker run IMAGE CMD`
+
+
+def test_the_banner_says_so_when_no_python_is_on_path(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sed").symlink_to(shutil.which("sed") or "sed")
+    said = shell_with_banner("true", interactive=True, PATH=str(bin_dir))
+    assert said == "accel-images 2.13.0-cpu-py3.11-debian12: PyTorch unknown, no python on PATH, device: cpu\n"

@@ -263,7 +263,9 @@ def test_arc_gpu_gets_the_newest_xpu_image(tmp_path, expansion, kb):
     host = host_from(tmp_path, {SYCL_LS: recorded("sycl-ls-arc-a770.txt")}, {"/dev/dri/renderD128": ""})
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant.tag == "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
-    assert rec.docker_run == ("docker run --rm -it --device /dev/dri --ipc host "
+    owner = (tmp_path / "dev" / "dri" / "renderD128").stat().st_gid   # the render group, as the host names it
+    groups = "" if owner == 0 else f" --group-add {owner}"            # root's group adds nothing
+    assert rec.docker_run == (f"docker run --rm -it --device /dev/dri{groups} --ipc host "
                               "accel-images/pytorch:2.14.1-xpu2026.1-py3.12-ubuntu24.04")
 
 

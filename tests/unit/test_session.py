@@ -117,11 +117,19 @@ def invoke(command, *args: str):
     return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), *args])
 
 
-def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("uid, gid, groups", [
+    (0, 0, ""),                        # root writes the environment anyway
+    (1000, 1000, " --group-add 100"),  # a host user outside the environment's group `users` (100) joins it
+    (1000, 100, ""),                   # one whose own group it is needs nothing
+])
+def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uid: int, gid: int, groups: str) -> None:
+    monkeypatch.setattr(os, "getuid", lambda: uid)
+    monkeypatch.setattr(os, "getgid", lambda: gid)
     result = invoke(cli_session.run_command, "--host-json", host_json(tmp_path), "--workspace", str(tmp_path),
                     "--print", "--", "python", "-c", "print(1)")
     assert result.exit_code == 0, result.output
-    assert result.stdout == (f"docker run --rm -i --ipc host --user {os.getuid()}:{os.getgid()} --mount"
+    assert result.stdout == (f"docker run --rm -i --ipc host --user {uid}:{gid}{groups} --mount"
                              f" type=bind,source={tmp_path},target=/workspace"
                              " -w /workspace accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
     assert "from: chosen from" in result.stderr and "not checked against a registry" in result.stderr

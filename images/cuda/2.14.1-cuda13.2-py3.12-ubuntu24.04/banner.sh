@@ -8,7 +8,7 @@ if [ -n "${PS1:-}" ] && [ -z "${ACCEL_IMAGES_BANNER_SHOWN:-}" ]; then
     export ACCEL_IMAGES_BANNER_SHOWN=1
     accel_images_torch="$(sed -n 's/^torch==//p' /opt/accel-images/constraints.txt 2>/dev/null)"
     printf 'accel-images %s: PyTorch %s, %s, device: %s\n' "${ACCEL_IMAGES_TAG:-image}" \
-        "${accel_images_torch:-unknown}" "$(python --version 2>&1)" \
+        "${accel_images_torch:-unknown}" "$(python --version 2> /dev/null || printf 'no python on PATH')" \
         "${ACCEL_IMAGES_DEVICE:-not checked (started without the entry point)}"
     unset accel_images_torch
     # The container's own shell (tini's child) stops on `docker stop`: an interactive bash ignores
