@@ -90,7 +90,8 @@ def test_quick_start_puts_the_unit_suite_first_and_says_what_the_whole_suite_nee
     whole = quick.index("\n.venv/bin/python -m pytest -q\n")
     assert unit < whole
     said = quick[unit:whole]
-    assert all(word in said for word in ("Docker engine", "registry", "about 29 minutes")), said
+    assert all(word in said for word in ("Docker engine", "registry")), said
+    assert re.search(r"takes about \d+ minutes", said), said
 
 
 def test_the_install_line_for_users_works_today_and_says_which() -> None:
