@@ -254,8 +254,8 @@ def test_the_guard_scripts_stay_posix() -> None:
 def test_a_jetson_is_refused_with_where_its_images_are_even_without_a_compute_capability(
         host: Host, driver: str, cc: str) -> None:
     nvidia(host, f"{driver}|{cc}|Orin (nvgpu)|")
-    assert_refused(host.run("cuda", **image_env(RUNTIME_132, arch="arm64")), "compute capability 8.7 is a Jetson Orin GPU",
-                   "SBSA build", "l4t-pytorch")
+    assert_refused(host.run("cuda", **image_env(RUNTIME_132, arch="arm64")),
+                   "compute capability 8.7 is a Jetson Orin GPU", "SBSA build", "l4t-pytorch")
 
 
 # ---- ROCm: the GPU's gfx target ---------------------------------------------------------------
