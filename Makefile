@@ -65,7 +65,7 @@ $(CLI): pyproject.toml
 test: $(CLI) ## Run every test: tests/unit and tests/integration (needs `make engine` for the integration tests).
 	$(BIN)/python -m pytest -q
 
-test-fast: $(CLI) ## Run tests/unit on two workers: no engine, no registry, no builds; about 16 s.
+test-fast: $(CLI) ## Run tests/unit on two workers: no engine, no registry, no builds; 16-19 s.
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 2 tests/unit  # cached bytecode: the second run skips compiling
 
 ci:  ## What CI runs: set up the engine, registry and base images, install, test.
