@@ -85,6 +85,7 @@ class Resolution:
     min_driver: str | None = None     # the toolkit's own driver: recommended
     mvc_driver: str | None = None     # the floor under minor-version compatibility: required
     gpu_archs: tuple[str, ...] = ()
+    package_index: bool = False       # torch is the package index's default wheel, installed from there
 
 
 

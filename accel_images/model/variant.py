@@ -46,6 +46,10 @@ class Variant:
     mvc_driver: str | None = None
     gpu_archs: tuple[str, ...] = ()
     system_python: bool = True
+    package_index: bool = False
+    """torch, its companions and their libraries come from the package index (pypi.org, or the mirror
+    of it, --pip-extra-index-url), whose default wheel is this very build, not from PyTorch's own
+    index `wheel_index` (the CUDA images on Debian: accel_images/data/vendors/cuda.yaml package_index)."""
     line: int = 0
     platform: str = _platforms.DEFAULT
     """The platform this value describes (its image is one manifest of the tag's index)."""

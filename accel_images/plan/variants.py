@@ -121,7 +121,8 @@ def make_variant(kb: KnowledgeBase, vendor: str, stack: str | None, torch: str, 
         vendor=vendor, stack=facts.stack, torch=facts.torch, python=python, os=os, flavor=flavor,
         base_image=facts.base_image, wheel_index=facts.wheel_index, toolkit=facts.toolkit,
         min_driver=facts.min_driver, mvc_driver=facts.mvc_driver, gpu_archs=facts.gpu_archs,
-        system_python=python == kb.os[os].python, line=line, platform=platform, platforms=(platform,))
+        package_index=facts.package_index, system_python=python == kb.os[os].python, line=line, platform=platform,
+        platforms=(platform,))
 
 
 def select(variants: Iterable[Variant], filters: Mapping[str, str | None]) -> tuple[Variant, ...]:

@@ -66,8 +66,10 @@ class CompanionPlan:
 
 
 def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
-         wheelhouse: Path | None, without: Iterable[str] = ()) -> CompanionPlan:
+         wheelhouse: Path | None, without: Iterable[str] = (), from_package_index: bool = False) -> CompanionPlan:
     """The companions to install for a torch release whose pairings are `companions`, less `without`.
+    The package index's wheels carry no local label in their file names (`torchvision-0.29.2-py3-...`):
+    a wheelhouse for a variant from the package index is checked without one.
 
     Raises InputError when the wheelhouse lacks one that is not left out on purpose.
     """
@@ -80,8 +82,10 @@ def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
             left_out.append(name)
             notes.append(f"{name} {line} left out ({WITHOUT_OPTION} {name})")
             continue
-        if wheelhouse is not None and not in_wheelhouse(wheelhouse, name, line, wheel_index, python):
-            raise InputError(f"the wheelhouse has no +{wheel_index} build of {name} {line} for Python {python};"
+        local = None if from_package_index else wheel_index
+        if wheelhouse is not None and not in_wheelhouse(wheelhouse, name, line, local, python):
+            build = "package index" if local is None else f"+{local}"
+            raise InputError(f"the wheelhouse has no {build} build of {name} {line} for Python {python};"
                              f" add one, or leave {name} out with {WITHOUT_OPTION} {name}",
                              file=str(wheelhouse), field="--pip-find-links")
         requirements.append(f"{name}=={line}.*")
@@ -106,21 +110,45 @@ def shell_words(requirements: tuple[str, ...]) -> str:
     return " ".join(f'"{r}"' if any(c in r for c in "<>=!~*;[ ") else r for r in requirements)
 
 
-def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str, python: str) -> bool:
+def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str | None, python: str) -> bool:
     """A wheel `<name>-<line>[.N]+<local>-<py tag>-...` for this Python (cpXY or py3) is there: `line` is a
-    release line ('0.29') or an exact release ('0.29.2')."""
+    release line ('0.29') or an exact release ('0.29.2'); `local` None: one without a local label."""
     tag = "cp" + python.replace(".", "")
-    pattern = re.compile(rf"{re.escape(name)}-{re.escape(line)}(?:\.\d+)*\+{re.escape(local)}-(?:{tag}|py3)-")
+    label = "" if local is None else rf"\+{re.escape(local)}"
+    pattern = re.compile(rf"{re.escape(name)}-{re.escape(line)}(?:\.\d+)*{label}-(?:{tag}|py3)-")
     try:
         return any(pattern.match(entry.name) for entry in wheelhouse.iterdir())
     except OSError:
         return False
 
 
-def index_url(wheel_index: str, pip_index_url: str | None) -> str:
+def index_url(wheel_index: str, pip_index_url: str | None, pip_extra_index_url: str | None = None,
+              from_package_index: bool = False) -> str:
     """The index pip uses inside the image: the mirror when one was given, without credentials."""
-    url = pip_index_url.replace("{index}", wheel_index) if pip_index_url else f"{UPSTREAM_WHEEL_INDEX}/{wheel_index}"
-    return without_credentials(url)
+    return without_credentials(torch_index(wheel_index, pip_index_url, pip_extra_index_url, from_package_index))
+
+
+def torch_index(wheel_index: str, pip_index_url: str | None, pip_extra_index_url: str | None,
+                from_package_index: bool = False) -> str:
+    """Where torch and its companions come from (credentials included): PyTorch's index for `wheel_index`
+    (cu132, rocm7.2, cpu) or its --pip-index-url mirror ('{index}' replaced); for a variant whose torch is
+    the package index's default wheel (Variant.package_index), the package index or its mirror
+    (package_index_mirror)."""
+    if from_package_index:
+        return package_index_mirror(pip_index_url, pip_extra_index_url)
+    return pip_index_url.replace("{index}", wheel_index) if pip_index_url else f"{UPSTREAM_WHEEL_INDEX}/{wheel_index}"
+
+
+def package_index_mirror(pip_index_url: str | None, pip_extra_index_url: str | None) -> str:
+    """The package index a build uses: --pip-extra-index-url (the package index's mirror), else a
+    --pip-index-url without '{index}' (a mirror given alone is taken to serve everything), else pypi.org.
+    A '{index}' mirror serves PyTorch's indexes, whose cuXY builds are named in their files' local labels;
+    it is not a mirror of the package index."""
+    if pip_extra_index_url:
+        return pip_extra_index_url
+    if pip_index_url and "{index}" not in pip_index_url:
+        return pip_index_url
+    return PACKAGE_INDEX
 
 
 def without_credentials(url: str) -> str:
@@ -141,7 +169,7 @@ def package_index(wheel_index: str, pip_index_url: str | None, pip_extra_index_u
 
 
 def pip_conf(wheel_index: str | None, pip_index_url: str | None, pip_extra_index_url: str | None = None,
-             wheelhouse: bool = False) -> bytes | None:
+             wheelhouse: bool = False, from_package_index: bool = False) -> bytes | None:
     """/etc/pip.conf for the image, or None where the vendor's base image has its own torch."""
     if wheel_index is None:
         return None
@@ -155,14 +183,14 @@ def pip_conf(wheel_index: str | None, pip_index_url: str | None, pip_extra_index
                 "[global]\n"
                 "no-index = true\n"
                 f"find-links = {BUILD_BACKENDS}\n").encode()
-    torch_index = index_url(wheel_index, pip_index_url)
+    torch_url = index_url(wheel_index, pip_index_url, pip_extra_index_url, from_package_index)
     extra = without_credentials(package_index(wheel_index, pip_index_url, pip_extra_index_url))
-    extra_line = f"extra-index-url = {extra}\n" if extra != torch_index else ""
+    extra_line = f"extra-index-url = {extra}\n" if extra != torch_url and not from_package_index else ""
     return (head + "# Torch's own index first (a later `pip install torchvision` takes the build matching this\n"
             "# torch), the package index the build used after it. To point pip elsewhere at run time:\n"
             "#   docker run -e PIP_INDEX_URL=URL -e PIP_EXTRA_INDEX_URL=URL ...\n"
             "[global]\n"
-            f"index-url = {torch_index}\n"
+            f"index-url = {torch_url}\n"
             f"{extra_line}"
             f"find-links = {BUILD_BACKENDS}\n").encode()
 

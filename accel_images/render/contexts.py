@@ -175,14 +175,15 @@ def pip_source_args(variant: Variant, options: RenderOptions) -> str:
 
 def wheel_index_url(variant: Variant, options: RenderOptions) -> str:
     """The index the variant's wheels come from (credentials included, when the URL has them)."""
-    index = variant.wheel_index or ""
-    if options.pip_index_url:
-        return options.pip_index_url.replace("{index}", index)
-    return f"{UPSTREAM_WHEEL_INDEX}/{index}"
+    return companions.torch_index(variant.wheel_index or "", options.pip_index_url, options.pip_extra_index_url,
+                                  variant.package_index)
 
 
 def tools_index_url(variant: Variant, options: RenderOptions) -> str:
-    """The index the developer tools (companions.TOOLS: IPython) come from (credentials included)."""
+    """The index the developer tools (companions.TOOLS: IPython) come from (credentials included): the
+    package index, which is torch's own for a variant from the package index."""
+    if variant.package_index:
+        return wheel_index_url(variant, options)
     return companions.package_index(variant.wheel_index or "", options.pip_index_url, options.pip_extra_index_url)
 
 
@@ -282,7 +283,7 @@ class Renderer:
         if options.pip_find_links is not None and variant.wheel_index is not None:
             companions.check_wheelhouse(options.pip_find_links, variant.torch, variant.wheel_index, variant.python)
         return companions.plan(release.companions, variant.wheel_index, variant.python, options.pip_find_links,
-                               options.without_companions)
+                               options.without_companions, from_package_index=variant.package_index)
 
     def dockerfile(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> str:
         return self._render(variant, expansion, options)[0]
@@ -387,7 +388,8 @@ class Renderer:
         text, extra = self._render(variant, expansion, options, base_ref)
         files = {"Dockerfile": text.encode(), **self.static_files(variant.vendor), **extra}
         conf = companions.pip_conf(variant.wheel_index, options.pip_index_url, options.pip_extra_index_url,
-                                   wheelhouse=options.pip_find_links is not None)
+                                   wheelhouse=options.pip_find_links is not None,
+                                   from_package_index=variant.package_index)
         if conf is not None:
             files[companions.PIP_CONF] = conf
         plan = self.companions(variant, options)

@@ -338,12 +338,17 @@ def alternatives(variant: Variant, variants: Sequence[Variant],
     the user to an image which refuses them too). The candidates are this image's siblings (same
     vendor, Python and OS), the same flavor and torch first, then the newest; of the siblings
     with the same facts only the first is kept (the decision depends on nothing else), and none
-    with this image's own facts (it would refuse as this one does).
+    with this image's own facts (it would refuse as this one does). After the siblings come the vendor's
+    images of other Pythons and OSes on the same platform, the same Python first: where no sibling serves
+    the host (the CUDA images on Debian have no CUDA 12.x sibling for a pre-R580 driver), the refusal
+    names the nearest image that does, not none.
     """
     own = facts(variant)
-    siblings = [v for v in variants if v.vendor == variant.vendor and v.tag != variant.tag
-                and (v.python, v.os, v.platform) == (variant.python, variant.os, variant.platform)]
-    siblings.sort(key=lambda v: (v.flavor != variant.flavor, v.torch_minor != variant.torch_minor, v.sort_key()))
+    candidates = [v for v in variants if v.vendor == variant.vendor and v.tag != variant.tag
+                  and v.platform == variant.platform]
+    candidates.sort(key=lambda v: ((v.python, v.os) != (variant.python, variant.os), v.python != variant.python,
+                                   v.flavor != variant.flavor, v.torch_minor != variant.torch_minor, v.sort_key()))
+    siblings = candidates
     seen = {own}
     entries = []
     for sibling in siblings:

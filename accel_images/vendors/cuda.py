@@ -29,7 +29,7 @@ from accel_images.model.hostinfo import (DOTTED, Gpu, HostInfo, Runner, answer, 
                                           pci_vendor_absent, quote, read, said, summary, unusable_host)
 from accel_images.model import platforms as platform_names
 from accel_images.model.imagefacts import Claim, kb_row
-from accel_images.model.knowledge import Combo, Resolution, minor_of
+from accel_images.model.knowledge import Combo, Resolution, minor_of, version_matches
 from accel_images.vendors.base import ALTERNATIVES_ENV, Fit, VendorBase, alternatives
 from accel_images.versions import compare_driver, parse
 
@@ -59,6 +59,14 @@ class CudaFacts:
     """platform -> compute capability -> the GPU that has it but which these builds do not run on (Jetson)."""
     elsewhere: Mapping[str, str] = field(default_factory=dict)
     """platform -> where the GPUs of `not_served` get their images instead."""
+    package_index: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """platform -> torch minor -> the CUDA of the package index's default wheel (`package_index.builds`)."""
+    package_index_os: tuple[str, ...] = ()
+    """The OSes whose images take torch from the package index (`package_index.os`)."""
+
+    def package_index_build(self, platform: str | None, torch_minor: str) -> str | None:
+        """The CUDA of the package index's default torch wheel for this platform and release, if known."""
+        return self.package_index.get(platform or platform_names.DEFAULT, {}).get(torch_minor)
 
     def archs_on(self, platform: str | None, torch_minor: str, cuda: str) -> tuple[str, ...]:
         """The SASS targets of the cuXY wheel for `platform` (the default platform's `archs` elsewhere)."""
@@ -113,6 +121,9 @@ class Cuda(VendorBase):
                         for p, section in (raw.get("platforms") or {}).items() if section.get("not_served")},
             elsewhere={str(p): str(section["jetson"]) for p, section in (raw.get("platforms") or {}).items()
                        if section.get("jetson")},
+            package_index={str(p): {str(m): str(cuda) for m, cuda in (row or {}).items()}
+                           for p, row in (raw.get("package_index", {}).get("builds") or {}).items()},
+            package_index_os=_strs(raw.get("package_index", {}).get("os") or ()),
         )
 
     def facts(self, kb: Knowledge) -> CudaFacts:
@@ -122,7 +133,10 @@ class Cuda(VendorBase):
     # ---- knowledge base ------------------------------------------------------------------
 
     def os_extra_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
-        """The devel flavor sits on nvidia/cuda, which publishes each CUDA for some Ubuntu releases only."""
+        """The devel flavor sits on nvidia/cuda, which publishes each CUDA for some Ubuntu releases only;
+        an OS whose images take torch from the package index has the stack that index serves, or none."""
+        if combo.os in self.facts(kb).package_index_os:
+            return self._package_index_reasons(kb, combo)
         families = self.facts(kb).families
         if combo.flavor == "runtime" or not combo.stack or combo.stack not in families:
             return []
@@ -131,6 +145,37 @@ class Cuda(VendorBase):
             return [f"nvidia/cuda has no CUDA {combo.stack} image for {combo.os} (CUDA {combo.stack} bases:"
                     f" {', '.join(bases)})"]
         return []
+
+    def _package_index_reasons(self, kb: Knowledge, combo: Combo, platform: str | None = None) -> list[str]:
+        """Why a combination on a package-index OS (debian12) has no image: nvidia/cuda has no base for
+        it, so no devel flavor (nvcc and the CUDA headers come from that base); and the package index
+        serves one CUDA per torch release (`package_index.builds`): any other stack is not there.
+        `platform` None: on no platform at all; else on that one."""
+        facts = self.facts(kb)
+        if combo.flavor and combo.flavor != "runtime":
+            return [f"{combo.os} images are runtime only: nvidia/cuda, whose devel images bring nvcc and the"
+                    f" CUDA headers, publishes Ubuntu bases only; the runtime flavor takes CUDA from the wheels"]
+        if not combo.stack:
+            return []
+        minor = kb.release(combo.torch).minor
+        platforms = (platform,) if platform else tuple(facts.package_index) or (platform_names.DEFAULT,)
+        served = {p: facts.package_index_build(p, minor) for p in platforms}
+        if any(cuda is not None and version_matches(combo.stack, cuda) for cuda in served.values()):
+            return []
+        where = f" for {platform}" if platform else ""
+        found = next((cuda for cuda in served.values() if cuda), None)
+        what = (f"is the CUDA {found} build (cu{found.replace('.', '')})" if found
+                else "is not known to the knowledge base")
+        return [f"{combo.os} images take torch from the package index, whose torch {minor} wheel{where} {what},"
+                f" not CUDA {combo.stack} (PyTorch's cu{combo.stack.replace('.', '')} index: an Ubuntu image)"]
+
+    def platform_reasons(self, kb: Knowledge, combo: Combo, row: TorchRelease) -> list[str]:
+        """The rules every vendor has, then, on a package-index OS, whether that index serves the stack on
+        this platform (the package index's aarch64 wheel may be another build than its x86_64 one)."""
+        reasons = super().platform_reasons(kb, combo, row)
+        if reasons or combo.os not in self.facts(kb).package_index_os:
+            return reasons
+        return self._package_index_reasons(kb, combo, combo.platform or platform_names.DEFAULT)
 
     def wheel_index(self, kb: Knowledge, stack: str | None) -> str | None:
         return "cu" + (stack or "").replace(".", "")
@@ -151,7 +196,8 @@ class Cuda(VendorBase):
         archs = facts.archs_on(combo.platform, kb.release(base.torch).minor, stack)
         return Resolution(torch=base.torch, stack=stack, base_image=image,
                           wheel_index=base.wheel_index, toolkit=toolkit, min_driver=facts.driver_min(toolkit),
-                          mvc_driver=facts.mvc_floor(stack), gpu_archs=archs)
+                          mvc_driver=facts.mvc_floor(stack), gpu_archs=archs,
+                          package_index=combo.os in facts.package_index_os)
 
     def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
         details = super().details(kb, stack, row)

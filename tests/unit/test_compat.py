@@ -364,7 +364,7 @@ def test_experimental_python_needs_the_flag(kb: KnowledgeBase) -> None:
 
 
 def test_os_rules(kb: KnowledgeBase) -> None:
-    assert kb.why_not("cuda", "13.2", "2.14", "3.12", "debian12", "runtime")[0].startswith("cuda images are built on")
+    assert kb.why_not("cuda", "13.2", "2.14", "3.12", "ubuntu20.04", "runtime")[0].startswith("unknown OS")
     assert "nvidia/cuda has no CUDA 12.4 image for ubuntu24.04" in kb.why_not(
         "cuda", "12.4", "2.6", "3.12", "ubuntu24.04", "devel")[0]
     assert kb.why_not("cuda", "12.4", "2.6", "3.12", "ubuntu24.04", "runtime") == []  # plain Ubuntu base
@@ -374,6 +374,27 @@ def test_os_rules(kb: KnowledgeBase) -> None:
     assert kb.why_not("xpu", "2026.1", "2.14", "3.12", "ubuntu22.04", "devel")[0].startswith("xpu images are built on")
     assert "no rocm/dev-ubuntu image for ROCm 7.14 on ubuntu22.04" in " ".join(
         kb.why_not("rocm", "7.14", "2.14", "3.11", "ubuntu22.04", "devel"))
+
+
+def test_cuda_on_debian_is_the_package_index_build_in_the_runtime_flavor_only(kb: KnowledgeBase) -> None:
+    """cuda.yaml package_index: Debian images take torch from the package index, which serves one CUDA per
+    release (2.14: cu130, 2.15: cu132), and nvidia/cuda has no Debian devel base."""
+    assert kb.why_not("cuda", "13.0", "2.14", "3.11", "debian12", "runtime") == []
+    assert kb.why_not("cuda", "13.2", "2.15", "3.11", "debian12", "runtime") == []
+    assert kb.why_not("cuda", "13.2", "2.14", "3.11", "debian12", "runtime") == [
+        "debian12 images take torch from the package index, whose torch 2.14 wheel is the CUDA 13.0 build (cu130),"
+        " not CUDA 13.2 (PyTorch's cu132 index: an Ubuntu image)"]
+    assert kb.why_not("cuda", "13.0", "2.14", "3.11", "debian12", "devel")[0].startswith(
+        "debian12 images are runtime only: nvidia/cuda, whose devel images bring nvcc")
+    assert kb.why_not_on("linux/arm64", "cuda", "13.2", "2.15", "3.11", "debian12", "runtime") == []
+    assert kb.why_not("cuda", "13.2", "2.14", "3.12", "ubuntu24.04", "runtime") == []  # PyTorch's cu132 index
+
+
+def test_a_package_index_build_known_on_one_platform_only_is_pruned_on_the_other(kb: KnowledgeBase) -> None:
+    """torch 2.12's package-index wheel is known for x86_64 only: no arm64 Debian image is claimed for it."""
+    assert kb.why_not("cuda", "13.0", "2.12", "3.11", "debian12", "runtime") == []
+    assert kb.why_not_on("linux/amd64", "cuda", "13.0", "2.12", "3.11", "debian12", "runtime") == []
+    assert kb.why_not_on("linux/arm64", "cuda", "13.0", "2.12", "3.11", "debian12", "runtime") != []
 
 
 @pytest.mark.parametrize("terms, expected", [

@@ -41,7 +41,7 @@ def test_the_title_says_which_run_and_when() -> None:
 def test_an_all_green_run_says_so_first_and_that_nothing_changed() -> None:
     records, meta = scenarios().all_green()
     page = text_of(render_html(records, meta))
-    assert page.index("all green: 48 variants ok") < page.index("Failures")
+    assert page.index(f"all green: {len(records)} variants ok") < page.index("Failures")
     assert "Nothing changed: the same variants pass as in the previous run." in page
     assert "Since the previous run (2026-12-02 02:00 UTC)" in page
 
@@ -50,7 +50,7 @@ def test_one_new_failure_is_named_with_its_last_good_run() -> None:
     records, meta = scenarios().one_new_failure()
     page = text_of(render_html(records, meta))
     key = "rocm/2.14.1-rocm7.14-py3.12-ubuntu24.04"
-    assert "1 of 48 variants failed" in page
+    assert f"1 of {len(records)} variants failed" in page
     assert f"1 new failure: {key}" in page
     assert "new failure; last good: the run of 2026-12-02 02:00 UTC, sha256:" in page
     assert "No matching distribution found for torch==2.14.1" in page

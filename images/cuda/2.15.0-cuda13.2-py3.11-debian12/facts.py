@@ -1,0 +1,218 @@
+"""What an image holds, asked of its own binaries at build time (copied there as /opt/accel-images/facts.py).
+
+The last steps of every image's build run this file with the image's Python, with no device, after
+torch and its companions are installed (templates/partials/common.j2, finish()). It imports torch and
+writes what torch and the installed distributions say about themselves to /opt/accel-images/facts.json;
+with --constraints it also writes the pip constraints file (PIP_CONSTRAINT) that pins every
+distribution of the environment as installed. The knowledge base predicts these values; from the
+build on, this file is the authority: the builder checks it against the knowledge base
+(accel_images/kb/claims.py), the guard decides from it, the smoke record and the catalogue carry it.
+
+Each value is read from torch or the distributions' metadata; a read that an older or another
+vendor's torch does not support gives null, never a failed build. A torch that does not import is
+a failed build: exit status 1 and one line on stderr.
+
+Standard library + torch only, Python 3.10-3.15: the file is copied verbatim into every image.
+
+JSON schema 1 (accel_images/smoke/facts.schema.json; every key always present):
+    {"schema": 1,
+     "platform": {"os": "linux", "machine": "x86_64"},
+     "python": "3.12.3",
+     "torch": {"version": "2.15.0+cu132", "public": "2.15.0", "local": "cu132"},
+     "backend": "cuda",          # cuda | rocm | xpu | hpu | cpu: what this torch build targets
+     "toolkit": {"cuda": "13.2", "hip": null, "xpu": null, "cudnn": "9.26.0", "nccl": "2.30.7",
+                 "gaudi": null},  # as torch reports them; gaudi: the habana-torch-plugin release
+     "archs": ["sm_75", ...],    # compiled kernel targets (SASS, gfx, XPU), as torch reports them;
+                                 # [] for a CPU build, null where torch cannot say
+     "ptx": [],                  # JIT-able targets (compute_XX); [] when the build carries none
+     "companions": {"torchvision": "0.29.2", ...},   # those of torchvision, torchaudio, numpy installed
+     "distributions": {"torch": "2.15.0+cu132", ...}} # every distribution importlib.metadata finds,
+                                                      # by normalized name (PEP 503)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+SCHEMA = 1
+FACTS_PATH = "/opt/accel-images/facts.json"
+COMPANIONS = ("torchvision", "torchaudio", "numpy")
+BACKENDS = ("cuda", "rocm", "xpu", "hpu", "cpu")
+GAUDI_PLUGIN = "habana-torch-plugin"
+"""The distribution of Intel Gaudi's PyTorch bridge (habana_frameworks.torch)."""
+PTX_PREFIX = "compute_"
+"""An arch flag that names PTX (JIT-compiled by the driver) rather than compiled SASS: compute_120."""
+
+EXIT_OK = 0
+EXIT_NO_TORCH = 1
+
+
+def normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them: 'Typing_Extensions' -> 'typing-extensions'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distributions() -> dict[str, str]:
+    """Every distribution on sys.path by normalized name; the first one found wins, as import would."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name and normalized(name) not in found:
+            found[normalized(name)] = str(dist.version)
+    return dict(sorted(found.items()))
+
+
+def read(getter: Callable[[], Any]) -> Any:
+    """What `getter` returns, or None where this torch lacks the API or it fails."""
+    try:
+        return getter()
+    except Exception:  # noqa: BLE001 - a missing or failing API is an unknown value, not a failed build
+        return None
+
+
+def text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def backend_of(torch: Any, local: str | None, dists: dict[str, str]) -> str:
+    """What the build targets, from torch's version module; never from a device (the build has none)."""
+    version = read(lambda: torch.version)
+    if read(lambda: version.hip):
+        return "rocm"
+    if read(lambda: version.cuda):
+        return "cuda"
+    if GAUDI_PLUGIN in dists or (local or "").startswith("hpu"):
+        return "hpu"
+    if read(lambda: version.xpu) or (local or "").startswith("xpu") or read(lambda: torch._C._has_xpu):
+        return "xpu"
+    return "cpu"
+
+
+def cudnn_version(number: Any) -> str | None:
+    """torch.backends.cudnn.version(): 92600 -> '9.26.0' (cuDNN 9: major*10000), 8907 -> '8.9.7'."""
+    if not isinstance(number, int) or number <= 0:
+        return None
+    if number >= 90000:
+        return f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+    return f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
+
+
+def nccl_version(value: Any) -> str | None:
+    """torch.cuda.nccl.version(): (2, 30, 7) -> '2.30.7'; older torch gives 2708 -> '2.7.8'."""
+    if isinstance(value, tuple) and value:
+        return ".".join(str(part) for part in value)
+    if isinstance(value, int) and value > 0:
+        return f"{value // 1000}.{value % 1000 // 100}.{value % 100}"
+    return None
+
+
+def toolkit(torch: Any, backend: str, dists: dict[str, str]) -> dict[str, str | None]:
+    """The stack versions torch was built with, each null where it does not apply or cannot be read."""
+    version = read(lambda: torch.version)
+    gpu = backend in ("cuda", "rocm")
+    return {
+        "cuda": text(read(lambda: version.cuda)),
+        "hip": text(read(lambda: version.hip)),
+        "xpu": text(read(lambda: version.xpu)),
+        "cudnn": cudnn_version(read(lambda: torch.backends.cudnn.version())) if backend == "cuda" else None,
+        "nccl": nccl_version(read(lambda: torch.cuda.nccl.version())) if gpu else None,
+        "gaudi": dists.get(GAUDI_PLUGIN),
+    }
+
+
+def arch_flags(torch: Any, backend: str) -> list[str] | None:
+    """The compiled targets torch reports, without a device; [] for a CPU build, None when unknown.
+
+    CUDA and ROCm: torch._C._cuda_getArchFlags(), the build's compile-time list (sm_75 ... or
+    gfx90a ...), which torch.cuda.get_arch_list() returns only when a GPU is present in torch
+    releases before pytorch/pytorch#180356. XPU: torch.xpu.get_arch_list(), gated on the build alone.
+    """
+    if backend == "cpu":
+        return []
+    if backend in ("cuda", "rocm"):
+        flags = read(lambda: torch._C._cuda_getArchFlags())
+        if isinstance(flags, str):
+            return flags.split()
+        listed = read(lambda: torch.cuda.get_arch_list())
+        return list(listed) if listed else None
+    if backend == "xpu":
+        listed = read(lambda: torch.xpu.get_arch_list())
+        return [str(arch) for arch in listed] if isinstance(listed, (list, tuple)) else None
+    return None
+
+
+def collect(torch: Any, dists: dict[str, str]) -> dict[str, Any]:
+    """The facts document of the installed torch and distributions."""
+    version = str(torch.__version__)
+    public, plus, local = version.partition("+")
+    backend = backend_of(torch, local if plus else None, dists)
+    flags = arch_flags(torch, backend)
+    return {
+        "schema": SCHEMA,
+        "platform": {"os": sys.platform, "machine": platform.machine()},
+        "python": platform.python_version(),
+        "torch": {"version": version, "public": public, "local": local if plus else None},
+        "backend": backend,
+        "toolkit": toolkit(torch, backend, dists),
+        "archs": None if flags is None else [flag for flag in flags if not flag.startswith(PTX_PREFIX)],
+        "ptx": None if flags is None else [flag for flag in flags if flag.startswith(PTX_PREFIX)],
+        "companions": {name: dists[name] for name in COMPANIONS if name in dists},
+        "distributions": dists,
+    }
+
+
+def constraints(dists: dict[str, str]) -> str:
+    """A pip constraints file pinning every distribution as installed: `name==version`, one a line.
+
+    pip has no priority between indexes ("There is no priority in the locations that are searched",
+    pip's install documentation): a same-named higher version on the package index would replace the
+    one torch's index installed (the torchtriton incident of December 2022). Pinned, it cannot.
+    """
+    return "".join(f"{name}=={version}\n" for name, version in dists.items())
+
+
+def write(path: str, content: str) -> None:
+    """Write beside the target and rename: never half a file."""
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(content)
+    os.replace(partial, path)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="facts.py", description="write what this image's torch holds")
+    parser.add_argument("--out", default=FACTS_PATH, help=f"the facts file (default {FACTS_PATH}); - for stdout")
+    parser.add_argument("--constraints", default=None, metavar="PATH",
+                        help="also write the pip constraints file pinning every distribution")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        import torch
+    except Exception as error:  # noqa: BLE001 - any failure to import torch fails the build, in one line
+        print(f"facts: torch does not import: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_NO_TORCH
+    dists = distributions()
+    document = json.dumps(collect(torch, dists), indent=1, sort_keys=True) + "\n"
+    if args.out == "-":
+        sys.stdout.write(document)
+    else:
+        write(args.out, document)
+    if args.constraints:
+        write(args.constraints, constraints(dists))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
