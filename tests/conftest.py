@@ -8,6 +8,7 @@ fixture without asking for it.
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.error
 import urllib.request
@@ -167,3 +168,65 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError("tests/unit must not need the engine or the registry; move to tests/integration: "
                                 + ", ".join(misplaced))
+
+
+# ---- the CUDA runtime image on Debian 12, built and published once a test session -----------------
+
+CUDA_WHEEL_CACHE = Path(os.environ.get("ACCEL_TEST_WHEEL_CACHE", "/var/cache/accel-images/wheel-cache"))
+"""The run's wheel cache for the CUDA image's 3 GB of package-index wheels, kept between CI runs on the
+same machine (.ci/setup-host.sh's cache directory): a second run downloads none of them."""
+CUDA_DEBIAN = ("--vendor", "cuda", "--torch", "2.15", "--python", "3.11", "--os", "debian12", "--flavor", "runtime",
+               "--platform", "linux/amd64")
+"""The CUDA image every machine with the package index and Debian's mirror can build: torch 2.15.0+cu132."""
+
+
+@dataclass(frozen=True)
+class CudaImage:
+    """The published CUDA Debian image: its local name and ID, where it was published, the run that did it."""
+
+    image: str
+    image_id: str
+    registry: str
+    repository: str
+    state: Path
+    key: Path
+    public_key: Path
+    record: dict[str, object]
+    output: str
+
+    def nightly_args(self) -> list[str]:
+        """The very nightly that published it, to run again."""
+        return cuda_nightly_args(self.registry, self.repository.split("/", 1)[0], self.state, self.key)
+
+
+def cuda_nightly_args(registry: str, namespace: str, state: Path, key: Path) -> list[str]:
+    return ["nightly", "--registry", f"{registry}/{namespace}", *CUDA_DEBIAN, "--registry-mirror",
+            f"docker.io={registry}", "--cache-dir", str(CUDA_WHEEL_CACHE), "--state-dir", str(state),
+            "--sign-key", str(key)]
+
+
+@pytest.fixture(scope="session")
+def cuda_debian(docker_client: docker.DockerClient, registry: str, base_images: BaseImages,
+                tmp_path_factory: pytest.TempPathFactory) -> CudaImage:
+    """`nightly` builds the CUDA runtime image on Debian 12 from the package index's wheels (through the
+    wheel cache), smoke-tests it on the CPU, publishes it with its SBOM and signed provenance: once a
+    session, for every test that reads it (tests/integration/test_cuda_image.py)."""
+    import subprocess
+    import sys
+
+    from test_supply import write_key
+
+    root = tmp_path_factory.mktemp("cuda-debian")
+    key, public_key = write_key(root)
+    namespace, state = f"cuda-{TEST_RUN}", root / "state"
+    result = subprocess.run([sys.executable, "-m", "accel_images", *cuda_nightly_args(registry, namespace, state, key)],
+                            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=3600,
+                            check=False)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        pytest.fail(f"the CUDA Debian nightly failed (exit {result.returncode}):\n{output[-4000:]}", pytrace=False)
+    report = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())
+    [record] = report["variants"]
+    image = f"accel-images/pytorch:{record['tag']}"
+    return CudaImage(image, docker_client.images.get(image).id, registry, f"{namespace}/accel-images/pytorch", state,
+                     key, public_key, record, output)

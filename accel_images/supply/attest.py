@@ -150,9 +150,9 @@ class Attester:
         found = sbom.inventory(self.engine, image)
         raw = smoke.raw or {}
         torch = found.version_of("pypi", "torch")
-        if raw.get("torch") and torch != raw.get("torch"):
+        if raw.get("torch") and not same_torch(torch, str(raw.get("torch"))):
             raise AttestationError(f"the SBOM of {image} lists torch {torch}, the smoke test saw {raw.get('torch')}")
-        sbom_text = sbom.bom_json(found, subject).encode()
+        sbom_text = sbom.bom_json(found, subject, wheels=inputs.wheels).encode()
         created = {attach.CREATED: _now()}
         sbom_attached = attach.attach(self.store, self.repository, digest, sbom_text,
                                       artifact_type=sbom.MEDIA_TYPE, layer_media_type=sbom.MEDIA_TYPE,
@@ -224,6 +224,13 @@ class Attester:
         (where / "subject.txt").write_text(f"{self.host}/{self.repository}@{digest}\n")
         (where / PACKAGES_FILE).write_text(page, encoding="utf-8")
         return f"{self.out_dir.name}/{tag}/{PACKAGES_FILE}"
+
+
+def same_torch(listed: str | None, seen: str) -> bool:
+    """The SBOM's torch (the distribution's metadata) is the torch the smoke test imported: the same
+    version, or, for the package index's builds, whose metadata has no local label while torch.__version__
+    has it (`2.15.0` and `2.15.0+cu132`), the same public version."""
+    return listed == seen or (listed is not None and "+" not in listed and seen.split("+", 1)[0] == listed)
 
 
 def _now() -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from collections.abc import Iterable, Mapping
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.contrib.this.builders import this_component as cyclonedx_library
@@ -28,6 +29,7 @@ from packageurl import PackageURL
 
 from accel_images import untrusted
 from accel_images.errors import AccelError
+from accel_images.model.wheels import Wheel
 from accel_images.smoke.launcher import ContainerRunner  # the engine interface the smoke launcher runs with
 
 SPEC_VERSION = SchemaVersion.V1_6
@@ -132,9 +134,28 @@ def image_purl(subject: Subject) -> PackageURL:
                       qualifiers={"repository_url": subject.repository, "tag": subject.tag})
 
 
+def wheel_of(package: Package, wheels: Mapping[tuple[str, str], Wheel]) -> Wheel | None:
+    """The wheel the run fetched for an installed Python distribution (same name, same version), if any."""
+    if package.kind != "pypi":
+        return None
+    return wheels.get((normalize(package.name), package.version))
+
+
+def wheel_details(wheel: Wheel | None) -> tuple[list[HashType], list[Property]]:
+    """The hash of the file that was installed and the index that served it, for the distribution's
+    component: what `pip install` took is then named to the byte (the NVIDIA CUDA libraries are wheels)."""
+    if wheel is None:
+        return [], []
+    return ([HashType(alg=HashAlgorithm.SHA_256, content=wheel.sha256)],
+            [Property(name=PROPERTY_PREFIX + "wheel", value=wheel.filename),
+             Property(name=PROPERTY_PREFIX + "index", value=wheel.index_url)])
+
+
 def build_bom(inventory: Inventory, subject: Subject, *, serial: uuid.UUID | None = None,
-              timestamp: datetime | None = None) -> Bom:
-    """The CycloneDX model: the image as metadata.component, every package a component of it."""
+              timestamp: datetime | None = None, wheels: Iterable[Wheel] = ()) -> Bom:
+    """The CycloneDX model: the image as metadata.component, every package a component of it; a Python
+    distribution installed from a wheel the run fetched carries that file's sha256 and its index."""
+    fetched = {(normalize(wheel.name), wheel.version): wheel for wheel in wheels}
     root = Component(name=subject.repository, version=subject.tag, type=ComponentType.CONTAINER,
                      bom_ref=str(image_purl(subject)), purl=image_purl(subject),
                      hashes=[HashType(alg=HashAlgorithm.SHA_256, content=subject.digest.split(":", 1)[-1])],
@@ -145,8 +166,10 @@ def build_bom(inventory: Inventory, subject: Subject, *, serial: uuid.UUID | Non
     for package in inventory.packages:
         url = purl(package, inventory)
         properties = [Property(name=PROPERTY_PREFIX + "source-package", value=package.source)] if package.source else []
+        hashes, wheel_properties = wheel_details(wheel_of(package, fetched))
         components.append(Component(name=package.name, version=package.version, type=ComponentType.LIBRARY,
-                                    bom_ref=str(url), purl=url, properties=properties))
+                                    bom_ref=str(url), purl=url, properties=properties + wheel_properties,
+                                    hashes=hashes))
     metadata = BomMetaData(component=root, timestamp=timestamp) if timestamp else BomMetaData(component=root)
     metadata.tools.components.update(tools())
     bom = Bom(components=components, metadata=metadata, serial_number=serial or uuid.uuid4())
