@@ -10,6 +10,7 @@ rendered Dockerfile sets. Each test names the vendor reference the behaviour fol
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -394,6 +395,61 @@ def test_without_hl_smi_the_driver_is_not_checked(host: Host) -> None:
     host.device("accel/accel0")
     (host.bin.parent / "habana_logs").mkdir()
     assert_ran(host.run("gaudi", **gaudi_env(GAUDI_1240, host)))
+
+
+# ---- Intel Gaudi: read-only roots ----------------------------------------------------------------
+# Apptainer runs images from SIF, "the compressed Apptainer read only image format ... The default format
+# is immutable" (apptainer.org/docs/user/main/cli/apptainer_build.html); Enroot's root file system is
+# read-only unless ENROOT_ROOTFS_WRITABLE (NVIDIA/enroot doc/configuration.md) or Pyxis's
+# --container-writable (NVIDIA/pyxis wiki, Usage) says otherwise. A path under a plain file stands in for
+# a read-only root here: no one, root included, can make a directory there.
+SHOW_HABANA_LOGS = ["sh", "-c", 'printf "%s" "$HABANA_LOGS"']
+
+
+def read_only(host: Host) -> str:
+    """A HABANA_LOGS that cannot be made or written, as /var/log/habana_logs under a read-only root."""
+    blocked = host.bin.parent / "read-only-root"
+    blocked.write_text("")
+    return str(blocked / "var" / "log" / "habana_logs")
+
+
+def test_a_read_only_habana_logs_falls_back_to_a_directory_of_the_users_under_tmpdir(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    logs = read_only(host)
+    result = host.run("gaudi", SHOW_HABANA_LOGS, **gaudi_env(GAUDI_1241, host) | {"HABANA_LOGS": logs})
+    fallback = host.tmp / f"habana_logs-{os.getuid()}"
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == str(fallback), "the command gets the writable HABANA_LOGS"
+    assert fallback.is_dir()
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accel-images: warning: "), result.stderr
+    assert f"HABANA_LOGS={logs} is not writable" in lines[0] and str(fallback) in lines[0]
+
+
+def test_dev_shm_holds_habana_logs_when_tmpdir_is_not_writable_either(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    shm = host.device("shm", directory=True)
+    result = host.run("gaudi", SHOW_HABANA_LOGS, **gaudi_env(GAUDI_1241, host)
+                      | {"HABANA_LOGS": read_only(host), "TMPDIR": read_only(host) + "-tmp"})
+    assert result.stdout == str(shm / f"habana_logs-{os.getuid()}"), result.stderr
+
+
+def test_a_fallback_someone_else_owns_is_not_used(host: Host) -> None:
+    """A shared /tmp (Apptainer binds the host's): a name another user took first is skipped."""
+    gaudi(host, "1.24.1-3bf9e81")
+    taken = host.tmp / f"habana_logs-{os.getuid()}"
+    taken.symlink_to(host.bin.parent)
+    line = assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host) | {"HABANA_LOGS": read_only(host)}),
+                          "is not writable", "set HABANA_LOGS to a writable directory")
+    assert "/dev/shm" in line
+
+
+def test_no_writable_place_for_habana_logs_is_one_refusal(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host)
+                            | {"HABANA_LOGS": read_only(host), "TMPDIR": read_only(host) + "-tmp"}),
+                   "HABANA_LOGS=", "is not writable by user", "the Habana runtime aborts",
+                   "set HABANA_LOGS to a writable directory")
 
 
 def test_gaudi_decision_is_recommends(kb, expansion) -> None:

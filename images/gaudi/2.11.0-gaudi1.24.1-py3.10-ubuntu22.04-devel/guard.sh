@@ -209,14 +209,39 @@ admits() {
     done
 }
 
-check_vendor() {
-    # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
+# own_directory DIR: DIR is a directory of this user's that it can write to, made (mode 0700) where it
+# is missing. A name another user took first in a shared /tmp (Apptainer binds the host's: "system-defined
+# bind paths", apptainer.org/docs/user/main/bind_paths_and_mounts.html) or a symbolic link does not count.
+own_directory() {
+    mkdir -m 700 "$1" 2> /dev/null
+    [ -d "$1" ] && [ ! -L "$1" ] && [ -w "$1" ] && [ "$(stat -c %u "$1" 2> /dev/null)" = "$(id -u)" ]
+}
+
+# habana_logs: make HABANA_LOGS a directory the Habana runtime can write to, which it aborts (SIGABRT)
+# without (opendatahub-io/opendatahub-tests#2301). Under a read-only root `[ -w ]` is false even for root:
+# Apptainer's SIF images are read-only ("The default format is immutable", apptainer build), and so is
+# Enroot's root file system unless ENROOT_ROOTFS_WRITABLE (NVIDIA/enroot doc/configuration.md) or Pyxis's
+# --container-writable (NVIDIA/pyxis wiki, Usage) says otherwise. The logs then go to a directory of this
+# user's under ${TMPDIR:-/tmp}, else under /dev/shm (a tmpfs in every runtime), exported for the command;
+# that the runtime needs nothing else of HABANA_LOGS than a writable directory is inferred.
+habana_logs() {
     logs="${HABANA_LOGS:-/var/log/habana_logs}"
     writable="$logs"
     [ -e "$writable" ] || writable=$(dirname "$logs")
-    if [ ! -d "$writable" ] || [ ! -w "$writable" ]; then
-        refuse "HABANA_LOGS=$logs is not writable by user $(id -u): the Habana runtime aborts on it; run with -e HABANA_LOGS=/tmp/habana_logs"
-    fi
+    [ -d "$writable" ] && [ -w "$writable" ] && return 0
+    for place in "${TMPDIR:-/tmp}" "$dev/shm"; do
+        fallback="$place/habana_logs-$(id -u)"
+        if [ -d "$place" ] && own_directory "$fallback"; then
+            export HABANA_LOGS="$fallback"
+            warn "HABANA_LOGS=$logs is not writable by user $(id -u) (a read-only root?): the Habana runtime logs to ${fallback#"${ACCEL_IMAGES_DEV_ROOT:-}"} instead"
+            return 0
+        fi
+    done
+    refuse "HABANA_LOGS=$logs is not writable by user $(id -u), nor is a directory of its own under ${TMPDIR:-/tmp} or /dev/shm: the Habana runtime aborts without its logs; set HABANA_LOGS to a writable directory"
+}
+
+check_vendor() {
+    habana_logs
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
         return
