@@ -485,14 +485,20 @@ def test_unopenable_gaudi_nodes_are_refused_with_the_exact_group_add(shared_host
 XPU = "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
 
 
-def intel(host: Host, *device_ids: str) -> None:
-    """A render node per device, with its PCI vendor and device id under /sys/class/drm."""
-    for index, device_id in enumerate(device_ids):
+def render_nodes(host: Host, *devices: str) -> None:
+    """A render node per 'vendor:device' PCI id pair, with both under /sys/class/drm/renderD*/device."""
+    for index, pci_id in enumerate(devices):
+        vendor, device_id = pci_id.split(":")
         host.device(f"dri/renderD{128 + index}")
         device = host.dev_root / "sys" / "class" / "drm" / f"renderD{128 + index}" / "device"
         device.mkdir(parents=True)
-        (device / "vendor").write_text("0x8086\n")
+        (device / "vendor").write_text(f"{vendor}\n")
         (device / "device").write_text(f"{device_id}\n")
+
+
+def intel(host: Host, *device_ids: str) -> None:
+    """A render node per Intel device (PCI vendor 0x8086)."""
+    render_nodes(host, *(f"0x8086:{device_id}" for device_id in device_ids))
 
 
 def test_a_data_center_gpu_max_is_refused_with_the_reason(host: Host) -> None:
@@ -511,6 +517,36 @@ def test_an_arc_gpu_starts(host: Host) -> None:
 def test_a_max_beside_an_arc_is_a_warning(host: Host) -> None:
     intel(host, "0x56a0", "0x0BD6")
     assert_warned(host.run("xpu", **image_env(XPU, "xpu")), "0x0bd6", "only the other GPUs")
+
+
+# ---- Intel XPU: no Intel render node ------------------------------------------------------------
+# /sys/class/drm/renderD*/device/vendor is the PCI vendor id of the node's device (the kernel's
+# Documentation/ABI/testing/sysfs-bus-pci, "vendor"); Intel's is 0x8086, AMD's 0x1002 and NVIDIA's
+# 0x10de (include/linux/pci_ids.h PCI_VENDOR_ID_INTEL, _ATI, _NVIDIA). recommend counts a node as
+# Intel's unless sysfs names another vendor (vendors/xpu.py accelerator_present); so does the guard.
+MI300X, RTX_A6000 = "0x1002:0x74a1", "0x10de:0x2230"
+
+
+def test_an_xpu_image_on_an_amd_only_host_warns_and_refuses_when_an_accelerator_is_required(host: Host) -> None:
+    render_nodes(host, MI300X, MI300X)
+    assert_warned(host.run("xpu", **image_env(XPU, "xpu")), "no Intel GPU among the render nodes",
+                  "PCI vendor 0x1002", "running on the CPU")
+    assert_refused(host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1"),
+                   "no Intel GPU among the render nodes", "0x1002")
+
+
+def test_an_intel_gpu_beside_another_vendors_starts_silently(host: Host) -> None:
+    render_nodes(host, RTX_A6000, "0x8086:0x56a0")
+    result = host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_render_node_sysfs_says_nothing_of_counts_as_intels(host: Host) -> None:
+    host.device("dri/renderD128")  # no /sys/class/drm: the vendor cannot be read, as recommend decides
+    result = host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
 
 
 def test_recommend_rejects_a_data_center_gpu_max(tmp_path: Path, kb, expansion) -> None:
