@@ -305,6 +305,36 @@ def test_hsa_override_gfx_version_is_the_target_rocr_uses(host: Host) -> None:
     assert_ran(host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION="10.3.0"))
 
 
+# ROCr reads HSA_OVERRIDE_GFX_VERSION with sscanf("%u.%u.%u%c") and takes it only when exactly three
+# numbers convert, major <= 63, minor and stepping <= 255; anything else is "HSA_OVERRIDE_GFX_VERSION %s
+# is invalid" (ROCm/ROCR-Runtime libhsakmt/src/topology.c, topology_sysfs_get_node_props).
+MALFORMED_OVERRIDES = ["gfx1030", "10.3.0.1", "10.3", "", "64.0.0", "10.256.0", "10.3.x", "$(id)"]
+
+
+@pytest.mark.parametrize("value", MALFORMED_OVERRIDES)
+def test_a_malformed_hsa_override_is_one_warning_and_the_gpus_own_target_decides(host: Host, value: str) -> None:
+    amd(host, 90402)  # gfx942, which the 7.14 wheels have
+    assert_warned(host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION=value),
+                  f"HSA_OVERRIDE_GFX_VERSION={value} is not", "ignored", "the GPUs' own targets")
+
+
+def test_the_gfx_check_goes_on_past_a_malformed_override(host: Host) -> None:
+    amd(host, 90006)  # gfx906: refused by the 7.14 image whatever the override says
+    result = host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION="gfx1030")
+    assert result.returncode == 78 and result.stdout == "", result.stderr
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("accel-images: warning: HSA_OVERRIDE_GFX_VERSION=gfx1030")
+    assert error.startswith("accel-images: error: GPU target gfx906")
+
+
+@pytest.mark.parametrize("value, target", [("9.0.10", "gfx90a"), ("09.00.010", "gfx90a"), ("11.0.0", "gfx1100")])
+def test_a_well_formed_override_names_the_target_as_rocr_reads_it(host: Host, value: str, target: str) -> None:
+    amd(host, 90006)  # gfx906, posing as the override's target
+    result = host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION=value)
+    assert_ran(result)
+    assert result.stderr == ""
+
+
 def test_one_served_gpu_starts_with_a_warning_naming_the_other(host: Host) -> None:
     amd(host, 90402, 90006)  # gfx942 and gfx906
     assert_warned(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx906", "only those of gfx942")
