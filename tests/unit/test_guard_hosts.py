@@ -362,7 +362,7 @@ def test_recommend_stops_offering_7_14_to_an_mi50(kb, expansion) -> None:
 # ---- Intel Gaudi: the host driver's release ---------------------------------------------------
 # hl-smi's -Q queries (docs.habana.ai System_Management_Interface_Tool: "-Q, --query-aip ...
 # driver_version") and its summary header ("| Driver Version: 1.24.1-3bf9e81 |"); the rule is
-# recommend's (vendors/gaudi.py fit): the same release, N-1 on Gaudi 2 from 1.17.
+# recommend's (vendors/gaudi.py fit): the same release; on Gaudi 2 from 1.17, an older one of its minor or the one before.
 GAUDI_1241 = "2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel"
 GAUDI_1240 = "2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel"
 FAKE_HL_SMI = """#!/bin/sh
@@ -419,6 +419,44 @@ def test_gaudi2_runs_the_previous_release_with_a_warning_gaudi3_does_not(host: H
     gaudi(host, "1.25.0-0abcdef", "HL-325L")
     line = assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host)), "install the Intel Gaudi 1.24.1 driver")
     assert "or use" not in line
+
+
+# Patch releases: "Added software backward/forward compatibility support for Gaudi 2, allowing users to run
+# 1.16 dockers with Intel Gaudi software version 1.17.0" (docs.habana.ai Release Notes v1.17) is stated
+# per minor release; that an older patch of the host's own minor runs too is inferred (no Habana document
+# speaks of patch releases), so that no image is refused on a driver nearer to it than one that admits it.
+@pytest.mark.parametrize("driver", ["1.24.1-3bf9e81", "1.25.0-0abcdef"])
+def test_gaudi2_runs_an_older_patch_of_the_hosts_release_as_it_runs_the_previous_release(
+        host: Host, driver: str) -> None:
+    gaudi(host, driver, "HL-225")
+    assert_warned(host.run("gaudi", **gaudi_env(GAUDI_1240, host)), "image Intel Gaudi software 1.24.0",
+                  f"host driver's {driver.split('-')[0]}", "Gaudi 2 only")
+
+
+@pytest.mark.parametrize("driver", ["1.24.1-3bf9e81", "1.25.0-0abcdef"])
+def test_gaudi3_runs_only_the_hosts_own_release(host: Host, driver: str) -> None:
+    gaudi(host, driver, "HL-325L")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1240, host)), "install the Intel Gaudi 1.24.0 driver")
+
+
+def test_an_image_newer_than_the_gaudi2_driver_is_refused_even_within_its_minor(host: Host) -> None:
+    gaudi(host, "1.24.0-0abcdef", "HL-225")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host)), "install the Intel Gaudi 1.24.1 driver",
+                   f"or use {GAUDI_1240}")
+
+
+def test_gaudi_patch_releases_are_recommends_rule_too(kb, expansion) -> None:
+    from accel_images.host.recommend import judge
+    from accel_images.model.hostinfo import HostInfo
+
+    variants = {v.tag: v for v in expansion.variants}
+    gaudi2 = HostInfo(vendor="gaudi", driver_version="1.24.1-3bf9e81", stack_version="1.24.1", device_count=1,
+                      gpu_names=("HL-225",), gpu_archs=("gaudi2",))
+    older = judge(gaudi2, variants[GAUDI_1240], kb)
+    assert older.fits and "Gaudi 2 only" in older.caveats[0]
+    gaudi3 = HostInfo(vendor="gaudi", driver_version="1.24.1-3bf9e81", stack_version="1.24.1", device_count=1,
+                      gpu_names=("HL-325L",), gpu_archs=("gaudi3",))
+    assert not judge(gaudi3, variants[GAUDI_1240], kb).fits
 
 
 def test_without_hl_smi_the_driver_is_not_checked(host: Host) -> None:

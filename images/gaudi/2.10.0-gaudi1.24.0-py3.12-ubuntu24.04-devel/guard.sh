@@ -193,15 +193,33 @@ host_release() {
     generations=$(hl-smi -Q name -f csv,noheader 2> /dev/null | tr -d ' ')
 }
 
-# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
-# or, on Gaudi 2 only and with a host from 1.17 on, the previous minor (N-1). `vendor.fit` is the same rule.
-admits() {
-    [ -z "$release" ] && return 0
-    [ "$1" = "$release" ] && return 0
+# behind_host RELEASE: an image release older than the host driver's, within the host's minor release or
+# the one before, as far as Gaudi 2's backward compatibility reaches; `behind` says how far: 'one release'
+# for the previous minor, any patch ("Added software backward/forward compatibility support for Gaudi 2,
+# allowing users to run 1.16 dockers with Intel Gaudi software version 1.17.0", docs.habana.ai Release
+# Notes v1.17), 'a patch release' for an older patch of the host's own minor (inferred: no Habana document
+# speaks of patch releases, and an image must not be refused on a driver nearer to it than one that
+# admits it). `_behind` in vendors/gaudi.py is the same rule.
+behind_host() {
+    behind=""
+    version_lt "$1" "$release" || return 1
     [ "${1%%.*}" = "${release%%.*}" ] || return 1
     image_minor=${1#*.} host_minor=${release#*.}
     image_minor=${image_minor%%.*} host_minor=${host_minor%%.*}
-    [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null || return 1
+    if [ "$image_minor" = "$host_minor" ]; then
+        behind="a patch release"
+    elif [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null; then
+        behind="one release"
+    fi
+    [ -n "$behind" ]
+}
+
+# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
+# or, on Gaudi 2 only and with a host from 1.17 on, one behind it (behind_host). `vendor.fit` is the same rule.
+admits() {
+    [ -z "$release" ] && return 0
+    [ "$1" = "$release" ] && return 0
+    behind_host "$1" || return 1
     version_lt "$release" "1.17" && return 1
     [ -n "$generations" ] || return 1
     for model in $generations; do
@@ -254,12 +272,12 @@ check_vendor() {
     [ -n "$image" ] && [ -n "$release" ] || return 0
     if admits "$image"; then
         if [ "$image" != "$release" ]; then
-            warn "image Intel Gaudi software $image is one release behind the host driver's $release: allowed on Gaudi 2 only (N-1 compatibility since 1.17)"
+            warn "image Intel Gaudi software $image is $behind behind the host driver's $release: allowed on Gaudi 2 only (backward compatibility since 1.17)"
         fi
         return 0
     fi
     pick_alternative
-    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; N-1 only on Gaudi 2 from 1.17): install the Intel Gaudi $image driver on the host$(or_use)"
+    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; Gaudi 2 from 1.17 also runs older images of the host's minor release and the one before): install the Intel Gaudi $image driver on the host$(or_use)"
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the
