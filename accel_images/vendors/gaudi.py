@@ -5,7 +5,9 @@ References:
 - releases, bundled torch, OS/Python: https://docs.habana.ai/en/latest/Support_Matrix/Support_Matrix.html
 - images and `docker run --runtime=habana -e HABANA_VISIBLE_DEVICES=all ... --cap-add=sys_nice
   --ipc=host`: https://docs.habana.ai/en/latest/shared/Pull_Prebuilt_Containers.html
-- N-1 compatibility on Gaudi 2 from 1.17 (compat-facts §6.1, §8.19)
+- N-1 compatibility on Gaudi 2 from 1.17 (compat-facts §6.1, §8.19): "Added software backward/forward
+  compatibility support for Gaudi 2, allowing users to run 1.16 dockers with Intel Gaudi software version
+  1.17.0" (GAUDI_BACKWARD_DOCS); patch releases: `_behind`
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ RDMA_MEMLOCK_DOCS = ("https://docs.redhat.com/en/documentation/red_hat_enterpris
                      "configuring-infiniband-and-rdma-networks")
 GAUDI_DOCKER_DOCS = "https://docs.habana.ai/en/latest/Installation_Guide/Additional_Installation/Docker_Installation.html"
 GAUDI_K8S_DOCS = "https://docs.habana.ai/en/latest/Orchestration/Gaudi_Kubernetes/index.html"
+GAUDI_BACKWARD_DOCS = "https://docs.habana.ai/en/latest/Release_Notes/Release%20Notes%20v1.17.html"
 HABANA_PCI_VENDOR = "0x1da3"
 N_MINUS_1_SINCE = "1.17"
 GENERATIONS = {"205": "gaudi", "225": "gaudi2",
@@ -212,30 +215,43 @@ class Gaudi(VendorBase):
         return host_from("gaudi", gpus, driver_version=driver, stack_version=version)
 
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
-        """Image software must equal the host's; N-1 only on Gaudi 2 with host software >= 1.17."""
+        """Image software must equal the host's; on Gaudi 2 with host software >= 1.17 it may be older
+        within the host's minor release or the one before (`_behind`). The guard's `admits` is the same rule."""
         image_sw, host_sw = variant.stack or "", host.stack_version
         if host_sw is None:
             return Fit(variant, rejections=("the host's Intel Gaudi software version is unknown "
                                             "(hl-smi reported no driver version)",))
         if compare_driver(image_sw, host_sw) == 0:
             return Fit(variant, exact_arch=True, why=f"Intel Gaudi software {image_sw} matches the host's driver")
-        if _previous_minor(image_sw, host_sw) and _gaudi2(host) and compare_driver(host_sw, N_MINUS_1_SINCE) >= 0:
-            return Fit(variant, caveats=(f"image Gaudi software {image_sw} is one release behind the host's "
-                                         f"{host_sw}: allowed on Gaudi 2 only (N-1 compatibility since 1.17)",),
-                       exact_arch=True, why=f"Intel Gaudi software {image_sw} runs on Gaudi 2 with {host_sw} (N-1)")
+        behind = _behind(image_sw, host_sw)
+        if behind and _gaudi2(host) and compare_driver(host_sw, N_MINUS_1_SINCE) >= 0:
+            return Fit(variant, caveats=(f"image Gaudi software {image_sw} is {behind} behind the host's "
+                                         f"{host_sw}: allowed on Gaudi 2 only (backward compatibility since 1.17)",),
+                       exact_arch=True,
+                       why=f"Intel Gaudi software {image_sw} runs on Gaudi 2 with {host_sw} ({behind} behind)")
         return Fit(variant, rejections=(f"image Gaudi software {image_sw} differs from the host's {host_sw}: "
-                                        "container and host driver must match (N-1 only on Gaudi 2 from 1.17)",))
+                                        f"container and host driver must match ({OLDER_ON_GAUDI2})",))
 
     def describe_host(self, host: HostInfo) -> list[str]:
         return [f"Intel Gaudi software {host.stack_version}"] if host.stack_version else []
 
 
-def _previous_minor(image_sw: str, host_sw: str) -> bool:
+OLDER_ON_GAUDI2 = "Gaudi 2 from 1.17 also runs older images of the host's minor release and the one before"
+
+
+def _behind(image_sw: str, host_sw: str) -> str | None:
+    """How far an image release older than the host's is behind it, where Gaudi 2's backward compatibility
+    reaches: 'one release' for the previous minor, any patch ("allowing users to run 1.16 dockers with Intel
+    Gaudi software version 1.17.0", GAUDI_BACKWARD_DOCS), 'a patch release' for an older patch of the host's
+    own minor. The second is inferred: no Habana document speaks of patch releases, and an image must not be
+    refused on a driver nearer to it than one that admits it. None otherwise, a newer image included."""
     try:
-        image, host = parse(image_sw)[:2], parse(host_sw.split("-")[0])[:2]
+        image, host = parse(image_sw), parse(host_sw.split("-")[0])
     except ValueError:
-        return False
-    return len(image) == len(host) == 2 and image[0] == host[0] and image[1] == host[1] - 1
+        return None
+    if len(image) < 2 or len(host) < 2 or image[0] != host[0] or compare_driver(image_sw, host_sw) >= 0:
+        return None
+    return {host[1] - 1: "one release", host[1]: "a patch release"}.get(image[1])
 
 
 def generation(model: str | None) -> str | None:
@@ -296,15 +312,33 @@ host_release() {
     generations=$(hl-smi -Q name -f csv,noheader 2> /dev/null | tr -d ' ')
 }
 
-# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
-# or, on Gaudi 2 only and with a host from 1.17 on, the previous minor (N-1). `vendor.fit` is the same rule.
-admits() {
-    [ -z "$release" ] && return 0
-    [ "$1" = "$release" ] && return 0
+# behind_host RELEASE: an image release older than the host driver's, within the host's minor release or
+# the one before, as far as Gaudi 2's backward compatibility reaches; `behind` says how far: 'one release'
+# for the previous minor, any patch ("Added software backward/forward compatibility support for Gaudi 2,
+# allowing users to run 1.16 dockers with Intel Gaudi software version 1.17.0", docs.habana.ai Release
+# Notes v1.17), 'a patch release' for an older patch of the host's own minor (inferred: no Habana document
+# speaks of patch releases, and an image must not be refused on a driver nearer to it than one that
+# admits it). `_behind` in vendors/gaudi.py is the same rule.
+behind_host() {
+    behind=""
+    version_lt "$1" "$release" || return 1
     [ "${1%%.*}" = "${release%%.*}" ] || return 1
     image_minor=${1#*.} host_minor=${release#*.}
     image_minor=${image_minor%%.*} host_minor=${host_minor%%.*}
-    [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null || return 1
+    if [ "$image_minor" = "$host_minor" ]; then
+        behind="a patch release"
+    elif [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null; then
+        behind="one release"
+    fi
+    [ -n "$behind" ]
+}
+
+# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
+# or, on Gaudi 2 only and with a host from 1.17 on, one behind it (behind_host). `vendor.fit` is the same rule.
+admits() {
+    [ -z "$release" ] && return 0
+    [ "$1" = "$release" ] && return 0
+    behind_host "$1" || return 1
     version_lt "$release" "1.17" && return 1
     [ -n "$generations" ] || return 1
     for model in $generations; do
@@ -312,14 +346,39 @@ admits() {
     done
 }
 
-check_vendor() {
-    # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
+# own_directory DIR: DIR is a directory of this user's that it can write to, made (mode 0700) where it
+# is missing. A name another user took first in a shared /tmp (Apptainer binds the host's: "system-defined
+# bind paths", apptainer.org/docs/user/main/bind_paths_and_mounts.html) or a symbolic link does not count.
+own_directory() {
+    mkdir -m 700 "$1" 2> /dev/null
+    [ -d "$1" ] && [ ! -L "$1" ] && [ -w "$1" ] && [ "$(stat -c %u "$1" 2> /dev/null)" = "$(id -u)" ]
+}
+
+# habana_logs: make HABANA_LOGS a directory the Habana runtime can write to, which it aborts (SIGABRT)
+# without (opendatahub-io/opendatahub-tests#2301). Under a read-only root `[ -w ]` is false even for root:
+# Apptainer's SIF images are read-only ("The default format is immutable", apptainer build), and so is
+# Enroot's root file system unless ENROOT_ROOTFS_WRITABLE (NVIDIA/enroot doc/configuration.md) or Pyxis's
+# --container-writable (NVIDIA/pyxis wiki, Usage) says otherwise. The logs then go to a directory of this
+# user's under ${TMPDIR:-/tmp}, else under /dev/shm (a tmpfs in every runtime), exported for the command;
+# that the runtime needs nothing else of HABANA_LOGS than a writable directory is inferred.
+habana_logs() {
     logs="${HABANA_LOGS:-/var/log/habana_logs}"
     writable="$logs"
     [ -e "$writable" ] || writable=$(dirname "$logs")
-    if [ ! -d "$writable" ] || [ ! -w "$writable" ]; then
-        refuse "HABANA_LOGS=$logs is not writable by user $(id -u): the Habana runtime aborts on it; run with -e HABANA_LOGS=/tmp/habana_logs"
-    fi
+    [ -d "$writable" ] && [ -w "$writable" ] && return 0
+    for place in "${TMPDIR:-/tmp}" "$dev/shm"; do
+        fallback="$place/habana_logs-$(id -u)"
+        if [ -d "$place" ] && own_directory "$fallback"; then
+            export HABANA_LOGS="$fallback"
+            warn "HABANA_LOGS=$logs is not writable by user $(id -u) (a read-only root?): the Habana runtime logs to ${fallback#"${ACCEL_IMAGES_DEV_ROOT:-}"} instead"
+            return 0
+        fi
+    done
+    refuse "HABANA_LOGS=$logs is not writable by user $(id -u), nor is a directory of its own under ${TMPDIR:-/tmp} or /dev/shm: the Habana runtime aborts without its logs; set HABANA_LOGS to a writable directory"
+}
+
+check_vendor() {
+    habana_logs
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
         return
@@ -332,14 +391,14 @@ check_vendor() {
     [ -n "$image" ] && [ -n "$release" ] || return 0
     if admits "$image"; then
         if [ "$image" != "$release" ]; then
-            warn "image Intel Gaudi software $image is one release behind the host driver's $release: allowed on Gaudi 2 only (N-1 compatibility since 1.17)"
+            warn "image Intel Gaudi software $image is $behind behind the host driver's $release: allowed on Gaudi 2 only (backward compatibility since 1.17)"
         fi
         return 0
     fi
     pick_alternative
-    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; N-1 only on Gaudi 2 from 1.17): install the Intel Gaudi $image driver on the host$(or_use)"
+    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; @OLDER_ON_GAUDI2@): install the Intel Gaudi $image driver on the host$(or_use)"
 }
-"""  # noqa: E501 - each of the guard's messages is one line of shell
+""".replace("@OLDER_ON_GAUDI2@", OLDER_ON_GAUDI2)  # noqa: E501 - each of the guard's messages is one line of shell
 
 VENDOR = Gaudi(
     name="gaudi",

@@ -29,7 +29,7 @@ from dockerfile_env import rendered_env
 ROOT = Path(__file__).resolve().parents[2]
 HOST_DATA = Path(__file__).resolve().parents[1] / "data" / "host"
 GUARD_EXIT = 78  # EX_CONFIG: the host, not the image, is wrong
-TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh", "dirname", "true")
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "sh", "dirname", "true", "mkdir")
 SHELLS = [shell for shell in ("sh", "dash", "bash") if shutil.which(shell)]
 ECHO_ARGS = ["sh", "-c", 'printf "%s|" "$@"; exit 7', "argv0", "a b", "$(id)", "`id`", ""]
 
@@ -79,13 +79,15 @@ exit 9
 
 
 class Host:
-    """A fake host: a bin directory for PATH and a device tree for ACCEL_IMAGES_DEV_ROOT."""
+    """A fake host: a bin directory for PATH, a device tree for ACCEL_IMAGES_DEV_ROOT and a TMPDIR."""
 
     def __init__(self, root: Path, shell: str) -> None:
         self.shell = shutil.which(shell) or shell  # PATH below holds only the fake bin directory
         self.bin = root / "bin"
         self.dev_root = root / "host"
+        self.tmp = root / "tmp"
         self.bin.mkdir()
+        self.tmp.mkdir()
         (self.dev_root / "dev").mkdir(parents=True)
         for tool in TOOLS:
             found = shutil.which(tool)
@@ -114,9 +116,10 @@ class Host:
         """The guard a `vendor` image carries, run as its entry point."""
         guard = self.bin.parent / f"guard-{vendor}.sh"
         guard.write_bytes(guard_script(vendor))
-        # HABANA_LOGS in the host's own tree: the default /var/log/habana_logs is writable by root only
+        # HABANA_LOGS in the host's own tree: the default /var/log/habana_logs is writable by root only;
+        # TMPDIR too, so that nothing the guard makes lands in the machine's /tmp
         environment = {"PATH": str(self.bin), "ACCEL_IMAGES_DEV_ROOT": str(self.dev_root), "LC_ALL": "C",
-                       "HABANA_LOGS": str(self.bin.parent / "habana_logs"), **env}
+                       "HABANA_LOGS": str(self.bin.parent / "habana_logs"), "TMPDIR": str(self.tmp), **env}
         return subprocess.run([self.shell, str(guard), *(args or ECHO_ARGS)], env=environment,
                               capture_output=True, text=True, timeout=60)
 
@@ -412,8 +415,9 @@ def test_the_guard_is_posix_sh() -> None:
         assert b"check_vendor() {" in script and b"@VENDOR_CHECK@" not in script, vendor
 
 
-def test_gaudi_refuses_unwritable_habana_logs_instead_of_aborting(host: Host) -> None:
-    """opendatahub-io/opendatahub-tests#2301: the runtime SIGABRTs on an unwritable $HABANA_LOGS."""
+def test_gaudi_moves_an_unwritable_habana_logs_instead_of_aborting(host: Host) -> None:
+    """opendatahub-io/opendatahub-tests#2301: the runtime SIGABRTs on an unwritable $HABANA_LOGS; the
+    guard gives it one under TMPDIR (read-only roots: tests/unit/test_guard_hosts.py)."""
     host.device("accel/accel0")
     assert_ran(host.run("gaudi", HABANA_LOGS=str(host.bin.parent / "not-yet" )))  # created by the runtime
     logs = host.bin.parent / "habana_logs"
@@ -421,7 +425,8 @@ def test_gaudi_refuses_unwritable_habana_logs_instead_of_aborting(host: Host) ->
     assert_ran(host.run("gaudi", HABANA_LOGS=str(logs)))
     blocked = host.bin.parent / "not-a-dir"
     blocked.write_text("")
-    assert_refused(host.run("gaudi", HABANA_LOGS=str(blocked / "logs")), "HABANA_LOGS", "-e HABANA_LOGS=/tmp/habana_logs")
+    assert_warned(host.run("gaudi", HABANA_LOGS=str(blocked / "logs")), "HABANA_LOGS", "not writable",
+                  str(host.tmp / "habana_logs-"))
 
 
 # ---- what the banner of an interactive shell says about the device ------------------------------

@@ -10,6 +10,7 @@ rendered Dockerfile sets. Each test names the vendor reference the behaviour fol
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -304,6 +305,36 @@ def test_hsa_override_gfx_version_is_the_target_rocr_uses(host: Host) -> None:
     assert_ran(host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION="10.3.0"))
 
 
+# ROCr reads HSA_OVERRIDE_GFX_VERSION with sscanf("%u.%u.%u%c") and takes it only when exactly three
+# numbers convert, major <= 63, minor and stepping <= 255; anything else is "HSA_OVERRIDE_GFX_VERSION %s
+# is invalid" (ROCm/ROCR-Runtime libhsakmt/src/topology.c, topology_sysfs_get_node_props).
+MALFORMED_OVERRIDES = ["gfx1030", "10.3.0.1", "10.3", "", "64.0.0", "10.256.0", "10.3.x", "$(id)"]
+
+
+@pytest.mark.parametrize("value", MALFORMED_OVERRIDES)
+def test_a_malformed_hsa_override_is_one_warning_and_the_gpus_own_target_decides(host: Host, value: str) -> None:
+    amd(host, 90402)  # gfx942, which the 7.14 wheels have
+    assert_warned(host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION=value),
+                  f"HSA_OVERRIDE_GFX_VERSION={value} is not", "ignored", "the GPUs' own targets")
+
+
+def test_the_gfx_check_goes_on_past_a_malformed_override(host: Host) -> None:
+    amd(host, 90006)  # gfx906: refused by the 7.14 image whatever the override says
+    result = host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION="gfx1030")
+    assert result.returncode == 78 and result.stdout == "", result.stderr
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("accel-images: warning: HSA_OVERRIDE_GFX_VERSION=gfx1030")
+    assert error.startswith("accel-images: error: GPU target gfx906")
+
+
+@pytest.mark.parametrize("value, target", [("9.0.10", "gfx90a"), ("09.00.010", "gfx90a"), ("11.0.0", "gfx1100")])
+def test_a_well_formed_override_names_the_target_as_rocr_reads_it(host: Host, value: str, target: str) -> None:
+    amd(host, 90006)  # gfx906, posing as the override's target
+    result = host.run("rocm", **image_env(ROCM_714, "rocm"), HSA_OVERRIDE_GFX_VERSION=value)
+    assert_ran(result)
+    assert result.stderr == ""
+
+
 def test_one_served_gpu_starts_with_a_warning_naming_the_other(host: Host) -> None:
     amd(host, 90402, 90006)  # gfx942 and gfx906
     assert_warned(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx906", "only those of gfx942")
@@ -331,7 +362,7 @@ def test_recommend_stops_offering_7_14_to_an_mi50(kb, expansion) -> None:
 # ---- Intel Gaudi: the host driver's release ---------------------------------------------------
 # hl-smi's -Q queries (docs.habana.ai System_Management_Interface_Tool: "-Q, --query-aip ...
 # driver_version") and its summary header ("| Driver Version: 1.24.1-3bf9e81 |"); the rule is
-# recommend's (vendors/gaudi.py fit): the same release, N-1 on Gaudi 2 from 1.17.
+# recommend's (vendors/gaudi.py fit): the same release; on Gaudi 2 from 1.17, an older one of its minor or the one before.
 GAUDI_1241 = "2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel"
 GAUDI_1240 = "2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel"
 FAKE_HL_SMI = """#!/bin/sh
@@ -390,10 +421,103 @@ def test_gaudi2_runs_the_previous_release_with_a_warning_gaudi3_does_not(host: H
     assert "or use" not in line
 
 
+# Patch releases: "Added software backward/forward compatibility support for Gaudi 2, allowing users to run
+# 1.16 dockers with Intel Gaudi software version 1.17.0" (docs.habana.ai Release Notes v1.17) is stated
+# per minor release; that an older patch of the host's own minor runs too is inferred (no Habana document
+# speaks of patch releases), so that no image is refused on a driver nearer to it than one that admits it.
+@pytest.mark.parametrize("driver", ["1.24.1-3bf9e81", "1.25.0-0abcdef"])
+def test_gaudi2_runs_an_older_patch_of_the_hosts_release_as_it_runs_the_previous_release(
+        host: Host, driver: str) -> None:
+    gaudi(host, driver, "HL-225")
+    assert_warned(host.run("gaudi", **gaudi_env(GAUDI_1240, host)), "image Intel Gaudi software 1.24.0",
+                  f"host driver's {driver.split('-')[0]}", "Gaudi 2 only")
+
+
+@pytest.mark.parametrize("driver", ["1.24.1-3bf9e81", "1.25.0-0abcdef"])
+def test_gaudi3_runs_only_the_hosts_own_release(host: Host, driver: str) -> None:
+    gaudi(host, driver, "HL-325L")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1240, host)), "install the Intel Gaudi 1.24.0 driver")
+
+
+def test_an_image_newer_than_the_gaudi2_driver_is_refused_even_within_its_minor(host: Host) -> None:
+    gaudi(host, "1.24.0-0abcdef", "HL-225")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host)), "install the Intel Gaudi 1.24.1 driver",
+                   f"or use {GAUDI_1240}")
+
+
+def test_gaudi_patch_releases_are_recommends_rule_too(kb, expansion) -> None:
+    from accel_images.host.recommend import judge
+    from accel_images.model.hostinfo import HostInfo
+
+    variants = {v.tag: v for v in expansion.variants}
+    gaudi2 = HostInfo(vendor="gaudi", driver_version="1.24.1-3bf9e81", stack_version="1.24.1", device_count=1,
+                      gpu_names=("HL-225",), gpu_archs=("gaudi2",))
+    older = judge(gaudi2, variants[GAUDI_1240], kb)
+    assert older.fits and "Gaudi 2 only" in older.caveats[0]
+    gaudi3 = HostInfo(vendor="gaudi", driver_version="1.24.1-3bf9e81", stack_version="1.24.1", device_count=1,
+                      gpu_names=("HL-325L",), gpu_archs=("gaudi3",))
+    assert not judge(gaudi3, variants[GAUDI_1240], kb).fits
+
+
 def test_without_hl_smi_the_driver_is_not_checked(host: Host) -> None:
     host.device("accel/accel0")
     (host.bin.parent / "habana_logs").mkdir()
     assert_ran(host.run("gaudi", **gaudi_env(GAUDI_1240, host)))
+
+
+# ---- Intel Gaudi: read-only roots ----------------------------------------------------------------
+# Apptainer runs images from SIF, "the compressed Apptainer read only image format ... The default format
+# is immutable" (apptainer.org/docs/user/main/cli/apptainer_build.html); Enroot's root file system is
+# read-only unless ENROOT_ROOTFS_WRITABLE (NVIDIA/enroot doc/configuration.md) or Pyxis's
+# --container-writable (NVIDIA/pyxis wiki, Usage) says otherwise. A path under a plain file stands in for
+# a read-only root here: no one, root included, can make a directory there.
+SHOW_HABANA_LOGS = ["sh", "-c", 'printf "%s" "$HABANA_LOGS"']
+
+
+def read_only(host: Host) -> str:
+    """A HABANA_LOGS that cannot be made or written, as /var/log/habana_logs under a read-only root."""
+    blocked = host.bin.parent / "read-only-root"
+    blocked.write_text("")
+    return str(blocked / "var" / "log" / "habana_logs")
+
+
+def test_a_read_only_habana_logs_falls_back_to_a_directory_of_the_users_under_tmpdir(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    logs = read_only(host)
+    result = host.run("gaudi", SHOW_HABANA_LOGS, **gaudi_env(GAUDI_1241, host) | {"HABANA_LOGS": logs})
+    fallback = host.tmp / f"habana_logs-{os.getuid()}"
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == str(fallback), "the command gets the writable HABANA_LOGS"
+    assert fallback.is_dir()
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accel-images: warning: "), result.stderr
+    assert f"HABANA_LOGS={logs} is not writable" in lines[0] and str(fallback) in lines[0]
+
+
+def test_dev_shm_holds_habana_logs_when_tmpdir_is_not_writable_either(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    shm = host.device("shm", directory=True)
+    result = host.run("gaudi", SHOW_HABANA_LOGS, **gaudi_env(GAUDI_1241, host)
+                      | {"HABANA_LOGS": read_only(host), "TMPDIR": read_only(host) + "-tmp"})
+    assert result.stdout == str(shm / f"habana_logs-{os.getuid()}"), result.stderr
+
+
+def test_a_fallback_someone_else_owns_is_not_used(host: Host) -> None:
+    """A shared /tmp (Apptainer binds the host's): a name another user took first is skipped."""
+    gaudi(host, "1.24.1-3bf9e81")
+    taken = host.tmp / f"habana_logs-{os.getuid()}"
+    taken.symlink_to(host.bin.parent)
+    line = assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host) | {"HABANA_LOGS": read_only(host)}),
+                          "is not writable", "set HABANA_LOGS to a writable directory")
+    assert "/dev/shm" in line
+
+
+def test_no_writable_place_for_habana_logs_is_one_refusal(host: Host) -> None:
+    gaudi(host, "1.24.1-3bf9e81")
+    assert_refused(host.run("gaudi", **gaudi_env(GAUDI_1241, host)
+                            | {"HABANA_LOGS": read_only(host), "TMPDIR": read_only(host) + "-tmp"}),
+                   "HABANA_LOGS=", "is not writable by user", "the Habana runtime aborts",
+                   "set HABANA_LOGS to a writable directory")
 
 
 def test_gaudi_decision_is_recommends(kb, expansion) -> None:
@@ -429,14 +553,20 @@ def test_unopenable_gaudi_nodes_are_refused_with_the_exact_group_add(shared_host
 XPU = "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
 
 
-def intel(host: Host, *device_ids: str) -> None:
-    """A render node per device, with its PCI vendor and device id under /sys/class/drm."""
-    for index, device_id in enumerate(device_ids):
+def render_nodes(host: Host, *devices: str) -> None:
+    """A render node per 'vendor:device' PCI id pair, with both under /sys/class/drm/renderD*/device."""
+    for index, pci_id in enumerate(devices):
+        vendor, device_id = pci_id.split(":")
         host.device(f"dri/renderD{128 + index}")
         device = host.dev_root / "sys" / "class" / "drm" / f"renderD{128 + index}" / "device"
         device.mkdir(parents=True)
-        (device / "vendor").write_text("0x8086\n")
+        (device / "vendor").write_text(f"{vendor}\n")
         (device / "device").write_text(f"{device_id}\n")
+
+
+def intel(host: Host, *device_ids: str) -> None:
+    """A render node per Intel device (PCI vendor 0x8086)."""
+    render_nodes(host, *(f"0x8086:{device_id}" for device_id in device_ids))
 
 
 def test_a_data_center_gpu_max_is_refused_with_the_reason(host: Host) -> None:
@@ -455,6 +585,36 @@ def test_an_arc_gpu_starts(host: Host) -> None:
 def test_a_max_beside_an_arc_is_a_warning(host: Host) -> None:
     intel(host, "0x56a0", "0x0BD6")
     assert_warned(host.run("xpu", **image_env(XPU, "xpu")), "0x0bd6", "only the other GPUs")
+
+
+# ---- Intel XPU: no Intel render node ------------------------------------------------------------
+# /sys/class/drm/renderD*/device/vendor is the PCI vendor id of the node's device (the kernel's
+# Documentation/ABI/testing/sysfs-bus-pci, "vendor"); Intel's is 0x8086, AMD's 0x1002 and NVIDIA's
+# 0x10de (include/linux/pci_ids.h PCI_VENDOR_ID_INTEL, _ATI, _NVIDIA). recommend counts a node as
+# Intel's unless sysfs names another vendor (vendors/xpu.py accelerator_present); so does the guard.
+MI300X, RTX_A6000 = "0x1002:0x74a1", "0x10de:0x2230"
+
+
+def test_an_xpu_image_on_an_amd_only_host_warns_and_refuses_when_an_accelerator_is_required(host: Host) -> None:
+    render_nodes(host, MI300X, MI300X)
+    assert_warned(host.run("xpu", **image_env(XPU, "xpu")), "no Intel GPU among the render nodes",
+                  "PCI vendor 0x1002", "running on the CPU")
+    assert_refused(host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1"),
+                   "no Intel GPU among the render nodes", "0x1002")
+
+
+def test_an_intel_gpu_beside_another_vendors_starts_silently(host: Host) -> None:
+    render_nodes(host, RTX_A6000, "0x8086:0x56a0")
+    result = host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_render_node_sysfs_says_nothing_of_counts_as_intels(host: Host) -> None:
+    host.device("dri/renderD128")  # no /sys/class/drm: the vendor cannot be read, as recommend decides
+    result = host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
 
 
 def test_recommend_rejects_a_data_center_gpu_max(tmp_path: Path, kb, expansion) -> None:

@@ -193,15 +193,33 @@ host_release() {
     generations=$(hl-smi -Q name -f csv,noheader 2> /dev/null | tr -d ' ')
 }
 
-# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
-# or, on Gaudi 2 only and with a host from 1.17 on, the previous minor (N-1). `vendor.fit` is the same rule.
-admits() {
-    [ -z "$release" ] && return 0
-    [ "$1" = "$release" ] && return 0
+# behind_host RELEASE: an image release older than the host driver's, within the host's minor release or
+# the one before, as far as Gaudi 2's backward compatibility reaches; `behind` says how far: 'one release'
+# for the previous minor, any patch ("Added software backward/forward compatibility support for Gaudi 2,
+# allowing users to run 1.16 dockers with Intel Gaudi software version 1.17.0", docs.habana.ai Release
+# Notes v1.17), 'a patch release' for an older patch of the host's own minor (inferred: no Habana document
+# speaks of patch releases, and an image must not be refused on a driver nearer to it than one that
+# admits it). `_behind` in vendors/gaudi.py is the same rule.
+behind_host() {
+    behind=""
+    version_lt "$1" "$release" || return 1
     [ "${1%%.*}" = "${release%%.*}" ] || return 1
     image_minor=${1#*.} host_minor=${release#*.}
     image_minor=${image_minor%%.*} host_minor=${host_minor%%.*}
-    [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null || return 1
+    if [ "$image_minor" = "$host_minor" ]; then
+        behind="a patch release"
+    elif [ "$image_minor" -eq $((host_minor - 1)) ] 2> /dev/null; then
+        behind="one release"
+    fi
+    [ -n "$behind" ]
+}
+
+# admits RELEASE: an image of Intel Gaudi software RELEASE runs with the host driver: the same release,
+# or, on Gaudi 2 only and with a host from 1.17 on, one behind it (behind_host). `vendor.fit` is the same rule.
+admits() {
+    [ -z "$release" ] && return 0
+    [ "$1" = "$release" ] && return 0
+    behind_host "$1" || return 1
     version_lt "$release" "1.17" && return 1
     [ -n "$generations" ] || return 1
     for model in $generations; do
@@ -209,14 +227,39 @@ admits() {
     done
 }
 
-check_vendor() {
-    # The Habana runtime aborts (SIGABRT) when it cannot write its logs (opendatahub-tests#2301).
+# own_directory DIR: DIR is a directory of this user's that it can write to, made (mode 0700) where it
+# is missing. A name another user took first in a shared /tmp (Apptainer binds the host's: "system-defined
+# bind paths", apptainer.org/docs/user/main/bind_paths_and_mounts.html) or a symbolic link does not count.
+own_directory() {
+    mkdir -m 700 "$1" 2> /dev/null
+    [ -d "$1" ] && [ ! -L "$1" ] && [ -w "$1" ] && [ "$(stat -c %u "$1" 2> /dev/null)" = "$(id -u)" ]
+}
+
+# habana_logs: make HABANA_LOGS a directory the Habana runtime can write to, which it aborts (SIGABRT)
+# without (opendatahub-io/opendatahub-tests#2301). Under a read-only root `[ -w ]` is false even for root:
+# Apptainer's SIF images are read-only ("The default format is immutable", apptainer build), and so is
+# Enroot's root file system unless ENROOT_ROOTFS_WRITABLE (NVIDIA/enroot doc/configuration.md) or Pyxis's
+# --container-writable (NVIDIA/pyxis wiki, Usage) says otherwise. The logs then go to a directory of this
+# user's under ${TMPDIR:-/tmp}, else under /dev/shm (a tmpfs in every runtime), exported for the command;
+# that the runtime needs nothing else of HABANA_LOGS than a writable directory is inferred.
+habana_logs() {
     logs="${HABANA_LOGS:-/var/log/habana_logs}"
     writable="$logs"
     [ -e "$writable" ] || writable=$(dirname "$logs")
-    if [ ! -d "$writable" ] || [ ! -w "$writable" ]; then
-        refuse "HABANA_LOGS=$logs is not writable by user $(id -u): the Habana runtime aborts on it; run with -e HABANA_LOGS=/tmp/habana_logs"
-    fi
+    [ -d "$writable" ] && [ -w "$writable" ] && return 0
+    for place in "${TMPDIR:-/tmp}" "$dev/shm"; do
+        fallback="$place/habana_logs-$(id -u)"
+        if [ -d "$place" ] && own_directory "$fallback"; then
+            export HABANA_LOGS="$fallback"
+            warn "HABANA_LOGS=$logs is not writable by user $(id -u) (a read-only root?): the Habana runtime logs to ${fallback#"${ACCEL_IMAGES_DEV_ROOT:-}"} instead"
+            return 0
+        fi
+    done
+    refuse "HABANA_LOGS=$logs is not writable by user $(id -u), nor is a directory of its own under ${TMPDIR:-/tmp} or /dev/shm: the Habana runtime aborts without its logs; set HABANA_LOGS to a writable directory"
+}
+
+check_vendor() {
+    habana_logs
     if ! any_exists "$dev"/accel/accel* "$dev"/hl*; then
         missing "no Gaudi device visible: run with --runtime=habana -e HABANA_VISIBLE_DEVICES=all"
         return
@@ -229,12 +272,12 @@ check_vendor() {
     [ -n "$image" ] && [ -n "$release" ] || return 0
     if admits "$image"; then
         if [ "$image" != "$release" ]; then
-            warn "image Intel Gaudi software $image is one release behind the host driver's $release: allowed on Gaudi 2 only (N-1 compatibility since 1.17)"
+            warn "image Intel Gaudi software $image is $behind behind the host driver's $release: allowed on Gaudi 2 only (backward compatibility since 1.17)"
         fi
         return 0
     fi
     pick_alternative
-    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; N-1 only on Gaudi 2 from 1.17): install the Intel Gaudi $image driver on the host$(or_use)"
+    refuse "host Intel Gaudi driver $release does not match the image's Intel Gaudi software $image (container and host driver must match; Gaudi 2 from 1.17 also runs older images of the host's minor release and the one before): install the Intel Gaudi $image driver on the host$(or_use)"
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the

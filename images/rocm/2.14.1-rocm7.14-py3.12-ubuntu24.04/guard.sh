@@ -174,22 +174,60 @@ in_list() {
 
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
+# decimal DIGITS: DIGITS without leading zeros ('010' -> '10', '000' -> '0'), which shell arithmetic
+# would read as octal ("Illegal number: 09") where ROCr's %u reads decimal.
+decimal() {
+    digits=${1#"${1%%[!0]*}"}
+    printf '%s' "${digits:-0}"
+}
+
+# at_most NUMBER LIMIT: NUMBER (decimal, no leading zeros) is LIMIT or less; four digits or more never
+# reach the arithmetic, where they could overflow.
+at_most() {
+    [ ${#1} -le 3 ] && [ "$1" -le "$2" ]
+}
+
+# gfx_override: the target HSA_OVERRIDE_GFX_VERSION names for every GPU ('10.3.0' -> gfx1030), into
+# `override`; empty when the variable is unset. ROCr takes it only when sscanf("%u.%u.%u%c") converts
+# exactly three numbers with major <= 63 and minor, stepping <= 255, and otherwise logs
+# "HSA_OVERRIDE_GFX_VERSION %s is invalid" (ROCR-Runtime libhsakmt/src/topology.c,
+# topology_sysfs_get_node_props): a value set but not so (plain decimals here) is one warning, and the
+# check goes on with each GPU's own target.
+gfx_override() {
+    override=""
+    [ -n "${HSA_OVERRIDE_GFX_VERSION+set}" ] || return 0
+    value=$HSA_OVERRIDE_GFX_VERSION
+    case "$value" in
+        *[!0-9.]*|*..*|*.*.*.*|.*) ;;
+        [0-9]*.[0-9]*.[0-9]*)
+            major=$(decimal "${value%%.*}") rest=${value#*.}
+            minor=$(decimal "${rest%%.*}") step=$(decimal "${rest#*.}")
+            if at_most "$major" 63 && at_most "$minor" 255 && at_most "$step" 255; then
+                override=$(printf 'gfx%d%x%x' "$major" "$minor" "$step")
+                return 0
+            fi ;;
+    esac
+    shown=$(printf '%s' "$value" | tr -c '[:print:]' '?')
+    warn "HSA_OVERRIDE_GFX_VERSION=$shown is not major.minor.stepping (ROCr's form: 10.3.0, major <= 63, the others <= 255): ignored, the gfx check goes on with the GPUs' own targets"
+}
+
 # gfx_targets: each GPU's target as rocminfo names it: KFD topology's gfx_target_version
 # (kernel kfd_topology.c node_show; CPU nodes show 0) is major*10000 + minor*100 + stepping
 # (ROCR-Runtime libhsakmt.h HSA_GET_GFX_VERSION_*), named with minor and stepping in hex
 # (AMD's run_kfdtest.sh: printf "%d%x%x"; 90010 -> gfx90a, 110003 -> gfx1103). ROCr takes
-# HSA_OVERRIDE_GFX_VERSION ("11.0.0") over it for every GPU (libhsakmt topology.c), and so does this.
+# HSA_OVERRIDE_GFX_VERSION ("11.0.0") over it for every GPU (libhsakmt topology.c), and so does this
+# (`override`, from gfx_override).
 gfx_targets() {
     for properties in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/kfd/kfd/topology/nodes/*/properties; do
         [ -r "$properties" ] || continue
         while read -r key value; do
             [ "$key" = gfx_target_version ] || continue
             case "$value" in ''|*[!0-9]*|0) continue ;; esac
-            if [ -n "${HSA_OVERRIDE_GFX_VERSION:-}" ]; then
-                major=${HSA_OVERRIDE_GFX_VERSION%%.*} rest=${HSA_OVERRIDE_GFX_VERSION#*.}
-                value=$((major * 10000 + ${rest%%.*} * 100 + ${rest#*.}))
+            if [ -n "$override" ]; then
+                printf '%s\n' "$override"
+            else
+                printf 'gfx%d%x%x\n' $((value / 10000)) $((value / 100 % 100)) $((value % 100))
             fi
-            printf 'gfx%d%x%x\n' $((value / 10000)) $((value / 100 % 100)) $((value % 100))
         done < "$properties"
     done
 }
@@ -227,6 +265,7 @@ check_vendor() {
         return
     fi
     open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
+    gfx_override
     targets=$(gfx_targets | sort -u)
     archs=$(own_archs)
     [ -n "$targets" ] && [ -n "$archs" ] || return 0

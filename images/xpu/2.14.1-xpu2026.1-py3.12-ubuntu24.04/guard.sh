@@ -190,9 +190,29 @@ max_series() {
     done
 }
 
+# intel_render_node: a render node is Intel's by the PCI vendor sysfs gives for it
+# (/sys/class/drm/renderD*/device/vendor: the kernel's Documentation/ABI/testing/sysfs-bus-pci; Intel's is
+# 0x8086, include/linux/pci_ids.h PCI_VENDOR_ID_INTEL). A node whose vendor cannot be read counts, as in
+# recommend (vendors/xpu.py accelerator_present). Sets `other_vendors` to the other vendors seen.
+intel_render_node() {
+    other_vendors=""
+    for node in "$dev"/dri/renderD*; do
+        vendor_file="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/drm/${node##*/}/device/vendor"
+        [ -r "$vendor_file" ] || return 0
+        vendor=$(cat "$vendor_file")
+        [ "$vendor" = 0x8086 ] && return 0
+        case " $other_vendors " in *" $vendor "*) ;; *) other_vendors="$other_vendors $vendor" ;; esac
+    done
+    return 1
+}
+
 check_vendor() {
     if ! any_exists "$dev"/dri/renderD*; then
         missing "no /dev/dri render node: run with --device /dev/dri"
+        return
+    fi
+    if ! intel_render_node; then
+        missing "no Intel GPU among the render nodes (PCI vendor${other_vendors}; Intel's is 0x8086)"
         return
     fi
     open_or_group_add "$dev"/dri/renderD*
