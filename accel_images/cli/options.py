@@ -403,6 +403,9 @@ def _check_filter_values(filters: dict[str, str | None]) -> None:
     for key, value in filters.items():
         if value is not None and (not value or any(c.isspace() or c in ";|&$`'\"\\<>" for c in value)):
             raise InputError(f"{value!r} is not a valid {key}", field=f"--{key}")
+    if filters.get("vendor") is not None:
+        from accel_images import vendors
+        vendors.checked(filters["vendor"] or "")
 
 
 def variant_record(variant: Variant, image: str) -> dict[str, Any]:

@@ -76,9 +76,7 @@ def target(image: str | None, request_args: RequestArgs, host_json: Path | None,
 def image_vendor(image: str, asked: str | None) -> str:
     """Whose accelerator IMAGE is for: --vendor, else its full tag, else its labels (a local image)."""
     if asked:
-        if asked not in vendors.names():
-            raise InputError(f"unknown vendor {asked!r} (one of {', '.join(vendors.names())})", field="--vendor")
-        return asked
+        return vendors.checked(asked)
     name, _, tag = image.rpartition(":")
     found = tags.vendor_in_tag(tag) if name and "/" not in tag else None
     if found in vendors.names():

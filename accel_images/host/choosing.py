@@ -152,9 +152,9 @@ def load_host(host_json: Path | None) -> HostInfo:
         unknown = ", ".join(sorted(set(data) - known)) if isinstance(data, dict) else "not an object"
         raise InputError(f"{where}: not a host description ({unknown})", field="--host-json",
                          hint=f"fields: {', '.join(sorted(known))}")
-    if data.get("vendor", "cpu") not in vendors.names():
-        raise InputError(f"{where}: unknown vendor {data['vendor']!r}", field="--host-json",
-                         hint=f"one of {', '.join(vendors.names())}")
+    vendor = data.get("vendor", "cpu")
+    if isinstance(vendor, str) and vendor not in vendors.names():  # any other type: _HOST_FIELD_KINDS says so
+        raise vendors.unknown(vendor, field="--host-json", where=f"{where}: ")
     values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     for key, value in values.items():
         if not _host_value_ok(key, value):
