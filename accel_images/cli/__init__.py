@@ -56,7 +56,13 @@ COMMANDS = (
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="accel-images")
 def main() -> None:
-    """PyTorch development images for NVIDIA CUDA, AMD ROCm, Intel XPU, Intel Gaudi and CPU."""
+    """PyTorch development images for NVIDIA CUDA, AMD ROCm, Intel XPU, Intel Gaudi and CPU.
+
+    \b
+    Examples:
+      accel-images recommend
+      accel-images list --vendor cuda
+    """
     handle_sigterm()
 
 

@@ -12,7 +12,9 @@ from accel_images.cli.options import expected_failures
 def host_group() -> None:
     """Describe this host as `--host-json` reads it, to judge images for it from anywhere.
 
-    Example: accel-images host describe > host.json
+    \b
+    Example:
+      accel-images host describe > host.json
     """
 
 
@@ -25,7 +27,10 @@ def describe_command() -> None:
     (or `--host-json -` from standard input), so a description captured on a GPU node judges images
     for that node anywhere. Its format: `accel-images host schema`.
 
-    Example: accel-images host describe | accel-images recommend --host-json -
+    \b
+    Examples:
+      accel-images host describe > host.json
+      accel-images host describe | accel-images recommend --host-json -
     """
     from accel_images.host.describe import describe_this_host
     click.echo(describe_this_host(), nl=False)
@@ -36,7 +41,9 @@ def describe_command() -> None:
 def schema_command() -> None:
     """Print the JSON Schema of a host description: what `host describe` prints and `--host-json` reads.
 
-    Example: accel-images host schema > host.schema.json
+    \b
+    Example:
+      accel-images host schema > host.schema.json
     """
     from accel_images.host.describe import schema_text
     click.echo(schema_text(), nl=False)

@@ -31,7 +31,12 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirror
                    without_companions: tuple[str, ...], templates_dir: Path | None,
                    pin_bases: bool, lock_path: Path | None,
                    check: bool, out_dir: Path, **kwargs: Any) -> None:
-    """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
+    """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant.
+
+    \b
+    Example:
+      accel-images render --vendor cpu --check
+    """
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions,
                              pip_extra_index_url=pip_extra_index_url)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
