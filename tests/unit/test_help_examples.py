@@ -49,8 +49,7 @@ def option_names(command: click.Command) -> set[str]:
         "--help", "-h"}
 
 
-@pytest.mark.parametrize("path, command", COMMANDS, ids=lambda value: " ".join(value) if isinstance(value, tuple)
-                         else "")
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(path) or PROGRAM for path, _ in COMMANDS])
 def test_the_help_has_an_example_of_this_command(path: tuple[str, ...], command: click.Command) -> None:
     lines = examples(command)
     assert lines, f"`{' '.join((PROGRAM, *path))} --help` has no example paragraph"
