@@ -1,7 +1,7 @@
 """The `accel-images` command: a thin layer over the pipeline stages.
 
-One module per command group (compat, kb, listing, render, build, nightly, fanout, session, verify), each importing
-its shared options from `options` and never another command module or this package. The group
+One module per command group (compat, host, kb, listing, render, build, nightly, fanout, session, verify), each
+importing its shared options from `options` and never another command module or this package. The group
 below names every command with its one-line help and imports a command's module only when that
 command runs (group.LazyGroup), so `accel-images list` or `compat` never loads the docker SDK,
 requests or the builder. Expected failures (AccelError) become one line on stderr and their exit
@@ -28,6 +28,8 @@ COMMANDS = (
                 "Check a version combination: `compat torch==2.4.1 cuda==12.4 [python==3.11]`."),
     LazyCommand("devcontainer", "accel_images.cli.session:devcontainer_command",
                 "Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose."),
+    LazyCommand("host", "accel_images.cli.host:host_group",
+                "Describe this host as `--host-json` reads it, to judge images for it from anywhere."),
     LazyCommand("kb", "accel_images.cli.kb:kb_group",
                 "Compare the knowledge base with the package index, the wheel indexes and the registries."),
     LazyCommand("list", "accel_images.cli.listing:list_command", "Show the variants the matrix expands to."),
@@ -54,7 +56,13 @@ COMMANDS = (
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="accel-images")
 def main() -> None:
-    """PyTorch development images for NVIDIA CUDA, AMD ROCm, Intel XPU, Intel Gaudi and CPU."""
+    """PyTorch development images for NVIDIA CUDA, AMD ROCm, Intel XPU, Intel Gaudi and CPU.
+
+    \b
+    Examples:
+      accel-images recommend
+      accel-images list --vendor cuda
+    """
     handle_sigterm()
 
 

@@ -87,7 +87,12 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                   require_accelerator: bool,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, quiet: bool, verbose: bool, as_json: bool, **kwargs: Any) -> None:
-    """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor."""
+    """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor.
+
+    \b
+    Example:
+      accel-images build --vendor cpu --torch 2.13 --newest
+    """
     level = verbosity(quiet, verbose)
     resolve_vendor(kwargs)
     every_platform = kwargs.get("platform") == ALL_PLATFORMS
@@ -220,7 +225,12 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
 @expected_failures
 def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool,
                   state_dir: Path | None) -> None:
-    """Run the smoke workload in IMAGE and check it against what the image's labels promise."""
+    """Run the smoke workload in IMAGE and check it against what the image's labels promise.
+
+    \b
+    Example:
+      accel-images smoke accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --json
+    """
     engine = Engine.connect()
     info = engine.inspect_image(image)
     if info is None:

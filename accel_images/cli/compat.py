@@ -24,6 +24,10 @@ def compat_command(terms: tuple[str, ...], as_json: bool, experimental_python: b
 
     With only torch, lists every stack with a build for it; with only a stack, the torch
     versions built for it. Exit 0 when compatible, 1 when not, 2 for a malformed query.
+
+    \b
+    Example:
+      accel-images compat torch==2.4.1 cuda==12.4 python==3.11
     """
     query = compat.parse_query(terms)
     verdict = compat.load_kb().check(query, experimental_python=experimental_python)

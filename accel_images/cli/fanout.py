@@ -76,7 +76,13 @@ def chosen(matrix_path: str | None, registry: str | None, image_name: str | None
 @expected_failures
 def recommend_command(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
                       flavor: str, host_json: Path | None, engine: str, as_json: bool, **kwargs: Any) -> None:
-    """Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's form)."""
+    """Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's form).
+
+    \b
+    Examples:
+      accel-images recommend --registry ghcr.io/acme
+      accel-images recommend --host-json host.json --engine kubernetes
+    """
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
     rendered = rendered_for(choice, engine)
     build = build_first(choice, registry, matrix_path)
@@ -94,7 +100,12 @@ def recommend_command(matrix_path: str | None, registry: str | None, image_name:
 @expected_failures
 def pull_command(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
                  flavor: str, host_json: Path | None, as_json: bool, **kwargs: Any) -> None:
-    """Like recommend, then pull the image and print the `docker run` line for it."""
+    """Like recommend, then pull the image and print the `docker run` line for it.
+
+    \b
+    Example:
+      accel-images pull --registry ghcr.io/acme --flavor devel
+    """
     from accel_images.build.engine import Engine
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
     ref = report(choice, as_json)
@@ -115,7 +126,12 @@ def pull_command(matrix_path: str | None, registry: str | None, image_name: str 
 @filter_options
 @expected_failures
 def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
-    """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`."""
+    """Print the variants as a GitHub Actions job matrix: JSON on one line, for `fromJSON`.
+
+    \b
+    Example:
+      accel-images ci-matrix --vendor rocm
+    """
     from accel_images.build.fanout import ci_matrix
     expansion, variants = chosen_variants(matrix_path, kwargs)
     click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
@@ -129,7 +145,12 @@ def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
               help="Write docker-bake.json here instead of standard output.")
 @expected_failures
 def bake_command(matrix_path: str | None, registry: str | None, out_file: Path | None, **kwargs: Any) -> None:
-    """Write a docker-bake.json with one target per variant, for `docker buildx bake`."""
+    """Write a docker-bake.json with one target per variant, for `docker buildx bake`.
+
+    \b
+    Example:
+      accel-images bake --vendor cuda --registry ghcr.io/acme --out docker-bake.json
+    """
     from accel_images.build.fanout import bake
     expansion, variants = chosen_variants(matrix_path, kwargs)
     text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"

@@ -60,6 +60,10 @@ def kb_group() -> None:
     `kb check` lists what it lacks or has wrong (exit 0 up to date, 1 something new, 2 bad input,
     4 a source unreachable); `kb update` writes the new rows, marking what the sources cannot
     say for a person to fill.
+
+    \b
+    Example:
+      accel-images kb check
     """
 
 
@@ -72,6 +76,10 @@ def check_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, w
 
     Exit 0 when the knowledge base is up to date, 1 when something is new, 2 on bad input, 4 when
     a source cannot be reached (named on stderr; what the others said is still listed).
+
+    \b
+    Example:
+      accel-images kb check --json
     """
     from accel_images.kb import check as kbcheck
     _, report = _report(kb_dir, matrix_path, pypi_url, wheel_index_url, registry_urls)
@@ -108,6 +116,10 @@ def update_command(kb_dir: Path | None, matrix_path: str | None, pypi_url: str, 
     Python support, a new build's toolkit and GPU architectures) is marked unverified for a person
     to fill, and `compat` answers "unverified" until then. Exit 0 when written (or nothing was
     new), 2 on bad input, 4 when a source cannot be reached (then nothing is written).
+
+    \b
+    Example:
+      accel-images kb update --date 2026-12-03
     """
     from accel_images.kb import check as kbcheck, update as kbupdate
     day = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -141,6 +153,10 @@ def wheel_tags_command(platform: str, os_name: str) -> None:
     Every manylinux tag its glibc accepts, down to manylinux2014 (the pinned CUDA wheels of one
     torch span several), then `any`: fill an offline wheelhouse for another platform with
     `pip download --only-binary=:all: --python-version X.Y $(accel-images kb wheel-tags ...) ...`.
+
+    \b
+    Example:
+      accel-images kb wheel-tags --platform linux/arm64 --os debian12
     """
     from accel_images.kb import compat, wheels
     click.echo(" ".join(wheels.pip_platform_args(wheels.platform_tags(compat.load_kb(), platform, os_name))))

@@ -30,7 +30,12 @@ COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "platforms", "t
 @expected_failures
 def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown: bool, tags_only: bool,
                  **kwargs: Any) -> None:
-    """Show the variants the matrix expands to."""
+    """Show the variants the matrix expands to.
+
+    \b
+    Example:
+      accel-images list --vendor cuda --explain
+    """
     if sum((as_json, markdown, tags_only)) > 1:
         raise InputError("--json, --markdown and --tags are different outputs; give one", field="--tags")
     expansion, variants = chosen_variants(matrix_path, kwargs)

@@ -101,6 +101,10 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     past the retention policy are deleted afterwards (only listed with --prune-dry-run). A failing
     variant never stops the others, and never moves a published tag. Exit 0 when nothing
     failed, 1 otherwise.
+
+    \b
+    Example:
+      accel-images nightly --registry registry.example.com/ml --jobs 2 --max-age 7
     """
     level = verbosity(quiet, verbose)
     if kwargs.get("platform") == "all":  # every platform of each tag's index: what a nightly does by default

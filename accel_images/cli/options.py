@@ -403,6 +403,9 @@ def _check_filter_values(filters: dict[str, str | None]) -> None:
     for key, value in filters.items():
         if value is not None and (not value or any(c.isspace() or c in ";|&$`'\"\\<>" for c in value)):
             raise InputError(f"{value!r} is not a valid {key}", field=f"--{key}")
+    if filters.get("vendor") is not None:
+        from accel_images import vendors
+        vendors.checked(filters["vendor"] or "")
 
 
 def variant_record(variant: Variant, image: str) -> dict[str, Any]:
@@ -427,9 +430,8 @@ def choice_options(func: Callable[..., Any]) -> Callable[..., Any]:
         default_help = " (default: the host's)" if key == "vendor" else ""
         func = click.option(f"--{key}", key, default=None,
                             help=f"Only images with this {key}{default_help}.")(func)
-    func = click.option("--host-json", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                        default=None, hidden=True,
-                        help="Judge this recorded host (HostInfo fields as JSON) instead of detecting one.")(func)
+    func = click.option("--host-json", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+                        default=None, metavar="FILE|-", help=host_json_help())(func)
     func = click.option("--flavor", type=click.Choice(FLAVORS), default="runtime", show_default=True,
                         help="Preferred flavor; another is chosen only when none of this one fits.")(func)
     func = click.option("--from-matrix", is_flag=True,
@@ -442,6 +444,15 @@ def choice_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Choose among the images this registry publishes and whose smoke test passed"
                              " (its catalogue); without it, from the matrix.")(func)
     return matrix_option(func)
+
+
+def host_json_help() -> str:
+    """--host-json's help: the option is how a node's description reaches a machine without its GPUs, so
+    its help says where a description comes from and where its format is written down."""
+    from accel_images.host.describe import SCHEMA_NAME
+    return ("Judge this recorded host instead of detecting one: the JSON `accel-images host describe` prints on"
+            " the node ('-' reads standard input). Its format, every field optional: the JSON Schema"
+            f" {SCHEMA_NAME} in the installed package, which `accel-images host schema` prints.")
 
 
 def choice_request(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,

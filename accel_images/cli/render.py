@@ -12,8 +12,7 @@ from accel_images.kb import compat
 from accel_images.cli.options import (FILTER_KEYS, chosen_variants, expected_failures, filter_options, lock_options,
                                       matrix_option, mirror_options, pinned_variants, render_options,
                                       templates_option)
-from accel_images.errors import InputError
-from accel_images.render.contexts import Renderer, stale_paths, write_tree
+from accel_images.render.contexts import Renderer, stale_paths, whole_tree, write_tree
 from accel_images.resources import IMAGES_DIR
 
 
@@ -32,20 +31,23 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirror
                    without_companions: tuple[str, ...], templates_dir: Path | None,
                    pin_bases: bool, lock_path: Path | None,
                    check: bool, out_dir: Path, **kwargs: Any) -> None:
-    """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant."""
+    """Write images/<vendor>/<tag>/ (Dockerfile and the files it copies) for every variant.
+
+    \b
+    Example:
+      accel-images render --vendor cpu --check
+    """
     options = render_options(mirrors, pip_index_url, pip_find_links, apt_mirrors, without_companions,
                              pip_extra_index_url=pip_extra_index_url)
     expansion, variants = chosen_variants(matrix_path, kwargs, options)
-    partial = any(kwargs.get(k) for k in FILTER_KEYS)
     pinned = pin_bases or lock_path is not None
-    if (partial or not options.is_default or templates_dir or pinned) and out_dir == IMAGES_DIR:
-        raise InputError("images/ always holds the full matrix with upstream sources; "
-                         "use --out DIR for a filtered, mirrored or pinned render", field="--out")
+    whole = whole_tree(out_dir, filtered=any(kwargs.get(k) for k in FILTER_KEYS),
+                       upstream=options.is_default and not templates_dir and not pinned)
     variants = pinned_variants(variants, pin_bases, lock_path, options)
     renderer = Renderer(compat.load_kb(), templates_dir) if templates_dir else Renderer(compat.load_kb())
     contexts = renderer.render_all(expansion, variants, options)
     if check:
-        stale = stale_paths(out_dir, contexts)
+        stale = stale_paths(out_dir, contexts, whole)
         if stale:
             for path in stale:
                 click.echo(f"stale: {out_dir / path}", err=True)
@@ -54,5 +56,5 @@ def render_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirror
             sys.exit(1)
         click.echo(f"{out_dir} is up to date ({len(contexts)} variants)", err=True)  # a status, not data
         return
-    changed = write_tree(out_dir, contexts)
+    changed = write_tree(out_dir, contexts, whole)
     click.echo(f"rendered {len(contexts)} variants into {out_dir} ({len(changed)} file(s) changed)", err=True)

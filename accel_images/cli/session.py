@@ -76,9 +76,7 @@ def target(image: str | None, request_args: RequestArgs, host_json: Path | None,
 def image_vendor(image: str, asked: str | None) -> str:
     """Whose accelerator IMAGE is for: --vendor, else its full tag, else its labels (a local image)."""
     if asked:
-        if asked not in vendors.names():
-            raise InputError(f"unknown vendor {asked!r} (one of {', '.join(vendors.names())})", field="--vendor")
-        return asked
+        return vendors.checked(asked)
     name, _, tag = image.rpartition(":")
     found = tags.vendor_in_tag(tag) if name and "/" not in tag else None
     if found in vendors.names():
@@ -123,6 +121,11 @@ def run_command(image: str | None, matrix_path: str | None, registry: str | None
     `accel-images run [IMAGE] [-- CMD...]`: without IMAGE, the image `recommend` would choose. The
     container's exit status is the command's. Docker and Podman start here; --engine apptainer, enroot,
     kubernetes and compose print what to run there.
+
+    \b
+    Examples:
+      accel-images run -- python train.py
+      accel-images run --print --engine podman -- python train.py
     """
     command = click.get_current_context().meta.get(COMMAND_KEY, ())
     extras = Extras(tuple(Mount.parse(v) for v in volumes), tuple(Port.parse(p) for p in ports),
@@ -173,7 +176,12 @@ def start(argv: tuple[str, ...]) -> int:
 def devcontainer_command(image: str | None, matrix_path: str | None, registry: str | None, image_name: str | None,
                          from_matrix: bool, flavor: str, host_json: Path | None, out_file: Path, force: bool,
                          print_only: bool, **kwargs: Any) -> None:
-    """Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose."""
+    """Write .devcontainer/devcontainer.json for IMAGE, or for the image `recommend` would choose.
+
+    \b
+    Example:
+      accel-images devcontainer --registry ghcr.io/acme
+    """
     if not print_only:
         refuse_existing(out_file, force)
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
@@ -213,7 +221,12 @@ def refuse_existing(out_file: Path, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
 @expected_failures
 def catalogue_command(registry: str, image_name: str | None, matrix_path: str | None, as_json: bool) -> None:
-    """List what a registry publishes: each image's labels, its smoke result and where it passed."""
+    """List what a registry publishes: each image's labels, its smoke result and where it passed.
+
+    \b
+    Example:
+      accel-images catalogue --registry ghcr.io/acme --json
+    """
     from accel_images.kb import compat
     from accel_images.publish.catalogue import CATALOGUE_COLUMNS, read_catalogue, table_row
     from accel_images.registry import Destination, RegistryClient

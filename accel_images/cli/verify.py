@@ -29,6 +29,10 @@ def verify_command(image: str, key_path: Path, as_json: bool) -> None:
 
     Only the registry is read (referrers API, or the sha256-<hex> referrers tag); the SBOM the
     provenance names must be attached too.
+
+    \b
+    Example:
+      accel-images verify ghcr.io/acme/accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --key sign.pub
     """
     from accel_images.registry import RegistryClient
     from accel_images.supply.provenance import load_public_key

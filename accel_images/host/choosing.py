@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -130,30 +131,48 @@ MAX_HOST_JSON_BYTES = 1 << 20
 """A recorded host is a few hundred bytes."""
 
 
+STDIN = Path("-")
+"""`--host-json -`: the description on standard input, so `host describe | recommend --host-json -` works."""
+
+
 def load_host(host_json: Path | None) -> HostInfo:
-    """The detected host, or the recorded one a test or a support request hands in."""
+    """The detected host, or the recorded one (`host describe`'s output) a test or a support request hands in."""
     if host_json is None:
         from accel_images.host.detect import detect_host
         return detect_host()
+    where = "standard input" if host_json == STDIN else str(host_json)
     try:
-        data = untrusted.loads(untrusted.read_limited(host_json, MAX_HOST_JSON_BYTES))
+        data = untrusted.loads(_host_bytes(host_json))
     except OSError as err:
-        raise InputError(f"cannot read a host from {host_json}: {err.strerror}", field="--host-json") from None
+        raise InputError(f"cannot read a host from {where}: {err.strerror}", field="--host-json") from None
     except ValueError as err:
-        raise InputError(f"cannot read a host from {host_json}: {err}", field="--host-json") from None
+        raise InputError(f"cannot read a host from {where}: {err}", field="--host-json") from None
     known = {field.name for field in dataclasses.fields(HostInfo)}
     if not isinstance(data, dict) or set(data) - known:
         unknown = ", ".join(sorted(set(data) - known)) if isinstance(data, dict) else "not an object"
-        raise InputError(f"{host_json}: not a host description ({unknown})", field="--host-json",
+        raise InputError(f"{where}: not a host description ({unknown})", field="--host-json",
                          hint=f"fields: {', '.join(sorted(known))}")
-    if data.get("vendor", "cpu") not in vendors.names():
-        raise InputError(f"{host_json}: unknown vendor {data['vendor']!r}", field="--host-json",
-                         hint=f"one of {', '.join(vendors.names())}")
+    vendor = data.get("vendor", "cpu")
+    if isinstance(vendor, str) and vendor not in vendors.names():  # any other type: _HOST_FIELD_KINDS says so
+        raise vendors.unknown(vendor, field="--host-json", where=f"{where}: ")
     values: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
     for key, value in values.items():
         if not _host_value_ok(key, value):
-            raise InputError(f"{host_json}: {key} is {value!r}, not {_HOST_FIELD_KINDS[key][1]}", field="--host-json")
+            raise InputError(f"{where}: {key} is {value!r}, not {_HOST_FIELD_KINDS[key][1]}", field="--host-json")
     return HostInfo(**values)
+
+
+def _host_bytes(host_json: Path) -> bytes:
+    """The description's bytes, from the file or from standard input, read to a bound either way: a
+    description is a few hundred bytes, and a pipe from the wrong command may never end."""
+    if host_json == STDIN:
+        if sys.stdin.isatty():  # nothing is piped in: reading would wait for a person to type JSON
+            raise ValueError("standard input is a terminal: pipe `accel-images host describe` into it")
+        data = sys.stdin.buffer.read(MAX_HOST_JSON_BYTES + 1)
+        if len(data) > MAX_HOST_JSON_BYTES:
+            raise untrusted.FileTooLarge("standard input", 0, MAX_HOST_JSON_BYTES)
+        return data
+    return untrusted.read_limited(host_json, MAX_HOST_JSON_BYTES)
 
 
 _HOST_FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {

@@ -9,10 +9,15 @@ accel_images/model/hostinfo.py.
 A probe may find its vendor's driver present but broken (HostInfo.unusable: nvidia-smi's "Driver/library
 version mismatch"); a working accelerator of any vendor wins over a broken one, and a broken one
 over none, so the report says "accelerator present but unusable" rather than "no accelerator".
+
+Files are read under `/`, or under the tree ACCEL_IMAGES_DEV_ROOT names: the variable the images'
+guard reads for the same purpose, so one fake node (a PATH of recorded tools, a device tree) serves
+both the guard and the commands that detect, `host describe` among them.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,12 +25,21 @@ from accel_images import vendors
 from accel_images.model.hostinfo import HostInfo, Runner, answer, run_command
 from accel_images.versions import compare_driver
 
-__all__ = ["HostInfo", "compare_driver", "detect_host", "run_command"]
+__all__ = ["HostInfo", "compare_driver", "detect_host", "detection_root", "run_command"]
+
+DEV_ROOT_ENV = "ACCEL_IMAGES_DEV_ROOT"
 
 
-def detect_host(run: Runner = run_command, root: Path = Path("/")) -> HostInfo:
+def detection_root() -> Path:
+    """Where /dev, /sys and /proc are read: `/`, or the tree DEV_ROOT_ENV names (a fake node)."""
+    return Path(os.environ.get(DEV_ROOT_ENV) or "/")
+
+
+def detect_host(run: Runner = run_command, root: Path | None = None) -> HostInfo:
     """Which accelerator this host has, with the evidence for the choice; CPU when there is none.
-    The CPU architecture (`uname -m`) is read too: it decides which platform's image runs here."""
+    The CPU architecture (`uname -m`) is read too: it decides which platform's image runs here.
+    `root`: where the device files are read (default: detection_root())."""
+    root = detection_root() if root is None else root
     notes: list[str] = []
     order = vendors.by_detection_order()
     found = [host for vendor in order if (host := vendor.probe(run, root, notes)) is not None]

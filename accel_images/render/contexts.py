@@ -36,7 +36,7 @@ from accel_images.render import apt, companions, reproducible
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.credentials import hide_credentials, index_credentials
 from accel_images.errors import InputError
-from accel_images.resources import default_templates
+from accel_images.resources import IMAGES_DIR, default_templates
 from accel_images.model import platforms as platform_names
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import ENTRYPOINT, GUARD_PATH, LABEL_PREFIX, Variant
@@ -478,21 +478,46 @@ def existing_tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def stale_paths(root: Path, contexts: Iterable[RenderedContext]) -> list[str]:
-    """Files under root that differ from, are missing from, or are extra to a fresh render."""
+def stale_paths(root: Path, contexts: Iterable[RenderedContext], whole: bool = True) -> list[str]:
+    """Files under root that differ from, are missing from, or are extra to a fresh render.
+
+    `whole=False`: the render is a part of the tree (some variants of images/), so only the rendered
+    `<vendor>/<tag>/` directories are compared; the other directories belong to other variants.
+    """
+    contexts = list(contexts)
     wanted, have = tree_of(contexts), existing_tree(root)
+    if not whole:
+        directories = {f"{c.variant.vendor}/{c.variant.tag}/" for c in contexts}
+        have = {path: data for path, data in have.items() if path.startswith(tuple(directories))}
     changed = [p for p, data in wanted.items() if have.get(p) != data]
     extra = [p for p in have if p not in wanted]
     return sorted(changed + extra)
 
 
-def write_tree(root: Path, contexts: list[RenderedContext]) -> list[str]:
-    """Make root hold exactly the rendered tree; returns what changed. Untouched files keep mtimes.
+def whole_tree(out_dir: Path, filtered: bool, upstream: bool) -> bool:
+    """Whether a render into `out_dir` stands for the whole tree there (False: only its own directories).
+
+    images/ always holds every variant of the matrix, rendered from upstream sources: a filtered
+    render rewrites just its variants' directories there, as `render` would write them, and one with
+    mirrors, other templates or pinned bases is refused (it belongs in a directory of its own, --out).
+    Any other directory holds exactly what was rendered into it, filtered or not.
+    """
+    if out_dir != IMAGES_DIR:
+        return True
+    if not upstream:
+        raise InputError("images/ always holds the matrix rendered from upstream sources; "
+                         "use --out DIR for a mirrored or pinned render", field="--out")
+    return not filtered
+
+
+def write_tree(root: Path, contexts: list[RenderedContext], whole: bool = True) -> list[str]:
+    """Make root hold exactly the rendered tree (`whole=False`: the rendered directories of it, see
+    stale_paths); returns what changed. Untouched files keep mtimes.
 
     Extra files are deleted only inside a rendered `<vendor>/<tag>/`: `--out ~` by mistake
     must be refused before anything is written, not empty the home directory.
     """
-    changed = stale_paths(root, contexts)
+    changed = stale_paths(root, contexts, whole)
     wanted = tree_of(contexts)
     foreign = [rel for rel in changed if rel not in wanted and not _rendered_by_us(root, rel)]
     if foreign:

@@ -9,6 +9,7 @@ lists vendors (tables, reports); host detection has its own order (`detect_rank`
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -114,7 +115,46 @@ def get(name: str) -> Vendor:
     try:
         return registry()[name]
     except KeyError:
-        raise InputError(f"unknown vendor {name!r}", field="vendor", hint=f"one of {', '.join(names())}") from None
+        raise unknown(name, field="vendor") from None
+
+
+ALIASES = {"nvidia": "cuda", "amd": "rocm", "intel": "xpu", "habana": "gaudi"}
+"""What people call a vendor (its company) -> the name this tool uses (its stack). The one table: every
+`--vendor` and a recorded host's `vendor` suggest from it."""
+CLOSE_ENOUGH = 0.7
+"""Above difflib's default (0.6), which any three-letter name one letter off reaches: cpu and xpu are
+0.67 apart, so 'tpu' would come back as xpu. At 0.7 'cdua', 'rcom' and 'guadi' still find theirs."""
+
+
+def suggestion(name: str) -> str | None:
+    """The vendor an unknown `name` most likely means: another case of a name, an alias's vendor, else the
+    closest spelling; None for a known name or one like none, where guessing would mislead."""
+    known = names()
+    if name in known:
+        return None
+    lowered = name.lower()
+    meant = lowered if lowered in known else ALIASES.get(lowered)
+    if meant in known:
+        return meant
+    close = difflib.get_close_matches(lowered, known, n=1, cutoff=CLOSE_ENOUGH)
+    return close[0] if close else None
+
+
+def unknown(name: str, field: str, where: str = "") -> InputError:
+    """The error for a vendor nobody is called: one line, with the name meant when one is close, else
+    the names there are. `where` prefixes the message (the file a recorded host came from)."""
+    meant = suggestion(name)
+    if meant is not None:
+        return InputError(f"{where}unknown vendor {name!r}: did you mean {meant!r}?", field=field)
+    return InputError(f"{where}unknown vendor {name!r}", field=field, hint=f"one of {', '.join(names())}")
+
+
+def checked(name: str, field: str = "--vendor") -> str:
+    """`name` when a vendor is called that: options check it before the matrix is read, so a typo or a
+    company's name is answered with the vendor meant, not with an empty selection."""
+    if name not in names():
+        raise unknown(name, field)
+    return name
 
 
 def rank(name: str) -> int:

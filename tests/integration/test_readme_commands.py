@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 HOSTS = {"# on an 8 x H100 host with driver 535.104.05": ROOT / "tests" / "data" / "readme" / "h100-535.json",
          "# on a GH200 host (aarch64) with driver 580.65.06": ROOT / "tests" / "data" / "readme" / "gh200-580.json"}
-"""A `$ command  # on HOST` example is run against that recorded host (the hidden --host-json option)."""
+"""A `$ command  # on HOST` example is run against that recorded host (the --host-json option)."""
 
-RUN_HERE = {"source .venv/bin/activate", "accel-images --version", "accel-images recommend"}
+RUN_HERE = {"source .venv/bin/activate", "accel-images --version", "accel-images recommend",
+            "accel-images host describe", "accel-images host describe | accel-images recommend --host-json -"}
 ELSEWHERE = {
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'":
         "the suite runs in the environment it makes (tests/integration/test_installed_wheel.py installs the package afresh)",

@@ -331,14 +331,38 @@ def test_render_check_on_a_missing_directory_is_stale(tmp_path: Path) -> None:
     assert not (tmp_path / "nothing").exists()
 
 
-@pytest.mark.parametrize("args", [["--vendor", "cpu"], ["--registry-mirror", "docker.io=127.0.0.1:5000"],
-                                  ["--pip-index-url", "http://127.0.0.1:8080/{index}"]])
-def test_render_refuses_a_partial_or_mirrored_images_dir(args: list[str]) -> None:
+@pytest.mark.parametrize("args", [["--registry-mirror", "docker.io=127.0.0.1:5000"],
+                                  ["--pip-index-url", "http://127.0.0.1:8080/{index}"],
+                                  ["--vendor", "cpu", "--pip-index-url", "http://127.0.0.1:8080/{index}"]])
+def test_render_refuses_a_mirrored_images_dir(args: list[str]) -> None:
     before = tree(REPO / "images")
     result = run("render", *args)
     assert result.exit_code == 2
     assert "--out" in one_error_line(result)
     assert tree(REPO / "images") == before
+
+
+def test_render_with_filters_and_no_out_writes_those_variants_into_images(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`render --vendor cpu` writes where `render` always writes: the chosen variants' directories of
+    images/, rewritten whole; every other directory there is left as it was."""
+    monkeypatch.chdir(tmp_path)
+    assert run("render", "--matrix", SMALL).exit_code == 0
+    full = tree(tmp_path / "images")
+    cpu_file = next(path for path in full if path.startswith("cpu/") and path.endswith("/guard.sh"))
+    cuda_file = next(path for path in full if path.startswith("cuda/") and path.endswith("/Dockerfile"))
+    (tmp_path / "images" / cpu_file).write_text("edited\n")
+    (tmp_path / "images" / cuda_file).write_text("edited\n")
+    (tmp_path / "images" / cpu_file).with_name("leftover.txt").write_text("x\n")
+    result = run("render", "--matrix", SMALL, "--vendor", "cpu")
+    assert result.exit_code == 0, result.output
+    cpu_count = len({path.split("/")[1] for path in full if path.startswith("cpu/")})
+    assert result.stderr == f"rendered {cpu_count} variants into images (2 file(s) changed)\n"
+    after = tree(tmp_path / "images")
+    assert after == {**full, cuda_file: b"edited\n"}, "the cpu directories rendered afresh, the cuda one untouched"
+    checked = run("render", "--matrix", SMALL, "--vendor", "cpu", "--check")
+    assert checked.exit_code == 0 and "is up to date" in checked.stderr, checked.output
+    assert run("render", "--matrix", SMALL, "--check").exit_code == 1  # the whole tree: the cuda edit is stale
 
 
 def test_render_with_mirror_and_index(tmp_path: Path) -> None:

@@ -443,9 +443,9 @@ def test_bad_host_json_is_an_input_error(tmp_path, content):
     assert "--host-json" in result.stderr
 
 
-def test_host_json_option_is_hidden():
+def test_host_json_option_is_in_the_help():
     result = CliRunner().invoke(cli_fanout.recommend_command, ["--help"])
-    assert "--registry" in result.output and "--host-json" not in result.output
+    assert "--registry" in result.output and "--host-json" in result.output
 
 
 def test_pull_command_pulls_the_chosen_image_then_prints_the_line(tmp_path, monkeypatch):
