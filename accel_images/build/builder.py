@@ -62,7 +62,8 @@ class Prepared:
     secret_args: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Build args that must reach the build but not the fingerprint, a log or a report (the renderer's)."""
     notes: tuple[str, ...] = ()
-    """What the render left out on purpose (a companion the wheelhouse lacks): shown, and kept in the record."""
+    """What the render left out on purpose (a companion the wheelhouse lacks), and a wheel the cache held
+    changed and the run fetched again: shown, and kept in the record."""
     companions: tuple[str, ...] = ()
     """The companions the render installs: what the image's facts must show (accel_images.kb.claims)."""
     left_out: tuple[str, ...] = ()
@@ -162,7 +163,8 @@ class Builder:
         args = {**build_args(variant, self.expansion, self.settings), **rendered.build_args}
         return Prepared(variant, image_ref(self.expansion, variant), context_dir, args,
                         fingerprint(context_dir, args, base_digest), base_digest, dict(rendered.secret_args),
-                        rendered.notes, rendered.companions, rendered.left_out, closure.wheels if closure else ())
+                        rendered.notes + (closure.notes if closure else ()), rendered.companions, rendered.left_out,
+                        closure.wheels if closure else ())
 
     def _fetch_wheels(self, variant: Variant, rendered: RenderedContext, base: ImageInfo) -> Closure | None:
         """The variant's wheels from the run's wheelhouse, when the run fetches them on the host and the
@@ -190,7 +192,7 @@ class Builder:
         tools = self.wheels.closure(WheelRequest(tools_index_url(variant, options), rendered.tools, (), variant.python,
                                                  machine, platforms), status=status)
         return Closure(torch.wheels + tools.wheels, tuple(dict.fromkeys(torch.paths + tools.paths)),
-                       torch.fetched_bytes + tools.fetched_bytes)
+                       torch.fetched_bytes + tools.fetched_bytes, torch.notes + tools.notes)
 
     def _base_ref(self, variant: Variant) -> str:
         """Where the build's FROM pulls the base from: the matrix's reference through the mirrors; for one

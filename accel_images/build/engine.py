@@ -37,6 +37,7 @@ from docker.auth import resolve_repository_name
 from docker.utils import parse_repository_tag
 
 from accel_images.build import buildlog, failure
+from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
 from accel_images.build.leftovers import OWNER_LABEL, ContainerInfo, owner_token
 from accel_images.smoke.integrity import KEEP_SUFFIXES, Entry
@@ -691,6 +692,9 @@ class _BuildLog(_EventPrinter):
                     pass  # a full disk: the write that failed first has said so
 
     def line(self, line: str) -> None:
+        """One line into the log and on to the progress display, credentials masked: a step's own output
+        (pip's `Looking in indexes: ...`, an error quoting a URL) may carry an index's or a mirror's."""
+        line = hide_credentials(line)
         if _STEP_LINE.match(line):
             self.step = line
         if self._file is not None:
@@ -759,6 +763,7 @@ def _pushed_digest(event: Mapping[str, Any]) -> str | None:
 def _build_failed(tag: str, error: str, build_log: _BuildLog) -> BuildFailed:
     """BuildFailed with the short cause read from the step and the log tail; the full log is named apart."""
     lines = tuple(build_log.tail())
+    error = hide_credentials(error)
     cause = failure.explain(error, build_log.step, lines)
     return BuildFailed(str(cause), step=build_log.step, detail=" ".join(error.split()), log_tail=lines,
                        log_path=build_log.path)

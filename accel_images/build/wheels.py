@@ -24,6 +24,14 @@ options from the environment are not read:
 where a wheel comes from is the variant's index alone (PIP_CERT, PIP_CLIENT_CERT, PIP_TRUSTED_HOST,
 PIP_PROXY, PIP_RETRIES and PIP_TIMEOUT pass, as do the proxy and CA variables requests reads).
 
+What enters the cache is recorded and checked. pip downloads into a directory of its own inside the
+cache's (`.incoming-*`, where its temporary files go too, so a full disk is the cache's), which holds
+links to the files already cached; a file it saved is moved into the cache, under its real name, only
+once it is whole, and its sha256 goes into the directory's record (`.sha256.json`). A file pip took
+from the cache instead must still have the recorded sha256: an index that gives no hashes makes pip
+take any file of the right name, so one replaced in the cache (or planted there, or left by a version
+that kept no record) is removed, fetched again, and said in the status and the build's notes.
+
 Which files pip took is read from its own lines, `Saved <path>` and `File was already downloaded
 <path>` (pip/_internal/operations/prepare.py, req_install.py), checked against its closing
 `Successfully downloaded <names>`: pip has no report for `download`, and `install --dry-run
@@ -33,17 +41,22 @@ without PEP 658 metadata files, and then again for real.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from accel_images import untrusted
 from accel_images.build.fingerprint import file_digest
 from accel_images.credentials import hide_credentials, without_credentials
 from accel_images.errors import InputError, WheelFetchError
@@ -56,8 +69,14 @@ PASSED_PIP_VARIABLES = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_TRUSTED_HOST", "PIP_
 """How pip reaches an index, not which one: kept in pip's environment; every other PIP_* variable is not."""
 LOCK_WAIT_S = 6 * 3600.0
 """How long a run waits for another run (or thread) fetching into the same cache."""
+RECORD_FILE = ".sha256.json"
+"""In each index's directory of the cache: file name -> the sha256 it had when it entered the cache."""
+INCOMING_PREFIX = ".incoming-"
+"""pip's own directory inside an index's directory, for one download: nothing in it is in the cache yet."""
+CACHE_HINT = "free space on its file system, or choose another --cache-dir"
 _SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded) (?P<path>\S+)\s*$")
 _DONE = re.compile(r"^Successfully downloaded (?P<names>.+)$")
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]")
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,17 @@ class Closure:
     wheels: tuple[Wheel, ...]
     paths: tuple[Path, ...]
     fetched_bytes: int = 0   # downloaded from the index for this request (0: every file was in the cache)
+    notes: tuple[str, ...] = ()
+    """What the cache held that it should not have (a wheel replaced since it was fetched), fetched again."""
+
+
+@dataclass(frozen=True)
+class Download:
+    """What one `pip download` put in the cache: each file it named with its sha256, and the ones it saved."""
+
+    digests: Mapping[str, str]
+    saved: frozenset[str]
+    notes: tuple[str, ...] = ()   # the cached files it found changed, and fetched again
 
 
 @dataclass
@@ -129,11 +159,15 @@ def pip_command(request: WheelRequest, dest: Path, requirements: Iterable[str], 
     return [*command, *requirements]
 
 
-def pip_environment(index_url: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """This process's environment for pip: no configuration file, no PIP_* source option, the index given."""
+def pip_environment(index_url: str, environ: Mapping[str, str] = os.environ,
+                    tmpdir: Path | None = None) -> dict[str, str]:
+    """This process's environment for pip: no configuration file, no PIP_* source option, the index given;
+    its temporary files in `tmpdir` (pip downloads there, then copies into --dest)."""
     env = {key: value for key, value in environ.items()
            if not key.startswith("PIP_") or key in PASSED_PIP_VARIABLES}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=index_url, PIP_NO_INPUT="1")
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     return env
 
 
@@ -149,6 +183,14 @@ def fetched_files(output: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if done:
             projects = tuple(done["names"].split())
     return tuple(files), projects
+
+
+def found_in_place(output: str) -> set[str]:
+    """The file names pip download's output says it took from --dest (`File was already downloaded`), not
+    fetched again after (`Saved`: pip re-downloads a file whose hash the index contradicts)."""
+    found = {os.path.basename(line.strip().split(None, 4)[-1]) for line in output.splitlines()
+             if line.strip().startswith("File was already downloaded ")}
+    return found - newly_saved(output)
 
 
 def newly_saved(output: str) -> set[str]:
@@ -199,41 +241,88 @@ class RunWheelhouse:
 
     def _fetch(self, request: WheelRequest, status: Callable[[str], None]) -> Closure:
         dest = self.root / partition_name(request.public_index)
-        try:
-            dest.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise InputError(f"cannot make the wheel cache's directory: {error.strerror}", file=str(dest),
-                             field="--cache-dir") from None
-        names: dict[str, None] = {}
+        prepare_partition(dest)
+        digests: dict[str, str] = {}
         fetched: set[str] = set()
+        notes: list[str] = []
         for requirements, deps in ((request.requirements, True), (request.without_deps, False)):
             if not requirements:
                 continue
             status(f"fetching {' '.join(requirements)} from {request.public_index}")
-            done = self.runner(pip_command(request, dest, requirements, deps=deps), pip_environment(request.index_url))
-            if done.returncode != 0:
-                raise WheelFetchError(f"pip on this host could not fetch {' '.join(requirements)} for Python"
-                                      f" {request.python} from {request.public_index}: {pip_error(done)}",
-                                      hint="see --pip-fetch build for builds that fetch themselves")
-            files, projects = fetched_files(done.stdout)
-            if not files or len(files) != len(projects):
-                raise WheelFetchError(f"pip's output names {len(files)} file(s) for {len(projects)} project(s)"
-                                      f" ({' '.join(projects) or 'none'}): cannot tell which wheels it fetched")
-            names.update(dict.fromkeys(files))
-            fetched |= newly_saved(done.stdout)
-        paths = tuple(dest / name for name in names)
+            download = self._checked_download(request, dest, requirements, deps, status)
+            digests.update(download.digests)
+            fetched |= download.saved
+            notes += download.notes
+        paths = tuple(dest / name for name in digests)
         try:
-            wheels = tuple(Wheel(path.name, file_digest(path), path.stat().st_size, request.public_index)
+            wheels = tuple(Wheel(path.name, digests[path.name], path.stat().st_size, request.public_index)
                            for path in paths)
         except OSError as error:
-            raise WheelFetchError(f"pip said it fetched {Path(str(error.filename)).name}, which is not in the"
-                                  f" wheel cache: {error.strerror}", file=str(dest)) from None
+            raise WheelFetchError(f"{Path(str(error.filename)).name} left the wheel cache during the fetch:"
+                                  f" {error.strerror}", file=str(dest)) from None
         fetched_bytes = sum(w.size for w in wheels if w.filename in fetched)
         self.tally.requests += 1
         self.tally.fetched_files += len(fetched)
         self.tally.fetched_bytes += fetched_bytes
-        self.tally.reused_files += len(wheels) - len(fetched & set(names))
-        return Closure(wheels, paths, fetched_bytes)
+        self.tally.reused_files += len(wheels) - len(fetched & set(digests))
+        return Closure(wheels, paths, fetched_bytes, tuple(dict.fromkeys(notes)))
+
+    def _checked_download(self, request: WheelRequest, dest: Path, requirements: tuple[str, ...], deps: bool,
+                          status: Callable[[str], None]) -> Download:
+        """`pip download` into the cache, every file it found there checked against the cache's record.
+
+        A file whose sha256 is not the recorded one is removed and the download asked again, once, so pip
+        fetches it from the index; one still wrong after that is refused.
+        """
+        download, changed = self._download(request, dest, requirements, deps)
+        if not changed:
+            return download
+        notes = tuple(f"{name} in the wheel cache {why}: fetched again" for name, why in changed.items())
+        for name, note in zip(changed, notes, strict=True):
+            status(note)
+            remove_from_cache(dest / name)
+        download, still = self._download(request, dest, requirements, deps)
+        if still:
+            name, why = next(iter(still.items()))
+            raise WheelFetchError(f"{name} in the wheel cache {why}, and pip took such a file again instead of"
+                                  " fetching it from the index: not used", file=str(dest))
+        return replace(download, notes=notes)
+
+    def _download(self, request: WheelRequest, dest: Path, requirements: tuple[str, ...],
+                  deps: bool) -> tuple[Download, dict[str, str]]:
+        """One `pip download` into a directory of its own inside `dest`; the whole files it saved moved into
+        the cache and recorded. Also: the files it took from the cache whose sha256 is not the recorded one
+        (name -> why), which are left out. pip failing on such a file (a replaced or truncated wheel it
+        cannot read) is not a failure yet: the caller fetches the file again."""
+        incoming = make_incoming(dest)
+        try:
+            wheels_dir, tmp = incoming / "wheels", incoming / "tmp"
+            try:
+                wheels_dir.mkdir()
+                tmp.mkdir()
+            except OSError as error:
+                raise cache_error(dest, error) from None
+            link_cached(dest, wheels_dir)
+            done = self.runner(pip_command(request, wheels_dir, requirements, deps=deps),
+                               pip_environment(request.index_url, tmpdir=tmp))
+            recorded = read_record(dest)
+            if done.returncode != 0:
+                changed = unlike_cache(wheels_dir, found_in_place(done.stdout), recorded)
+                if changed:
+                    return Download({}, frozenset()), changed
+                raise pip_failure(request, requirements, done, dest)
+            files, projects = fetched_files(done.stdout)
+            if not files or len(files) != len(projects):
+                raise WheelFetchError(f"pip's output names {len(files)} file(s) for {len(projects)} project(s)"
+                                      f" ({' '.join(projects) or 'none'}): cannot tell which wheels it fetched")
+            saved = frozenset(newly_saved(done.stdout) & set(files))
+            digests = {name: pip_file_digest(wheels_dir / name, dest) for name in files}
+            changed = unlike_cache(wheels_dir, set(files) - saved, recorded, digests)
+            kept = {name: digest for name, digest in digests.items() if name not in changed}
+            admit(wheels_dir, dest, kept, {name: digests[name] for name in saved}, recorded)
+            return Download(kept, saved), changed
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)
 
     def record(self) -> dict[str, int | str]:
         """What the run fetched, and where the wheels are kept: the report's `meta.wheels`."""
@@ -248,10 +337,143 @@ class RunWheelhouse:
 
 
 def pip_error(done: subprocess.CompletedProcess[str]) -> str:
-    """pip's last `ERROR:` line (the reason it gives), else the last line it wrote."""
+    """pip's last `ERROR:` line (the reason it gives), else the last line it wrote. `ERROR: Exception:`
+    only announces a traceback: its last line, the exception, is the reason then."""
     lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
     errors = [line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR:")]
-    return hide_credentials((errors or lines or [f"exit {done.returncode}"])[-1])  # pip masks only the password
+    reason = (errors or lines or [f"exit {done.returncode}"])[-1]
+    if reason == "Exception:" and lines:
+        reason = lines[-1]
+    return hide_credentials(reason)  # pip masks only the password
+
+
+def pip_failure(request: WheelRequest, requirements: tuple[str, ...], done: subprocess.CompletedProcess[str],
+                dest: Path) -> WheelFetchError:
+    """pip's failure in one line: its reason, or, on a full disk, that and the directory that filled
+    (pip's temporary files and its copy both go to the cache's file system)."""
+    what = f"pip on this host could not fetch {' '.join(requirements)} for Python {request.python} from" \
+           f" {request.public_index}"
+    if _NO_SPACE.search(done.stderr + "\n" + done.stdout):
+        return WheelFetchError(f"{what}: No space left on device in {dest}", hint=CACHE_HINT)
+    return WheelFetchError(f"{what}: {pip_error(done)}", hint="see --pip-fetch build for builds that fetch themselves")
+
+
+# ---- the cache's directories, its record, and what enters it -------------------------------------------
+
+def cache_error(dest: Path, error: OSError) -> WheelFetchError:
+    """A failed write into the wheel cache, in one line: the reason (`No space left on device`) and where."""
+    reason = error.strerror or str(error)
+    hint = CACHE_HINT if error.errno in (errno.ENOSPC, errno.EDQUOT) else "the cache must be a writable directory"
+    return WheelFetchError(f"cannot write the wheel cache: {reason} in {dest}", hint=hint)
+
+
+def prepare_partition(dest: Path) -> None:
+    """The index's directory, made if missing, without the download directories of a run that was killed
+    (the caller holds the cache's lock, so no other run is using one)."""
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot make the wheel cache's directory: {error.strerror}", file=str(dest),
+                         field="--cache-dir") from None
+    for stale in dest.glob(INCOMING_PREFIX + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def make_incoming(dest: Path) -> Path:
+    """A fresh directory for one download inside the index's directory: the same file system, so a whole
+    file moves into the cache by a rename, and a full disk fills where the error says."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=INCOMING_PREFIX, dir=dest))
+    except OSError as error:
+        raise cache_error(dest, error) from None
+
+
+def link_cached(dest: Path, wheels_dir: Path) -> None:
+    """Hard links in `wheels_dir` to the wheels the cache holds, for pip to find in place. A file that
+    cannot be linked is left out (pip downloads it again); a full disk stops the fetch."""
+    for wheel in dest.glob("*.whl"):
+        try:
+            os.link(wheel, wheels_dir / wheel.name)
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise cache_error(dest, error) from None
+
+
+def pip_file_digest(path: Path, dest: Path) -> str:
+    """The sha256 of a file pip named; one it named but did not leave is an expected failure."""
+    try:
+        return file_digest(path)
+    except OSError as error:
+        raise WheelFetchError(f"pip said it fetched {path.name}, which is not in the wheel cache: {error.strerror}",
+                              file=str(dest)) from None
+
+
+def unlike_cache(wheels_dir: Path, names: Iterable[str], recorded: Mapping[str, str],
+                 digests: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Of the files pip took from the cache, those whose sha256 is not the one recorded when they entered it:
+    name -> why. `digests` where known already; a file that is gone counts as unlike (nothing to trust)."""
+    changed = {}
+    for name in sorted(names):
+        try:
+            digest = digests[name] if digests and name in digests else file_digest(wheels_dir / name)
+        except OSError:
+            digest = ""
+        if digest != recorded.get(name):
+            changed[name] = unlike_record(digest, recorded.get(name))
+    return changed
+
+
+def unlike_record(digest: str, recorded: str | None) -> str:
+    """Why a file found in the cache is not taken: what it is, against what entered the cache."""
+    if recorded is None:
+        return f"was not recorded when it entered the cache (sha256 {digest[:12]} now)"
+    return f"is not the file fetched into it (sha256 {digest[:12]} now, {recorded[:12]} when fetched)"
+
+
+def admit(wheels_dir: Path, dest: Path, kept: Mapping[str, str], saved: Mapping[str, str],
+          recorded: dict[str, str]) -> None:
+    """Move the download's whole files into the cache under their names (a rename: never half a file there)
+    and record the sha256 of those pip saved. A file pip found in the cache is a link to it: renaming a
+    link onto its own file changes nothing."""
+    recorded.update(saved)
+    try:
+        write_record(dest, recorded)
+        for name in kept:
+            os.replace(wheels_dir / name, dest / name)
+    except OSError as error:
+        raise cache_error(dest, error) from None
+
+
+def read_record(dest: Path) -> dict[str, str]:
+    """The index directory's record: file name -> sha256 when it entered the cache ({} when absent or damaged:
+    every file is then fetched again rather than trusted)."""
+    try:
+        saved = untrusted.loads((dest / RECORD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(saved, dict):
+        return {}
+    return {name: digest for name, digest in saved.items() if isinstance(name, str) and isinstance(digest, str)}
+
+
+def write_record(dest: Path, recorded: Mapping[str, str]) -> None:
+    """The record, replaced whole (a fresh temporary file, then a rename)."""
+    fd, tmp = tempfile.mkstemp(dir=dest, prefix=RECORD_FILE + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(dict(sorted(recorded.items())), indent=0))
+        os.replace(tmp, dest / RECORD_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def remove_from_cache(path: Path) -> None:
+    """A file the cache must not offer again; a build context's hard link to it keeps its own copy."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as error:
+        raise cache_error(path.parent, error) from None
 
 
 def touch(paths: Iterable[Path], now: float | None = None) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from accel_images import vendors
+from accel_images.credentials import hide_credentials
 from accel_images.kb import compat, sources as kbsources
 from accel_images.errors import AccelError, InputError
 from accel_images.kb.sources import Project, SourceUnreachable, SourceUrls, Wheel
@@ -57,6 +58,11 @@ class Finding:
     facts: Mapping[str, Any] = field(default_factory=dict)   # what `kb update` writes
     to_fill: tuple[str, ...] = ()             # what the sources cannot say: a person fills it
 
+    def __post_init__(self) -> None:
+        """The source without its login: it is printed, and `kb update` writes it into the knowledge base
+        (a mirror given as `--wheel-index-url https://user:token@mirror/whl`)."""
+        object.__setattr__(self, "source", hide_credentials(self.source))
+
     def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "subject": self.subject, "message": self.message, "source": self.source,
                 "evidence": self.evidence, "file": self.file, "facts": dict(self.facts), "to_fill": list(self.to_fill)}
@@ -78,7 +84,7 @@ class Report:
         return {"as_of": self.as_of, "up_to_date": not self.findings and not self.unreachable,
                 "findings": [f.as_json() for f in self.findings],
                 "unreachable": [{"source": u.source, "url": u.url, "reason": u.reason} for u in self.unreachable],
-                "sources": list(self.sources)}
+                "sources": [hide_credentials(url) for url in self.sources]}
 
 
 # ---- the knowledge base's files -------------------------------------------------------------

@@ -52,6 +52,7 @@ class SourceUnreachable(AccelError):
     exit_code = 4
 
     def __init__(self, source: str, url: str, reason: str) -> None:
+        url, reason = hide_credentials(url), hide_credentials(reason)   # shown and recorded: a mirror's login is not
         super().__init__(f"source {source} unreachable: {reason} ({url})",
                          hint="every source URL can be pointed at a mirror: see `accel-images kb check --help`")
         self.source = source

@@ -144,14 +144,44 @@ def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days:
         if old_base and old_base != prepared.base_digest:
             return f"base image changed ({_short(old_base)} -> {_short(prepared.base_digest)})"
         return "template, build context or build args changed"
-    created = parse_time(labels.get(CREATED_LABEL)) or remote.created
+    created = build_date(remote, verified)
     if created is None:
         return "the registry's image has no build date"
-    if verified is not None and verified > created:
-        created = verified
-    if now - created > timedelta(days=max_age_days):
+    age = build_age(created, now)
+    if age is None:
+        return f"its build date {created.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC is in the future: its age is" \
+               " unknown"
+    if age > timedelta(days=max_age_days):
         return f"older than {max_age_days:g} days (built {created:%Y-%m-%d})"
     return None
+
+
+def build_date(image: RemoteImage, verified: datetime | None = None) -> datetime | None:
+    """When the image was built (its label, else the config's date), or when a rebuild last found it
+    identical (`verified`), whichever is later: the moment its age counts from."""
+    created = parse_time(image.labels.get(CREATED_LABEL)) or image.created
+    if created is not None and verified is not None and verified > created:
+        return verified
+    return created
+
+
+def build_age(created: datetime, now: datetime) -> timedelta | None:
+    """How old an image built at `created` is at `now`; None (unknown) when `created` lies ahead of `now`.
+
+    A negative age is no age at all: this clock is behind the builder's, or the date was written to make
+    the image look fresh. Taking it as young would keep the image for as long as the clock lags.
+    """
+    age = now - created
+    return age if age >= timedelta(0) else None
+
+
+def future_date_warning(ref: str, created: datetime | None, now: datetime) -> str | None:
+    """The warning for an image whose build date lies ahead of this clock, naming it and the date; else None."""
+    if created is None or build_age(created, now) is not None:
+        return None
+    return (f"{ref} says it was built {created.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, after this"
+            f" clock's {now.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC: its age is unknown, so it is rebuilt"
+            " (check this machine's clock, and who pushed the image)")
 
 
 def aged_only(remote: RemoteImage | None, prepared: Prepared) -> bool:
@@ -249,6 +279,8 @@ class _Night:
         variant = prepared.variant
         verified = read_verified(self.settings.state_dir, remote.digest) if remote else None
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
+        if remote is not None:
+            self._warn_if_future(variant, self.options.target.ref(variant.tag), build_date(remote, verified))
         same_inputs = remote if remote is not None and aged_only(remote, prepared) else None
         fresh, verdict = reason is not None and same_inputs is not None, None
         if same_inputs is not None:
@@ -260,6 +292,14 @@ class _Night:
         night = replace(night, reason=reason or "", registry_digest=remote.digest if remote else None,
                         verdict=verdict)
         return self._rebuilt(prepared, night, fresh=fresh, keepable=same_inputs)
+
+    def _warn_if_future(self, variant: Variant, what: str, created: datetime | None) -> None:
+        """Say so, on stderr and in the variant's progress, when an image's build date lies ahead of this
+        clock: it is rebuilt however young it looks (build_age), and a wrong clock or a forged date is news."""
+        warning = future_date_warning(what, created, self.options.now)
+        if warning is not None:
+            log.warning("accel-images: warning: %s", warning)
+            self.status(variant, f"warning: {warning}")
 
     def _trusted(self, variant: Variant, remote: RemoteImage) -> tuple[SmokedDigest | None, Verdict | None, str | None]:
         """(its entry in the tested record, its verdict with a key, why it is not trusted or None)."""
@@ -480,6 +520,9 @@ class _Night:
                               f"reading the {variant.platform} image of {target.ref(variant.tag)}") if served else None
         verified = read_verified(self.settings.state_dir, served.digest) if served else None
         reason = rebuild_reason(remote, prepared, self.options.max_age_days, self.options.now, verified)
+        if remote is not None and served is not None:
+            self._warn_if_future(variant, f"the {variant.platform} image of {target.ref(variant.tag)}"
+                                          f" ({served.digest})", build_date(remote, verified))
         same_inputs = remote is not None and aged_only(remote, prepared)
         fresh = reason is not None and same_inputs
         keepable = remote if same_inputs else None
@@ -573,7 +616,9 @@ class _Night:
                                           "build it (no build record with its image ID and layers)")
             return None
         created = parse_time(local.labels.get(CREATED_LABEL)) or parse_time(local.created)
-        if created is None or self.options.now - created > timedelta(days=self.options.max_age_days):
+        self._warn_if_future(prepared.variant, f"the local build {prepared.ref} ({local.id})", created)
+        age = build_age(created, self.options.now) if created is not None else None
+        if age is None or age > timedelta(days=self.options.max_age_days):
             return None
         self.status(prepared.variant, f"publishing the local build of {created:%Y-%m-%d %H:%M}")
         return self.builder.check_facts(prepared, Outcome(prepared.variant, "built", prepared.ref, local.id,

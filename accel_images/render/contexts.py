@@ -34,7 +34,7 @@ import jinja2.sandbox
 from accel_images import state, vendors
 from accel_images.render import apt, companions, reproducible
 from accel_images.kb.compat import KnowledgeBase
-from accel_images.credentials import hide_credentials, index_credentials
+from accel_images.credentials import hide_credentials, index_credentials, shown_userinfo
 from accel_images.errors import InputError
 from accel_images.resources import IMAGES_DIR, default_templates
 from accel_images.model import platforms as platform_names
@@ -101,6 +101,10 @@ class RenderOptions:
             raise InputError(f"{hide_credentials(url)!r} is not an http(s):// or file:// URL "
                              "(only '{index}' may be templated)",
                              field="--pip-index-url")
+        if url is not None and shown_userinfo(url) != index_credentials(url):
+            raise InputError(f"{hide_credentials(url)!r}: the part before its last '@' holds a '/', '?' or '#', which"
+                             " ends a URL's host, so a password there would be read as the host",
+                             field="--pip-index-url", hint="percent-encode them in the password: %2F, %3F, %23")
         extra = self.pip_extra_index_url
         if extra is not None and not INDEX_URL_RE.match(extra):
             raise InputError(f"{extra!r} is not an http(s):// or file:// URL", field="--pip-extra-index-url")

@@ -5,7 +5,8 @@ plus `pushed_tags` and `digest` from a nightly run) and the same run metadata, b
 `write_reports` only renders all four and then moves each into place atomically, so a reader never
 sees half a file and an interrupted run never leaves one report disagreeing with another. Error
 text is arbitrary (it quotes build logs), so the HTML is autoescaped, the Markdown keeps it in code
-fences, and the XML drops what XML cannot carry.
+fences, and the XML drops what XML cannot carry. Every renderer masks credentials in what it is given
+(accel_images.credentials.hide_credentials), whichever caller built the records and the metadata.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import shlex
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass, field as dataclass_field, fields, is_dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import jinja2
 
 from accel_images import untrusted, vendors
+from accel_images.credentials import hide_credentials
 from accel_images.errors import InputError
 from accel_images.formatting import inert_json
 from accel_images.model.imagefacts import ImageFacts
@@ -49,6 +51,34 @@ PAGE_TEMPLATE = "report.html.j2"
 
 _ANSI_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 _NOT_IN_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+Renderer = Callable[[Sequence[Mapping[str, Any]], Mapping[str, Any]], str]
+
+
+# ---- credentials -------------------------------------------------------------------------------
+
+def without_credentials(value: Any) -> Any:
+    """`value` with every string's URL userinfo masked, all the way down (mappings, lists, tuples, frozen
+    dataclasses such as Changes): a command line, an error quoting a URL, yesterday's causes."""
+    if isinstance(value, str):
+        return hide_credentials(value)
+    if isinstance(value, Mapping):
+        return {key: without_credentials(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(without_credentials(item) for item in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: without_credentials(getattr(value, f.name)) for f in fields(value)})
+    return value
+
+
+def masking(render: Renderer) -> Renderer:
+    """A renderer that masks credentials in its records and metadata first: a report is written to disk,
+    printed by `--json` and kept as a CI artifact, so no caller may be trusted to have masked them."""
+    @functools.wraps(render)
+    def masked(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
+        return render(without_credentials(list(records)), without_credentials(meta))
+    return masked
 
 
 # ---- one record as every report shows it ------------------------------------------------------
@@ -452,6 +482,7 @@ def build_document(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
             "changes": changes.record() if changes else None, "variants": [dict(r) for r in records]}
 
 
+@masking
 def render_json(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
     """report.json: readable in any script, inert on a terminal, where `--json` prints it (formatting.inert_json)."""
     return inert_json(json.dumps(build_document(records, meta), indent=2, ensure_ascii=False, default=str)) + "\n"
@@ -459,6 +490,7 @@ def render_json(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
 
 # ---- Markdown ---------------------------------------------------------------------------------
 
+@masking
 def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
     views = [view(r) for r in records]
     summary = summarize(records)
@@ -597,6 +629,7 @@ def _page_template() -> jinja2.Template:
     return environment.get_template(PAGE_TEMPLATE)
 
 
+@masking
 def render_html(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
     """One static page: inline CSS, no script, no external resource."""
     views = [view(r) for r in records]
@@ -689,6 +722,7 @@ def group_trend(group: FailureView, shown: Mapping[str, str]) -> str:
 
 # ---- JUnit XML --------------------------------------------------------------------------------
 
+@masking
 def render_junit(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> str:
     """testsuites / one testsuite per vendor / one testcase per variant; a partial run adds a failing case."""
     known = normalize_meta(meta)

@@ -122,6 +122,26 @@ def test_error_event_inside_the_stream_is_build_failed(fake_daemon: Any, tmp_pat
     assert "Step 1/2 : FROM base" in seen  # fragments are joined into whole lines
 
 
+@pytest.mark.parametrize("userinfo", ["builder:SECRET-TOKEN==", "builder:pa@ss-SECRET", "builder:pa/ss-SECRET",
+                                      "builder:it's-SECRET", "builder:p%40ss%2F-SECRET", "SECRET-TOKEN=="],
+                         ids=["token-ending-in-equals", "password-with-at", "password-with-slash",
+                              "password-with-quote", "percent-encoded", "token-alone"])
+def test_the_build_log_and_its_failure_mask_credentials_whatever_they_hold(fake_daemon: Any, tmp_path: Path,
+                                                                           userinfo: str) -> None:
+    """A step's output may quote an index or a mirror with its login (pip masks only what it parses as a
+    password): the log file, the progress lines, the failure's cause, detail and tail all mask it."""
+    url = f"http://{userinfo}@mirror.example.com/simple/cpu"
+    events = [{"stream": "Step 1/1 : RUN pip install torch\n"}, {"stream": f"Looking in indexes: {url}\n"},
+              {"stream": f"ERROR: Could not fetch URL {url}/torch/: connection refused\n"},
+              {"error": f"The command '/bin/sh -c pip install --index-url {url} torch' returned a non-zero code: 1"}]
+    log, seen = tmp_path / "b.log", list[str]()
+    with pytest.raises(BuildFailed) as caught:
+        fake_daemon(events).build(context_dir(tmp_path), "t:1", log_path=log, on_line=seen.append)
+    failed = caught.value
+    for text in (log.read_text(), "\n".join(seen), failed.one_line(), failed.detail, "\n".join(failed.log_tail)):
+        assert "SECRET" not in text and "http://***@mirror.example.com/simple/cpu" in text, text
+
+
 def test_daemon_dying_mid_build_is_an_engine_error(fake_daemon: Any, tmp_path: Path) -> None:
     engine = fake_daemon([{"stream": "Step 1/1 : FROM scratch\n"}], cut=True)
     log = tmp_path / "b.log"

@@ -112,6 +112,16 @@ def test_max_age_zero_rebuilds_everything() -> None:
     assert rebuild_reason(fresh, prepared(), 0, NOW) == "older than 0 days (built 2026-12-02)"
 
 
+def test_a_build_date_in_the_future_is_an_unknown_age_and_rebuilds() -> None:
+    """A clock behind the builder's (or a label written to look fresh) gives a negative age: not current."""
+    ahead = remote({FINGERPRINT_LABEL: "sha256:new", CREATED_LABEL: "2026-12-09T04:00:00Z"})
+    assert rebuild_reason(ahead, prepared(), 7, NOW) == (
+        "its build date 2026-12-09 04:00 UTC is in the future: its age is unknown")
+    assert rebuild_reason(remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW + timedelta(seconds=1)),
+                          prepared(), 7, NOW) is not None
+    assert rebuild_reason(remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW), prepared(), 7, NOW) is None
+
+
 # ---- the run, against a fake engine and registry ------------------------------------------------
 
 TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
@@ -162,6 +172,24 @@ def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansi
     assert second[1].realigned == () and registry.copied == []
     assert ("pull", "ubuntu:24.04") in engine.calls and ("pull", "debian:bookworm-slim") in engine.calls
     assert [ref for call, ref in engine.calls if call == "build"] == [f"team/pytorch:{UBUNTU}"]
+
+
+def test_an_image_built_in_the_future_is_rebuilt_with_a_warning_naming_it_and_its_date(
+        expansion: Expansion, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A tested, unchanged image whose build date lies ahead of this clock is not skipped as fresh."""
+    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
+                                                    CREATED_LABEL: "2027-03-01T00:00:00Z"}),
+                                    f"{DEBIAN}-tested": record_of(TESTED)},
+                            serving={"2.13-cpu": TESTED, f"{DEBIAN}-20261201": TESTED})
+    engine = FakeEngine()
+    with caplog.at_level("WARNING", logger="accel_images.publish.nightly"):
+        [_, night] = fake_run(expansion, engine, registry, tmp_path)
+    assert night.status == "built" and ("build", f"team/pytorch:{DEBIAN}") in engine.calls
+    assert night.reason == "its build date 2027-03-01 00:00 UTC is in the future: its age is unknown"
+    [warning] = [record.getMessage() for record in caplog.records if "age is unknown" in record.getMessage()]
+    assert f"{registry.host}/team/pytorch:{DEBIAN}" in warning and "2027-03-01 00:00 UTC" in warning
+    assert "\n" not in warning
 
 
 def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansion, tmp_path: Path) -> None:
@@ -250,7 +278,9 @@ def recorded_local(tmp_path: Path, fingerprint: str, image_id: str = "sha256:loc
                    layers)
 
 
-@pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False)])
+@pytest.mark.parametrize("built_at,reused", [("2026-12-02T02:00:00Z", True), ("2026-11-01T00:00:00Z", False),
+                                             ("2026-12-05T00:00:00Z", False)],   # ahead of the clock: age unknown
+                         ids=["fresh", "aged", "future"])
 def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expansion: Expansion, tmp_path: Path,
                                                                           built_at: str, reused: bool) -> None:
     first = FakeEngine()

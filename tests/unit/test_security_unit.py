@@ -187,7 +187,14 @@ def _refusal(parse: Callable[[], object]) -> str:
      "--apt-mirror: 'deb.debian.org=ftp://***@mirror.example.com/debian' is not HOST=URL"),
     (lambda: parse_registry_overrides((f"docker.io=builder:{SECRET}@mirror.example.com",)),
      "--registry-url: 'docker.io=***@mirror.example.com' is not REGISTRY=http[s]://HOST[:PORT]"),
-], ids=["pip-index-url", "registry-with-scheme", "registry", "registry-mirror", "apt-mirror", "kb-registry-url"])
+    (lambda: RenderOptions(pip_index_url=f"https://builder:it's{SECRET}@mirror.example.com/simple"),
+     "--pip-index-url: 'https://***@mirror.example.com/simple' is not an http(s):// or file:// URL"),
+    (lambda: RenderOptions(pip_index_url=f"https://builder:pa/ss{SECRET}@mirror.example.com/simple"),
+     "--pip-index-url: 'https://***@mirror.example.com/simple': the part before its last '@' holds a '/', '?' or"
+     " '#', which ends a URL's host, so a password there would be read as the host (percent-encode them in the"
+     " password: %2F, %3F, %23)"),
+], ids=["pip-index-url", "registry-with-scheme", "registry", "registry-mirror", "apt-mirror", "kb-registry-url",
+        "pip-index-url-password-with-quote", "pip-index-url-password-with-slash"])
 def test_a_rejected_value_is_echoed_without_its_credentials(parse: Callable[[], object], shown: str) -> None:
     line = _refusal(parse)
     assert SECRET not in line and "builder" not in line, line
@@ -198,6 +205,95 @@ def test_hide_credentials_masks_every_userinfo_and_nothing_else() -> None:
     assert hide_credentials(f"https://u:{SECRET}@h/p and u:{SECRET}@h and x=u:{SECRET}@h") == \
         "https://***@h/p and ***@h and x=***@h"
     assert hide_credentials("https://h/simple/a@b mail me@example.com") == "https://h/simple/a@b mail ***@example.com"
+
+
+TRICKY_USERINFO = {
+    "token-ending-in-equals": f"builder:{SECRET}TOKEN==",
+    "token-alone": f"{SECRET}TOKEN==",
+    "password-with-at": f"builder:pa@ss{SECRET}",
+    "password-with-slash": f"builder:pa/ss{SECRET}",
+    "password-with-quote": f"builder:it's{SECRET}",
+    "percent-encoded": f"builder:p%40ss%2F%27{SECRET}",
+    "password-with-query-and-fragment": f"builder:p?x#y{SECRET}",
+}
+"""Userinfo a shell passes as given: what a password or a token may hold, RFC 3986 or not."""
+
+
+@pytest.mark.parametrize("userinfo", TRICKY_USERINFO.values(), ids=TRICKY_USERINFO.keys())
+def test_hide_credentials_masks_any_userinfo(userinfo: str) -> None:
+    url = f"http://{userinfo}@mirror.example.com/simple/{{index}}"
+    for given, shown in [
+        (f"accel-images build --pip-index-url {url} --vendor cpu",
+         "accel-images build --pip-index-url http://***@mirror.example.com/simple/{index} --vendor cpu"),
+        (f"--pip-index-url={url}", "--pip-index-url=http://***@mirror.example.com/simple/{index}"),
+        (f"--pip-index-url: '{url}' is not", "--pip-index-url: 'http://***@mirror.example.com/simple/{index}' is not"),
+        (f"--registry {userinfo}@ghcr.io/team", "--registry ***@ghcr.io/team"),
+        (f"docker.io={userinfo}@mirror.example.com/hub", "docker.io=***@mirror.example.com/hub"),
+    ]:
+        assert hide_credentials(given) == shown, given
+
+
+@pytest.mark.parametrize("text", ["https://h/simple/a@b", "reg.example:5000/team/pytorch@sha256:" + "a" * 64,
+                                  "pytorch@sha256:" + "a" * 64, "torch @ file:///wheels/torch.whl",
+                                  "http://127.0.0.1:8080/simple"])
+def test_hide_credentials_leaves_paths_digests_and_plain_urls_alone(text: str) -> None:
+    assert hide_credentials(text) == text
+
+
+def _report_texts(directory: Path) -> dict[str, str]:
+    """Each report file's text as a reader gets it: JSON decoded, HTML and XML entities resolved."""
+    import html
+    import xml.etree.ElementTree as ET
+    texts = {}
+    for path in directory.iterdir():
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            text = json.dumps(json.loads(text), ensure_ascii=False)
+        elif path.suffix == ".html":
+            text = html.unescape(text)
+        elif path.suffix == ".xml":
+            root = ET.fromstring(text)
+            text = " ".join([*(element.text or "" for element in root.iter()),
+                             *(value for element in root.iter() for value in element.attrib.values())])
+        texts[path.name] = text
+    return texts
+
+
+@pytest.mark.parametrize("userinfo", TRICKY_USERINFO.values(), ids=TRICKY_USERINFO.keys())
+def test_no_report_format_shows_credentials_whatever_they_hold(userinfo: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.json, summary.md, index.html and junit.xml, from build's own writer (its command line from
+    sys.argv) and from the writers given the raw text; a failure quoting the URL and a note too."""
+    from accel_images.build.outcome import Outcome, outcome_record
+    from accel_images.cli.build import write_build_report
+    from accel_images.report.reports import REPORT_FILES, write_reports
+    from accel_images.state import StateDir
+    url = f"http://{userinfo}@mirror.example.com/simple/{{index}}"
+    monkeypatch.setattr(sys, "argv", ["accel-images", "build", "--pip-index-url", url, "--vendor", "cpu"])
+    variant = make_variant(load_kb(), "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    failed = Outcome(variant, "failed", "accel-images/pytorch:x", error=f"pip could not reach {url}: refused",
+                     notes=(f"fetched from {url}",), exit_code=1)
+    page = write_build_report(StateDir(tmp_path / "state"), [failed])
+    write_reports([outcome_record(failed)], tmp_path / "direct", {"command": " ".join(sys.argv), "kind": "nightly"})
+    for directory in (page.parent, tmp_path / "direct"):
+        texts = _report_texts(directory)
+        assert set(texts) == set(REPORT_FILES.values())
+        for name, text in texts.items():
+            assert SECRET not in text, f"{directory.name}/{name}"
+            assert "http://***@mirror.example.com/simple/{index}" in text, f"{directory.name}/{name}"
+
+
+@pytest.mark.parametrize("userinfo", TRICKY_USERINFO.values(), ids=TRICKY_USERINFO.keys())
+def test_kb_sources_behind_a_login_are_shown_and_recorded_without_it(userinfo: str) -> None:
+    """`kb check --wheel-index-url https://user:token@mirror/whl`: its unreachable line, its findings' source
+    (which `kb update` writes into the knowledge base) and its list of URLs asked."""
+    from accel_images.kb.check import Finding, Report
+    from accel_images.kb.sources import SourceUnreachable
+    url = f"https://{userinfo}@mirror.example.com/whl/cu130/torch/"
+    down = SourceUnreachable("wheel index cu130", url, "connection refused")
+    finding = Finding("new-variant", "torch 2.15 cuda 13.0", "new", url, "Vm")
+    shown = json.dumps(Report("2026-12-01", (finding,), (down,), (url,)).as_json()) + down.one_line()
+    assert SECRET not in shown and "https://***@mirror.example.com/whl/cu130/torch/" in finding.source
 
 
 # ---- outside text on a terminal ------------------------------------------------------------------

@@ -212,6 +212,115 @@ def test_a_file_pip_names_but_the_cache_lacks_is_an_expected_failure(tmp_path: P
         RunWheelhouse(tmp_path / "cache", runner=runner).closure(request())
 
 
+# ---- what the cache holds is what was fetched -------------------------------------------------------------
+
+def cached(house: RunWheelhouse, name: str) -> Path:
+    return house.root / wheels.partition_name("https://mirror.example.com/whl/cpu") / name
+
+
+def test_a_wheel_replaced_in_the_cache_is_fetched_again_and_said(tmp_path: Path) -> None:
+    """Same name, other bytes, and an index that gives no hashes (pip takes the file as it lies): the run
+    checks it against the sha256 recorded when it entered the cache, fetches it again and says so."""
+    fake = FakePip()
+    first = RunWheelhouse(tmp_path / "cache", runner=fake).closure(request())
+    genuine = {w.filename: w.sha256 for w in first.wheels}
+    torch = PER_PYTHON["3.11"][0]
+    house = RunWheelhouse(tmp_path / "cache", runner=fake)
+    cached(house, torch).unlink()
+    cached(house, torch).write_bytes(b"not the wheel the index served")
+    said: list[str] = []
+    again = house.closure(request(), status=said.append)
+    assert {w.filename: w.sha256 for w in again.wheels} == genuine      # the recorded hash is the genuine one
+    assert cached(house, torch).read_bytes() == torch.encode() * 1000   # and so are the bytes the build gets
+    assert house.tally.fetched_files == 1 and again.fetched_bytes == len(torch.encode() * 1000)
+    [note] = again.notes
+    assert note.startswith(f"{torch} in the wheel cache is not the file fetched into it (sha256 ") and \
+        note.endswith("): fetched again") and genuine[torch][:12] in note
+    assert note in said
+
+
+def test_a_wheel_the_cache_never_recorded_is_fetched_again(tmp_path: Path) -> None:
+    """A file under a wheel's name that no fetch put there (planted, or left by an older version): not trusted."""
+    fake = FakePip()
+    house = RunWheelhouse(tmp_path / "cache", runner=fake)
+    torch = PER_PYTHON["3.11"][0]
+    cached(house, torch).parent.mkdir(parents=True)
+    cached(house, torch).write_bytes(b"planted")
+    closure = house.closure(request())
+    assert cached(house, torch).read_bytes() == torch.encode() * 1000
+    assert [w.sha256 for w in closure.wheels if w.filename == torch] == [
+        __import__("hashlib").sha256(torch.encode() * 1000).hexdigest()]
+    assert any(note.startswith(f"{torch} in the wheel cache was not recorded") for note in closure.notes)
+
+
+def test_a_file_that_stays_wrong_after_the_refetch_is_one_line(tmp_path: Path) -> None:
+    """pip keeps naming a file found in place although the run removed it: refused, never built in."""
+    fake = FakePip()
+    RunWheelhouse(tmp_path / "cache", runner=fake).closure(request())
+    house = RunWheelhouse(tmp_path / "cache", runner=fake)
+    torch = PER_PYTHON["3.11"][0]
+
+    def stubborn(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+        dest = Path(command[command.index("--dest") + 1])
+        if not (dest / torch).exists():
+            (dest / torch).write_bytes(b"forged")
+            return subprocess.CompletedProcess(command, 0, f"  File was already downloaded {dest / torch}\n"
+                                                           "Successfully downloaded torch\n", "")
+        return fake(command, env)
+    house.runner = stubborn
+    cached(house, torch).unlink()
+    cached(house, torch).write_bytes(b"forged")
+    with pytest.raises(WheelFetchError) as raised:
+        house.closure(request(requirements=("torch==2.13.0",)))
+    line = raised.value.one_line()
+    assert "\n" not in line and f": {torch} in the wheel cache is not the file fetched into it" in line
+    assert line.endswith("instead of fetching it from the index: not used")
+
+
+# ---- a full disk -----------------------------------------------------------------------------------------
+
+PIP_ENOSPC = """ERROR: Exception:
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/pip/_internal/operations/prepare.py", line 684, in save_linked_requirement
+    shutil.copy(req.local_file_path, download_location)
+OSError: [Errno 28] No space left on device
+"""
+
+
+def test_a_full_disk_is_one_line_naming_the_directory_and_leaves_no_truncated_wheel(tmp_path: Path) -> None:
+    """pip copies a download into --dest and fails half-way: the error says so with the cache's directory,
+    and the half file never sits under a wheel's name in the cache, so the next run fetches it whole."""
+    torch = PER_PYTHON["3.11"][0]
+    seen_tmpdir: list[str] = []
+
+    def full(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+        seen_tmpdir.append(env.get("TMPDIR", ""))
+        dest = Path(command[command.index("--dest") + 1])
+        (dest / torch).write_bytes(b"PK\x03\x04 the first half")
+        return subprocess.CompletedProcess(command, 2, f"Collecting torch==2.13.0\n  Downloading {torch}\n",
+                                           PIP_ENOSPC)
+    house = RunWheelhouse(tmp_path / "cache", runner=full)
+    with pytest.raises(WheelFetchError) as raised:
+        house.closure(request())
+    line = raised.value.one_line()
+    partition = cached(house, torch).parent
+    assert "\n" not in line and "Exception:" not in line
+    assert f"No space left on device in {partition}" in line and "--cache-dir" in line
+    assert not cached(house, torch).exists()
+    assert [p.name for p in partition.iterdir() if not p.name.startswith(".")] == []
+    assert seen_tmpdir[0].startswith(str(partition))   # pip's own temporary files: on the cache's disk too
+    fake = FakePip()
+    house.runner = fake
+    closure = RunWheelhouse(tmp_path / "cache", runner=fake).closure(request())
+    assert cached(house, torch).read_bytes() == torch.encode() * 1000 and closure.notes == ()
+
+
+def test_a_traceback_from_pip_is_reported_by_its_last_line() -> None:
+    done = subprocess.CompletedProcess([], 2, "", "ERROR: Exception:\nTraceback (most recent call last):\n"
+                                                  "  File \"x.py\", line 1\nValueError: bad wheel name\n")
+    assert wheels.pip_error(done) == "ValueError: bad wheel name"
+
+
 # ---- kept and pruned ------------------------------------------------------------------------------------
 
 def test_pruning_removes_the_least_recently_used_wheels_first(tmp_path: Path) -> None:
@@ -317,6 +426,22 @@ def test_the_build_context_holds_exactly_the_variants_closure_and_the_provenance
     again = Builder(build.engine, build.renderer.kb, build.expansion, build.settings,
                     wheels=RunWheelhouse(build.wheels.root, runner=fake)).prepare(debian)
     assert again.fingerprint == before  # the same bytes fetched again: the same image inputs
+
+
+def test_a_wheel_replaced_in_the_cache_is_noted_in_the_build_and_its_context_gets_the_genuine_one(
+        tmp_path: Path) -> None:
+    fake = FakePip()
+    build, expansion = builder(tmp_path, fake)
+    debian = {v.tag: v for v in expansion.variants}[DEBIAN]
+    before = build.prepare(debian)
+    torch = cached(build.wheels, PER_PYTHON["3.11"][0])
+    torch.unlink()
+    torch.write_bytes(b"not the wheel the index served")
+    again = Builder(build.engine, build.renderer.kb, build.expansion, build.settings,
+                    wheels=RunWheelhouse(build.wheels.root, runner=fake)).prepare(debian)
+    assert again.fingerprint == before.fingerprint and again.wheels == before.wheels
+    assert [note for note in again.notes if torch.name in note] == [
+        next(note for note in again.notes if note.endswith(": fetched again"))]
 
 
 def test_a_template_that_copies_no_wheels_gets_none_and_nothing_is_fetched(tmp_path: Path) -> None:
