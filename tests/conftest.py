@@ -227,6 +227,7 @@ def cuda_debian(docker_client: docker.DockerClient, registry: str, base_images: 
         pytest.fail(f"the CUDA Debian nightly failed (exit {result.returncode}):\n{output[-4000:]}", pytrace=False)
     report = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())
     [record] = report["variants"]
-    image = f"accel-images/pytorch:{record['tag']}"
-    return CudaImage(image, docker_client.images.get(image).id, registry, f"{namespace}/accel-images/pytorch", state,
-                     key, public_key, record, output)
+    # By the ID the nightly built: the local name is shared with every other build of the tag on this engine.
+    image_id = str(record["image_id"])
+    return CudaImage(image_id, docker_client.images.get(image_id).id, registry, f"{namespace}/accel-images/pytorch",
+                     state, key, public_key, record, output)

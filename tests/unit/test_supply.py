@@ -229,6 +229,34 @@ def test_probe_output_parses_and_a_broken_one_is_one_line() -> None:
         sbom.parse_probe("Traceback ...")
 
 
+def test_a_distribution_installed_from_a_fetched_wheel_carries_its_hash_and_index_in_the_sbom() -> None:
+    """The run fetched nvidia_cublas_cu12's wheel: its component names that file's sha256 and the index that
+    served it; a distribution with no fetched wheel of its version (typing_extensions here) has no hash."""
+    from accel_images.model.wheels import Wheel
+    subject = sbom.Subject("reg.example/team/pytorch", "t", "sha256:" + "d" * 64)
+    cublas = Wheel("nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl", "c" * 64, 1, "https://pypi.org/simple")
+    other = Wheel("typing_extensions-4.15.0-py3-none-any.whl", "e" * 64, 1, "https://pypi.org/simple")
+    doc = json.loads(sbom.bom_json(INVENTORY, subject, wheels=(cublas, other)))
+    assert valid_cyclonedx(json.dumps(doc))
+    components = {c["name"]: c for c in doc["components"]}
+    assert components["nvidia_cublas_cu12"]["hashes"] == [{"alg": "SHA-256", "content": "c" * 64}]
+    assert {p["name"]: p["value"] for p in components["nvidia_cublas_cu12"]["properties"]} == {
+        "accel-images:wheel": cublas.filename, "accel-images:index": "https://pypi.org/simple"}
+    assert "hashes" not in components["typing_extensions"]   # 4.16.0 installed, 4.15.0 fetched: not that file
+
+
+@pytest.mark.parametrize("listed, seen, same", [
+    ("2.13.0+cpu", "2.13.0+cpu", True),
+    ("2.15.0", "2.15.0+cu132", True),        # the package index's wheel: no local label in its metadata
+    ("2.15.0+cu130", "2.15.0+cu132", False),
+    ("2.14.1", "2.15.0+cu132", False),
+    (None, "2.15.0", False),
+])
+def test_the_sboms_torch_is_the_one_the_smoke_test_saw(listed: str | None, seen: str, same: bool) -> None:
+    from accel_images.supply.attest import same_torch
+    assert same_torch(listed, seen) is same
+
+
 def test_sbom_is_valid_cyclonedx_with_purls_and_local_version_labels() -> None:
     subject = sbom.Subject("reg.example/team/pytorch", "2.13.0-cpu-py3.11-debian12", "sha256:" + "d" * 64)
     text = sbom.bom_json(INVENTORY, subject)

@@ -116,3 +116,41 @@ def test_cu130_wheels_of_2_13_and_2_14_carry_toolkit_13_0_3(dockerfile: Callable
 def test_the_2_15_wheel_carries_toolkit_13_2_2(kb) -> None:
     # V: torch 2.15.0's Requires-Dist pins cuda-toolkit[...]==13.2.2 (installed: cuda-toolkit 13.2.2)
     assert kb.facts("cuda").toolkit("2.15", "13.2") == "13.2.2"
+
+
+# ---- the runtime image on Debian 12, from the package index -----------------------------------------
+
+DEBIAN_132 = ("cuda", "13.2", "2.15", "3.11", "debian12", "runtime")
+
+
+def test_debian_runtime_takes_torch_and_its_companions_from_the_package_index(dockerfile: Callable[..., str]) -> None:
+    # The package index's default Linux torch 2.15.0 wheel is the cu132 build (its torch/version.py:
+    # __version__ = '2.15.0+cu132'; cuda.yaml package_index, V): no PyTorch index is named.
+    text = dockerfile(*DEBIAN_132)
+    assert "FROM debian:bookworm-slim AS build\n" in text
+    assert ('/opt/venv/bin/pip install --no-cache-dir --index-url https://pypi.org/simple "torch==2.15.0"'
+            ' "torchaudio==2.11.1.*" "torchvision==0.29.2.*" numpy \\\n') in text
+    assert "download.pytorch.org" not in text
+
+
+def test_debian_runtime_follows_a_mirror_of_the_package_index_not_of_pytorchs(
+        dockerfile: Callable[..., str]) -> None:
+    """--pip-extra-index-url is the package index's mirror; a '{index}' mirror serves PyTorch's indexes."""
+    from accel_images.render.contexts import RenderOptions
+    both = RenderOptions(pip_index_url="https://mirror.example/whl/{index}",
+                         pip_extra_index_url="https://mirror.example/pypi/simple")
+    assert "--index-url https://mirror.example/pypi/simple \"torch==2.15.0\"" in dockerfile(*DEBIAN_132, options=both)
+    only_pytorch = RenderOptions(pip_index_url="https://mirror.example/whl/{index}")
+    assert "--index-url https://pypi.org/simple \"torch==2.15.0\"" in dockerfile(*DEBIAN_132, options=only_pytorch)
+    plain = RenderOptions(pip_index_url="https://mirror.example/simple")
+    assert "--index-url https://mirror.example/simple \"torch==2.15.0\"" in dockerfile(*DEBIAN_132, options=plain)
+
+
+def test_debian_runtime_refusals_name_an_ubuntu_image_where_no_debian_one_serves(
+        dockerfile: Callable[..., str]) -> None:
+    # No CUDA 12.x build is on the package index for these releases: a pre-R580 host is sent to the
+    # nearest image of the same Python that runs there (vendors.base.alternatives).
+    text = dockerfile(*DEBIAN_132)
+    alternatives = text.split('ACCEL_IMAGES_ALTERNATIVES="', 1)[1].split('"', 1)[0].split()
+    assert alternatives[0] == "2.14.1-cuda12.6-py3.11-ubuntu22.04|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0|"
+    assert alternatives[1].startswith("2.11.0-cuda12.8-py3.12-ubuntu24.04|525.60.13|")
