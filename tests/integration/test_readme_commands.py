@@ -53,6 +53,11 @@ ELSEWHERE = {
     "accel-images run -v /data:/data:ro -p 8888:8888 -e WANDB_MODE=offline --name nb -- jupyter lab --ip 0.0.0.0":
         "starts a container on an image from ghcr.io/acme (tests/unit/test_runtimes.py renders what is passed through)",
     "accel-images nightly --registry registry.example.com/ml --jobs 2 --max-age 7": "pushes to a registry",
+    "bash .ci/setup-host.sh": "sets up this machine as root before the suite runs (.ci/run runs it first)",
+    "make image VENDOR=cuda OS=debian12 TORCH=2.15 REGISTRY_MIRROR=docker.io=127.0.0.1:5000"
+    " CACHE_DIR=/var/cache/accel-images/wheel-cache":
+        "builds the CUDA Debian image, 3 GB of wheels (tests/integration/test_cuda_image.py builds it through the"
+        " nightly with the same cache; tests/unit/test_make_image.py reads what make runs)",
     'keys="${XDG_CONFIG_HOME:-$HOME/.config}/accel-images" && mkdir -p -m 700 "$keys"':
         "makes the user's configuration directory (tests/unit/test_readme.py keeps the key out of the checkout)",
     '(umask 077 && openssl genpkey -algorithm ed25519 -out "$keys/sign.pem") && openssl pkey -in "$keys/sign.pem"'
