@@ -1,14 +1,14 @@
 """Reproducible layers, proven on the real CPU image CI builds, and what the nightly makes of them.
 
-Built on the apt-cache stand-in (.ci/setup-host.sh): a base that ships apt's package lists and
-caches, downloaded .deb files and a user with UID 1000, as corporate and vendor bases often do,
-so every step that meets those files is in the proof. A first forced nightly (`--max-age 0`)
-builds the published CPU variant on it and publishes it; a second rebuilds it without the layer
-cache. Every layer above the base must come out byte for byte the same (diff ID for diff ID), so
-the second nightly pushes nothing and the published digest stays. The comparison is made on the
-engine's RootFS layers and on the registry's own config, not through the code under test. The
-image has a name of its own (a copy of matrix.yaml), so no other test's image of the variant is
-taken for a build.
+A first nightly publishes the published CPU variant (its layers are those test_build_integration's build
+made, where that ran first in the session: the same Dockerfile on the same base, through the layer cache);
+a second, forced (`--max-age 0`), rebuilds it without the layer cache. Every layer above the base must
+come out byte for byte the same (diff ID for diff ID), so the second nightly pushes nothing and the
+published digest stays. The comparison is made on the engine's RootFS layers and on the registry's own
+config, not through the code under test. The image has a name of its own (a copy of matrix.yaml), so no
+other test's image of the variant is taken for a build. The steps that meet a base's apt lists and caches,
+downloaded .deb files and an existing UID 1000 user are proven reproducible on such a base by
+tests/integration/test_apt_cache_base.py.
 """
 
 from __future__ import annotations
@@ -38,7 +38,11 @@ def layers(client: docker.DockerClient, ref: str) -> list[str]:
 
 
 def registry_diff_ids(raw: RawRegistry, repository: str, tag: str) -> list[str]:
+    """The diff IDs of the tag's linux/amd64 image (the tag is an index of the platforms published)."""
     manifest = json.loads(raw.manifest(repository, tag))
+    if manifest["mediaType"] != DOCKER_MANIFEST:
+        [entry] = [m for m in manifest["manifests"] if m["platform"]["architecture"] == "amd64"]
+        manifest = json.loads(raw.manifest(repository, entry["digest"]))
     assert manifest["mediaType"] == DOCKER_MANIFEST
     config = requests.get(f"{raw.url}/v2/{repository}/blobs/{manifest['config']['digest']}", timeout=30).json()
     return list(config["rootfs"]["diff_ids"])
@@ -46,15 +50,13 @@ def registry_diff_ids(raw: RawRegistry, repository: str, tag: str) -> list[str]:
 
 @pytest.fixture
 def image(registry: str, docker_client: docker.DockerClient, tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    """A copy of matrix.yaml naming an image of this test's own, and the registry namespace it goes to; for
-    linux/amd64 alone (the apt-cache stand-in base is amd64 only: an arm64 build is
-    tests/integration/test_platforms_integration.py's, once per run)."""
+    """A copy of matrix.yaml naming an image of this test's own, and the registry namespace it goes to (built
+    for linux/amd64 alone, with --platform: an arm64 build is test_platforms_integration.py's, once per run)."""
     name = f"test-repro-{uuid.uuid4().hex[:10]}"
     matrix = tmp_path / "matrix.yaml"
     text = (ROOT / "matrix.yaml").read_text()
-    assert "\nimage: accel-images/pytorch\n" in text and "\nplatform: [linux/amd64, linux/arm64]\n" in text
-    matrix.write_text(text.replace("\nimage: accel-images/pytorch\n", f"\nimage: {name}/pytorch\n")
-                      .replace("\nplatform: [linux/amd64, linux/arm64]\n", "\nplatform: [linux/amd64]\n"))
+    assert "\nimage: accel-images/pytorch\n" in text
+    matrix.write_text(text.replace("\nimage: accel-images/pytorch\n", f"\nimage: {name}/pytorch\n"))
     yield matrix, name
     RawRegistry(registry).delete_repository(f"{name}/{name}/pytorch")
     remove_local_names(docker_client, f"{registry}/{name}/", f"{name}/")
@@ -62,8 +64,8 @@ def image(registry: str, docker_client: docker.DockerClient, tmp_path: Path) -> 
 
 def forced_nightly(registry: str, namespace: str, matrix: Path, wheelhouse: Path, state: Path,
                    base_images: BaseImages) -> tuple[str, dict]:
-    args = ["--registry", f"{registry}/{namespace}", "--matrix", str(matrix), *PUBLISHED,
-            "--registry-mirror", f"docker.io={registry}/{base_images.apt_cache_prefix}",
+    args = ["--registry", f"{registry}/{namespace}", "--matrix", str(matrix), *PUBLISHED, "--platform", "linux/amd64",
+            "--registry-mirror", f"docker.io={registry}",
             "--pip-find-links", str(wheelhouse), "--without-companion", "torchvision", "--max-age", "0",
             "--state-dir", str(state)]
     result = CliRunner().invoke(nightly_command, args)
@@ -73,14 +75,14 @@ def forced_nightly(registry: str, namespace: str, matrix: Path, wheelhouse: Path
     return result.output, record
 
 
-def test_two_builds_on_a_base_with_apt_caches_give_the_same_layers_and_the_second_forced_nightly_pushes_nothing(
+def test_two_builds_give_the_same_layers_and_the_second_forced_nightly_pushes_nothing(
         docker_client: docker.DockerClient, registry: str, wheelhouse: Path, base_images: BaseImages,
-        apt_cache_base: str, image: tuple[Path, str], tmp_path: Path) -> None:
+        image: tuple[Path, str], tmp_path: Path) -> None:
     matrix, namespace = image
     _, published = forced_nightly(registry, namespace, matrix, wheelhouse, tmp_path / "state", base_images)
     assert published["status"] == "built" and published["kept"] is False, published
     assert published["build_s"] is not None, "the first nightly took a build it did not make"
-    base = layers(docker_client, apt_cache_base)
+    base = layers(docker_client, base_images.slim)
     first = layers(docker_client, published["image_id"])
     assert first[: len(base)] == base and len(first) > len(base)
     repository = f"{namespace}/{namespace}/pytorch"
