@@ -269,6 +269,17 @@ def test_arc_gpu_gets_the_newest_xpu_image(tmp_path, expansion, kb):
                               "accel-images/pytorch:2.14.1-xpu2026.1-py3.12-ubuntu24.04")
 
 
+def test_a_meteor_lake_laptop_without_vendor_tools_gets_the_xpu_image(tmp_path, expansion, kb):
+    """No xpu-smi or sycl-ls: the integrated GPU's PCI id (8086:7D55, the kernel's INTEL_MTL_IDS) is one of
+    the Core Ultra Arc graphics PyTorch's XPU guide validates (Meteor Lake-H), so not the CPU image."""
+    device = "/sys/class/drm/renderD128/device"
+    host = host_from(tmp_path, {}, {"/dev/dri/renderD128": "", f"{device}/vendor": "0x8086\n",
+                                    f"{device}/uevent": "DRIVER=i915\nPCI_ID=8086:7D55\nPCI_SLOT_NAME=0000:00:02.0\n"})
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
+    assert "Meteor Lake" in rec.reasons[0]
+
+
 GAUDI_RUN = ("docker run --rm -it --runtime habana -e HABANA_VISIBLE_DEVICES=all "
              "-e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE --ipc host ")
 
