@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
@@ -142,6 +142,11 @@ class Xpu(VendorBase):
                              slurm_gres="gpu",  # Slurm gres.html: GRES "gpu", AutoDetect=oneapi (V)
                              sources=(XPU_DOCS, INTEL_K8S_DOCS, APPTAINER_GPU_DOCS, SLURM_GRES_DOCS))
 
+    def host_device_options(self, host: HostInfo, dev_root: Path) -> DeviceOptions:
+        """The device plugin's resource follows the described node's kernel driver, not this machine's."""
+        resource, note = k8s_resource_of(host.kernel_drivers)
+        return replace(self.device_options(dev_root), k8s_resource=resource, k8s_note=note)
+
     def accelerator_present(self, dev_root: Path) -> bool:
         """A render node counts unless sysfs says it belongs to another vendor's PCI device."""
         return any(pci_vendor_is(dev_root, "drm", node.name, INTEL_PCI_VENDOR)
@@ -155,7 +160,7 @@ class Xpu(VendorBase):
         if not gpus:
             notes.append("xpu: /dev/dri present but no Intel GPU confirmed (it also serves AMD and other GPUs)")
             return None
-        return host_from("xpu", gpus, driver_version=driver)
+        return replace(host_from("xpu", gpus, driver_version=driver), kernel_drivers=kernel_drivers(root, notes))
 
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """An Intel GPU the host detection confirmed runs the +xpu wheels, with the client GPU driver
@@ -177,6 +182,40 @@ def k8s_resource(dev_root: Path) -> str:
     driver of every GPU before Battlemage and Lunar Lake, when none says xe. A cluster's nodes may differ."""
     drivers = {driver_name(dev_root, node.name) for node in nodes(dev_root, "/dev/dri", r"renderD\d+")}
     return "gpu.intel.com/xe" if "xe" in drivers else "gpu.intel.com/i915"
+
+
+XE_RESOURCE, I915_RESOURCE = "gpu.intel.com/xe", "gpu.intel.com/i915"
+
+
+def k8s_resource_of(drivers: tuple[str, ...]) -> tuple[str, str | None]:
+    """The resource for a node whose Intel GPUs these kernel drivers bind (k8s_resource's rule, from a host
+    description), and a note where the description cannot say: no driver recorded (a description from
+    before it was, or a node whose sysfs shows none), or both drivers, where the plugin offers both."""
+    if "xe" in drivers and "i915" in drivers:
+        return XE_RESOURCE, (f"this node's Intel GPUs are bound to i915 and xe: the device plugin offers"
+                             f" {I915_RESOURCE} and {XE_RESOURCE}; the Pod asks for {XE_RESOURCE}")
+    if "xe" in drivers:
+        return XE_RESOURCE, None
+    if "i915" in drivers:
+        return I915_RESOURCE, None
+    return I915_RESOURCE, (f"the host description names no Intel GPU kernel driver: {I915_RESOURCE} assumed; a node"
+                           f" whose GPUs the xe driver binds offers {XE_RESOURCE} (Battlemage and Lunar Lake, or"
+                           " any GPU under xe.force_probe)")
+
+
+def kernel_drivers(root: Path, notes: list[str]) -> tuple[str, ...]:
+    """The kernel drivers bound to this host's Intel render nodes, each once (sysfs's `driver` link, else
+    the DRIVER of the device's uevent), for the host description: the node's Kubernetes resource follows them."""
+    found: dict[str, None] = {}
+    for node in nodes(root, "/dev/dri", r"renderD\d+"):
+        if not pci_vendor_is(root, "drm", node.name, INTEL_PCI_VENDOR):
+            continue
+        device = under(root, f"/sys/class/drm/{node.name}/device")
+        driver = driver_name(root, node.name) or _uevent(device).get("DRIVER")
+        if driver:
+            found[driver] = None
+    notes.append(f"xpu: kernel driver {', '.join(found)}" if found else "xpu: kernel driver unknown (sysfs names none)")
+    return tuple(found)
 
 
 def driver_name(dev_root: Path, node: str) -> str | None:

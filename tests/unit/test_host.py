@@ -522,6 +522,17 @@ def test_dev_dri_alone_is_not_an_intel_accelerator(tmp_path, vendor, slot, pci_i
     assert "no Intel GPU confirmed" in evidence_text(host)
 
 
+@pytest.mark.parametrize("driver", ["xe", "i915"])
+def test_the_intel_kernel_driver_is_part_of_the_host_description(tmp_path, driver):
+    """The kernel driver bound to the Intel render node (its sysfs `driver` link): what Intel's Kubernetes
+    device plugin names the node's GPUs after (gpu.intel.com/i915 or gpu.intel.com/xe)."""
+    root = machine(tmp_path, render_node("0x8086", "0000:03:00.0", "8086:E20B"))
+    bound = root / "sys" / "bus" / "pci" / "drivers" / driver
+    bound.mkdir(parents=True)
+    (root / "sys" / "class" / "drm" / "renderD128" / "device" / "driver").symlink_to(bound)
+    assert detect_host(FakeTools(), root).kernel_drivers == (driver,)
+
+
 @pytest.mark.parametrize("pci_id, family", [
     ("8086:7D55", "Meteor Lake"),   # the kernel's INTEL_MTL_IDS (include/drm/intel/pciids.h)
     ("8086:7DD1", "Arrow Lake"),    # INTEL_ARL_H_IDS
