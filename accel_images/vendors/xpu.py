@@ -68,7 +68,6 @@ class XpuFacts:
     runtime_packages: tuple[str, ...]
     runtime_repository: str
     devel_images: Mapping[str, Mapping[str, str]]
-    families: tuple[GpuFamily, ...] = ()
 
 
 def pci_device_id(text: str | None) -> str | None:
@@ -103,8 +102,7 @@ class Xpu(VendorBase):
 
     def load_facts(self, raw: Mapping[str, Any]) -> XpuFacts:
         return XpuFacts(tuple(str(p) for p in raw["runtime_packages"]), str(raw["runtime_repository"]),
-                        {str(k): dict(v) for k, v in raw.get("devel_images", {}).items()},
-                        parse_families(raw.get("validated_gpus") or {}))
+                        {str(k): dict(v) for k, v in raw.get("devel_images", {}).items()})
 
     def facts(self, kb: Knowledge) -> XpuFacts:
         facts: XpuFacts = self.section(kb).facts
@@ -181,7 +179,7 @@ def k8s_resource(dev_root: Path) -> str:
     host's render nodes say which driver binds them (/sys/class/drm/renderD*/device/driver); i915, the
     driver of every GPU before Battlemage and Lunar Lake, when none says xe. A cluster's nodes may differ."""
     drivers = {driver_name(dev_root, node.name) for node in nodes(dev_root, "/dev/dri", r"renderD\d+")}
-    return "gpu.intel.com/xe" if "xe" in drivers else "gpu.intel.com/i915"
+    return k8s_resource_of(tuple(driver for driver in drivers if driver))[0]
 
 
 XE_RESOURCE, I915_RESOURCE = "gpu.intel.com/xe", "gpu.intel.com/i915"
@@ -199,8 +197,8 @@ def k8s_resource_of(drivers: tuple[str, ...]) -> tuple[str, str | None]:
     if "i915" in drivers:
         return I915_RESOURCE, None
     return I915_RESOURCE, (f"the host description names no Intel GPU kernel driver: {I915_RESOURCE} assumed; a node"
-                           f" whose GPUs the xe driver binds offers {XE_RESOURCE} (Battlemage and Lunar Lake, or"
-                           " any GPU under xe.force_probe)")
+                           f" whose GPUs the xe driver binds offers {XE_RESOURCE} (Battlemage, Lunar Lake and later,"
+                           " or a GPU given to xe by xe.force_probe)")
 
 
 def kernel_drivers(root: Path, notes: list[str]) -> tuple[str, ...]:
@@ -365,8 +363,8 @@ def _sysfs_name(uevent_id: str | None, pci_id: str | None, node: str) -> str:
 
 
 def _counted(devices: list[IntelDevice], source: str, notes: list[str]) -> list[IntelDevice]:
-    """The devices that are accelerators; each integrated one is named in the evidence as not counted, and
-    one at the integrated slot that its PCI id makes a validated family says so."""
+    """The devices that are accelerators. The evidence names each integrated one as not counted, and each
+    one at the integrated slot that counts because its PCI id is of a validated family."""
     for device in devices:
         where = _where(device)
         place = f" ({where})" if where else ""
