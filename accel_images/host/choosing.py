@@ -181,7 +181,7 @@ _HOST_FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{key: (lambda v: v is None or isinstance(v, str), "a string or null")
        for key in ("driver_version", "stack_version", "unusable", "machine")},
     **{key: (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a list of strings")
-       for key in ("gpu_names", "gpu_archs", "evidence")},
+       for key in ("gpu_names", "gpu_archs", "evidence", "kernel_drivers")},
 }
 """How each HostInfo field is spelled in JSON (a field missing here is taken as it comes)."""
 
@@ -212,11 +212,11 @@ def refuse_fallback(choice: Choice, asked_vendor: str | None) -> None:
 
 def chosen_launch(choice: Choice, dev_root: Path = Path("/")) -> Launch:
     """recommend's Launch for what `choice` chose: the image (by digest where the catalogue said it), its
-    vendor's devices, the image's own user; no session."""
+    vendor's devices as the chosen-for host describes them, the image's own user; no session."""
     rec = choice.recommendation
     if rec.image is None or rec.variant is None:
         raise nothing_fits(choice)
-    return replace(launch(rec.image, rec.variant.vendor, dev_root), digest=rec.digest,
+    return replace(launch(rec.image, rec.variant.vendor, dev_root, host=choice.host), digest=rec.digest,
                    image_user=(choice.user.uid, choice.user.gid), rootless=os.geteuid() != 0)
 
 

@@ -22,11 +22,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accel_images import vendors
 from accel_images.errors import InputError
 from accel_images.model.devices import DeviceOptions, SessionSettings
 from accel_images.plan.matrix import User
+
+if TYPE_CHECKING:
+    from accel_images.model.hostinfo import HostInfo
 
 WORKSPACE = "/workspace"
 """The images' working directory, where a session mounts the host's directory."""
@@ -152,11 +156,13 @@ class Launch:
         return f"{repository if repository and '/' not in tag else self.image}@{self.digest}"
 
 
-def launch(image: str, vendor: str, dev_root: Path = Path("/"), *, session: bool = False) -> Launch:
-    """The Launch of `image` for `vendor`: its device options read against `dev_root` (a fake tree in tests);
+def launch(image: str, vendor: str, dev_root: Path = Path("/"), *, session: bool = False,
+           host: HostInfo | None = None) -> Launch:
+    """The Launch of `image` for `vendor`: its device options read against `dev_root` (a fake tree in tests)
+    and, where `host` describes the node it is for (recommend's --host-json), what that description decides;
     `session` adds the vendor's session settings (a development container, not recommend's line). The rest
     (user, workspace, command, what is passed through) the caller sets with dataclasses.replace."""
-    options = vendors.device_options(vendor, dev_root)
+    options = vendors.device_options(vendor, dev_root, host)
     settings = SessionSettings()
     if session:
         settings = vendors.get(vendor).session_settings()

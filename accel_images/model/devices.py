@@ -50,6 +50,7 @@ class DeviceOptions:
     cdi_devices: tuple[str, ...] = ()      # CDI names that stand for `device_requests` (Podman's --device)
     apptainer_flags: tuple[str, ...] = ()  # what binds the devices and driver libraries (--nv, --rocm)
     k8s_resource: str | None = None        # the Kubernetes device plugin's extended resource name
+    k8s_note: str | None = None            # what a Pod's reader must know of k8s_resource (an assumption)
     slurm_gres: str | None = None          # the Slurm GRES that allocates the device (srun --gres=NAME:1)
     runtime_path: str | None = None        # the executable behind `runtime`, for engines that take a path
     selection_env: tuple[str, ...] = ()    # `environment` names that pick devices: a device plugin sets them

@@ -104,6 +104,9 @@ class HostInfo:
     machine: str | None = None
     """The CPU architecture as `uname -m` prints it (x86_64, aarch64): which platform's image runs here
     without emulation. None when unknown (a recorded host from before it was read): x86_64 is assumed."""
+    kernel_drivers: tuple[str, ...] = ()
+    """The kernel drivers bound to the accelerator's devices, each once (Intel: i915, xe), where something
+    is decided by them: Intel's Kubernetes device plugin names a GPU after its driver. Empty when unknown."""
 
 
 @dataclass(frozen=True)

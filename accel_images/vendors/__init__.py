@@ -17,10 +17,14 @@ import os
 import sys
 from importlib.machinery import PathFinder
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accel_images.errors import InputError
 from accel_images.model.devices import DeviceOptions
 from accel_images.vendors.base import Vendor as Vendor  # re-exported: callers name vendors.Vendor
+
+if TYPE_CHECKING:
+    from accel_images.model.hostinfo import HostInfo
 
 BUILTIN = ("cpu", "cuda", "rocm", "xpu", "gaudi")
 PATH_ENV = "ACCEL_IMAGES_VENDOR_PATH"
@@ -184,12 +188,15 @@ def stack_label(name: str, stack: str | None) -> str:
     return f"{vendor.stack_name if vendor else name} {stack}" if stack else ""
 
 
-def device_options(vendor: str, dev_root: Path = Path("/")) -> DeviceOptions:
-    """The options `vendor` needs, with the host's group ids of its device files filled in.
+def device_options(vendor: str, dev_root: Path = Path("/"), host: HostInfo | None = None) -> DeviceOptions:
+    """The options `vendor` needs, with the host's group ids of its device files filled in, and what the
+    description of the node they are for decides (`host`: detected, or recommend's --host-json).
 
     `dev_root` is the directory standing for `/` (a fake tree in tests).
     """
-    return get(vendor).device_options(dev_root)
+    if host is None:
+        return get(vendor).device_options(dev_root)
+    return get(vendor).host_device_options(host, dev_root)
 
 
 def accelerator_present(vendor: str, dev_root: Path = Path("/")) -> bool:

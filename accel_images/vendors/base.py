@@ -78,6 +78,7 @@ class Vendor(Protocol):
     def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]: ...
     def device_options(self, dev_root: Path) -> DeviceOptions: ...
+    def host_device_options(self, host: HostInfo, dev_root: Path) -> DeviceOptions: ...
     def session_settings(self) -> SessionSettings: ...
     def accelerator_present(self, dev_root: Path) -> bool: ...
     def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None: ...
@@ -299,6 +300,12 @@ class VendorBase:
 
     def device_options(self, dev_root: Path) -> DeviceOptions:
         return DeviceOptions(vendor=self.name)
+
+    def host_device_options(self, host: HostInfo, dev_root: Path) -> DeviceOptions:
+        """The options for the node `host` describes, which may not be this machine (recommend's
+        --host-json): what only the description can say overrides what `dev_root` shows. The device
+        options as this machine has them by default: nothing in them depends on the node."""
+        return self.device_options(dev_root)
 
     def session_settings(self) -> SessionSettings:
         """What the vendor recommends for an interactive development container (`accel-images run`,

@@ -6,6 +6,8 @@ References:
 - device flags: https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html
   ("--device=/dev/kfd --device=/dev/dri ... --ipc=host ... --security-opt seccomp=unconfined")
 - HSA_OVERRIDE_GFX_VERSION (unofficial): ROCm/legacy-rocm-build#1756, #2914 (compat-facts §8.8)
+- the host's amdgpu kernel driver against the image's ROCm: AMD's user and kernel-space support matrix
+  (rocm.yaml kernel_driver, SUPPORT_MATRIX_DOCS)
 """
 
 from __future__ import annotations
@@ -43,9 +45,38 @@ HSA_OVERRIDES = {
 poses as (§8.8): RDNA2 parts as gfx1030, RDNA3 parts as gfx1100. AMD: "not supported by AMD but
 some have had success"."""
 
-ROCM_MINOR_WINDOW = 2
-"""How many minor releases container ROCm may stray from the host's before a caveat (§4.3: the
-ROCm 6.3 kernel driver was tested with user space 6.3, 6.2 and 6.1)."""
+SUPPORT_MATRIX_DOCS = "https://instinct.docs.amd.com/projects/amdgpu-docs/en/latest/compatibility/compatibility-matrix.html"
+SUPPORT_MATRIX = "AMD's user and kernel-space support matrix"
+"""What the kernel-driver rule cites in its messages (rocm.yaml kernel_driver: the rows and their source)."""
+
+
+@dataclass(frozen=True)
+class DriverRelease:
+    """A row of AMD's user and kernel-space support matrix (rocm.yaml kernel_driver): an AMD GPU Driver
+    release, the amdgpu module series its package carries (what a host reports), the ROCm it supports."""
+
+    driver: str                 # '30.10'
+    module: str                 # '6.14': the amdgpu module versions from 6.14 on are this release's
+    rocm: tuple[str, ...]       # '7.14', ...: the ROCm releases (major.minor) supported on it
+
+
+@dataclass(frozen=True)
+class DriverWindow:
+    """The amdgpu module versions a ROCm release is supported on: from `low` on (None: from the first row)
+    and below `high` (None: no newer row drops it); `text` names the driver releases for people."""
+
+    low: str | None
+    high: str | None
+    text: str
+
+    def admits(self, module_version: str) -> bool:
+        """Whether a host's amdgpu module version (dotted, as detection reads it) lies inside."""
+        version = parse(module_version)
+        return (self.low is None or version >= parse(self.low)) and (self.high is None or version < parse(self.high))
+
+    def env(self) -> str:
+        """'LOW-HIGH' for the guard (either side empty: unbounded), the form its in_window reads."""
+        return f"{self.low or ''}-{self.high or ''}"
 
 
 @dataclass(frozen=True)
@@ -54,6 +85,51 @@ class RocmFacts:
     devel_images: Mapping[str, Mapping[str, str]]   # ROCm -> os -> image, plus rocm_path
     streams: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # ROCm -> PYTORCH_ROCM_ARCH
     since: Mapping[str, str] = field(default_factory=dict)               # gfx target -> first torch minor
+    drivers: tuple[DriverRelease, ...] = ()                              # oldest first, by module series
+
+
+def load_drivers(raw: Mapping[str, Any]) -> tuple[DriverRelease, ...]:
+    """rocm.yaml's kernel_driver releases, ordered by their module series (the order a host's version is read in)."""
+    rows = [DriverRelease(str(row["driver"]), str(row["module"]), tuple(str(r) for r in row["rocm"]))
+            for row in raw.get("releases") or ()]
+    return tuple(sorted(rows, key=lambda row: parse(row.module)))
+
+
+def driver_window(drivers: Sequence[DriverRelease], stack: str) -> DriverWindow | None:
+    """The rows that support ROCm `stack` (a contiguous run, as AMD's matrix has them), as module bounds;
+    None where no row lists the release (nothing to check against)."""
+    release = minor_of(stack)
+    supported = [index for index, row in enumerate(drivers) if release in row.rocm]
+    if not supported:
+        return None
+    first, last = supported[0], supported[-1]
+    low = drivers[first].module if first > 0 else None
+    high = drivers[last + 1].module if last + 1 < len(drivers) else None
+    releases = (f"AMD GPU Driver {drivers[first].driver} or later" if high is None
+                else f"AMD GPU Driver {drivers[first].driver} to {drivers[last].driver}")
+    modules = f"amdgpu {low or 'any'}" + (f" to below {high}" if high else " or later")
+    return DriverWindow(low, high, f"{releases} ({modules})")
+
+
+def driver_release(drivers: Sequence[DriverRelease], module_version: str) -> DriverRelease | None:
+    """The release a host's amdgpu module version belongs to: the newest row whose series it has reached."""
+    version = parse(module_version)
+    reached = [row for row in drivers if parse(row.module) <= version]
+    return reached[-1] if reached else None
+
+
+def kernel_driver_reason(drivers: Sequence[DriverRelease], module_version: str | None, stack: str) -> str | None:
+    """Why the host's amdgpu kernel driver cannot serve ROCm `stack` by AMD's support matrix; None when it
+    can, or cannot be told (no version: the in-kernel driver has none; no row lists the release)."""
+    window = driver_window(drivers, stack)
+    if window is None or not module_version or not _DOTTED_RE.fullmatch(module_version):
+        return None
+    if window.admits(module_version):
+        return None
+    row = driver_release(drivers, module_version)
+    which = f" (AMD GPU Driver {row.driver})" if row else ""
+    return (f"amdgpu kernel driver {module_version}{which} is outside what ROCm {stack} supports: {window.text},"
+            f" by {SUPPORT_MATRIX}")
 
 
 class Rocm(VendorBase):
@@ -64,7 +140,8 @@ class Rocm(VendorBase):
         return RocmFacts(archs={str(k): tuple(str(a) for a in archs[k]) for k in ("all", "since_7_0")},
                          devel_images={str(k): dict(v) for k, v in raw["devel_images"].items()},
                          streams={str(k): tuple(str(a) for a in v) for k, v in archs.get("streams", {}).items()},
-                         since={str(k): str(v) for k, v in archs.get("since", {}).items()})
+                         since={str(k): str(v) for k, v in archs.get("since", {}).items()},
+                         drivers=load_drivers(raw.get("kernel_driver") or {}))
 
     def facts(self, kb: Knowledge) -> RocmFacts:
         facts: RocmFacts = self.section(kb).facts
@@ -107,11 +184,24 @@ class Rocm(VendorBase):
 
     def image_env(self, kb: Knowledge, variant: Variant,
                   variants: Sequence[Variant]) -> Mapping[str, str]:
-        """The compiled gfx targets (the guard's fallback when the image has no facts file) and the
-        sibling images a refusal may name, each with its targets (vendors.base.alternatives)."""
+        """The compiled gfx targets (the guard's fallback when the image has no facts file), the amdgpu
+        kernel driver versions its ROCm is supported on and who says so, and the sibling images a refusal
+        may name, each with its targets and driver window (vendors.base.alternatives)."""
+        window = self.driver_window(kb, variant.stack)
         env = {"ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
-               ALTERNATIVES_ENV: alternatives(variant, variants, lambda v: (",".join(v.gpu_archs),))}
+               "ACCEL_IMAGES_AMDGPU_WINDOW": window.env() if window else "",
+               "ACCEL_IMAGES_AMDGPU_SUPPORT": window.text if window else "",
+               ALTERNATIVES_ENV: alternatives(variant, variants, lambda v: self._guard_facts(kb, v))}
         return {key: value for key, value in env.items() if value}
+
+    def _guard_facts(self, kb: Knowledge, variant: Variant) -> tuple[str, ...]:
+        """What the guard decides an image by: its gfx targets and its kernel-driver window ('-': any)."""
+        window = self.driver_window(kb, variant.stack)
+        return ",".join(variant.gpu_archs), window.env() if window else "-"
+
+    def driver_window(self, kb: Knowledge, stack: str | None) -> DriverWindow | None:
+        """The amdgpu module versions AMD's support matrix supports ROCm `stack` on (rocm.yaml kernel_driver)."""
+        return driver_window(self.facts(kb).drivers, stack) if stack else None
 
     def base_upgrades(self, kb: Knowledge, variant: Variant) -> list[str]:
         if variant.flavor != "devel":
@@ -165,12 +255,14 @@ class Rocm(VendorBase):
         return None
 
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
-        """The gfx target must be compiled into the wheel; a far host ROCm is a caveat (§4.2, §4.3)."""
+        """The host's amdgpu kernel driver must be one AMD's support matrix supports the image's ROCm on (the
+        image brings its own user space: the host's ROCm does not matter), and the gfx target must be compiled
+        into the wheel (§4.2)."""
         stack = variant.stack or ""
-        caveats = []
-        if host.stack_version and _rocm_far(host.stack_version, stack):
-            caveats.append(f"container ROCm {stack} is far from the host's ROCm {host.stack_version}: the host "
-                           "kernel driver is tested with user space within a few releases of its own")
+        outside = kernel_driver_reason(self.facts(kb).drivers, host.driver_version, stack)
+        if outside:
+            return Fit(variant, rejections=(outside,))
+        caveats: list[str] = []
         if not host.gpu_archs:
             return Fit(variant, caveats=tuple(caveats), why=f"ROCm {stack}")
         compiled = variant.gpu_archs
@@ -189,23 +281,13 @@ class Rocm(VendorBase):
         warnings = []
         if host.device_count and not host.gpu_archs:
             warnings.append("the GPU gfx target is unknown: the image's compiled architectures were not checked")
-        if host.stack_version is None:
-            warnings.append("the host ROCm version is unknown: container/host ROCm distance was not checked")
+        if not host.driver_version:
+            warnings.append(f"the amdgpu kernel driver's version is unknown (a distribution's in-kernel driver has"
+                            f" none): {SUPPORT_MATRIX} was not checked")
         return warnings + _hsa_override_hints(host, fits)
 
     def describe_host(self, host: HostInfo) -> list[str]:
         return [f"ROCm {host.stack_version}"] if host.stack_version else []
-
-
-def _rocm_far(host_version: str, stack: str) -> bool:
-    """More than ROCM_MINOR_WINDOW minor releases apart, or a different major (tuples, never floats)."""
-    try:
-        host, image = parse(host_version), parse(stack)
-    except ValueError:
-        return False
-    if host[0] != image[0]:
-        return True
-    return abs((host + (0,))[1] - (image + (0,))[1]) > ROCM_MINOR_WINDOW
 
 
 def _hsa_override_hints(host: HostInfo, fits: list[Fit]) -> list[str]:
@@ -632,19 +714,37 @@ serves() {
     [ -n "$served" ]
 }
 
-# admits ARCHS: decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
-admits() {
-    serves "$1"
+# amdgpu_driver: the host's amdgpu kernel module version into `amdgpu`, from /sys/module/amdgpu/version,
+# which AMD's DKMS driver (amdgpu-dkms, versioned module.release: 6.8.5.60203) writes; a distribution's
+# in-kernel driver writes none, and `amdgpu` is then empty: its support is not checked, as in recommend.
+amdgpu_driver() {
+    amdgpu=""
+    version_file="${ACCEL_IMAGES_DEV_ROOT:-}/sys/module/amdgpu/version"
+    [ -r "$version_file" ] || return 0
+    read -r amdgpu < "$version_file" || true
+    is_version "$amdgpu" || amdgpu=""
 }
 
-check_vendor() {
-    if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
-        missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
-        return
-    fi
-    open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
-    gfx_override
-    targets=$(gfx_targets | sort -u)
+# in_window LOW-HIGH: the host's amdgpu module version is LOW or later and below HIGH (either side empty:
+# unbounded), the versions AMD's user and kernel-space support matrix supports an image's ROCm on
+# (vendors/rocm.py driver_window, from rocm.yaml kernel_driver); true when the version is unknown.
+in_window() {
+    [ -n "$amdgpu" ] || return 0
+    low=${1%%-*} high=${1#*-}
+    if [ -n "$low" ] && version_lt "$amdgpu" "$low"; then return 1; fi
+    if [ -n "$high" ] && ! version_lt "$amdgpu" "$high"; then return 1; fi
+    return 0
+}
+
+# admits ARCHS|WINDOW: decide, for an entry of ACCEL_IMAGES_ALTERNATIVES: its kernels serve the GPUs
+# (where their targets are known) and its ROCm is supported on the host's amdgpu driver.
+admits() {
+    if [ -n "$targets" ] && ! serves "${1%%|*}"; then return 1; fi
+    in_window "${1#*|}"
+}
+
+# check_targets: every GPU's gfx target has kernels in this image, or the refusal names an image with them.
+check_targets() {
     archs=$(own_archs)
     [ -n "$targets" ] && [ -n "$archs" ] || return 0
     tag="${ACCEL_IMAGES_TAG:-this image}"
@@ -659,6 +759,30 @@ check_vendor() {
     if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image has kernels for it"; fi
     refuse "GPU target${missed} has no kernels in $tag (compiled for $archs)$use"
 }
+
+# check_driver: the host's amdgpu kernel driver is one AMD supports this image's ROCm user space on
+# (ACCEL_IMAGES_AMDGPU_WINDOW), or the refusal names an image whose ROCm it supports.
+check_driver() {
+    if [ -z "${ACCEL_IMAGES_AMDGPU_WINDOW:-}" ] || in_window "$ACCEL_IMAGES_AMDGPU_WINDOW"; then
+        return 0
+    fi
+    pick_alternative
+    if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image is supported on it either"; fi
+    refuse "amdgpu kernel driver $amdgpu is outside what ${ACCEL_IMAGES_TAG:-this image} supports: ${ACCEL_IMAGES_AMDGPU_SUPPORT:-}, by AMD's user and kernel-space support matrix$use"
+}
+
+check_vendor() {
+    if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
+        missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
+        return
+    fi
+    open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
+    gfx_override
+    targets=$(gfx_targets | sort -u)
+    amdgpu_driver
+    check_targets
+    check_driver
+}
 """  # noqa: E501 - each of the guard's messages is one line of shell
 
 VENDOR = Rocm(
@@ -670,5 +794,5 @@ VENDOR = Rocm(
     runner_labels=("self-hosted", "linux", "x64", "gpu-amd"),
     detect_rank=20,
     guard_check=GUARD,
-    sources=(ROCM_DOCS, ROCM_PYTORCH_DOCS),
+    sources=(ROCM_DOCS, ROCM_PYTORCH_DOCS, SUPPORT_MATRIX_DOCS),
 )

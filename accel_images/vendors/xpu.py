@@ -9,11 +9,14 @@ References:
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Mapping
+
+import yaml
 
 from accel_images import untrusted
 from accel_images.model.devices import (APPTAINER_GPU_DOCS, SLURM_GRES_DOCS, DeviceOptions, host_group_ids, nodes,
@@ -48,6 +51,16 @@ def data_center_max(name: str) -> bool:
     """An Intel Data Center GPU Max, by the name xpu-smi or sycl-ls gives, or the PCI id sysfs gives."""
     return bool(_DATA_CENTER_MAX.search(name))
 _INTEGRATED_SLOT = ":00:02.0"  # where Intel integrated graphics sits: bus 0, device 2
+KB_FILE = Path(__file__).parent.parent / "data" / "vendors" / "xpu.yaml"
+
+
+@dataclass(frozen=True)
+class GpuFamily:
+    """A GPU family PyTorch's XPU guide validates, with its PCI device ids (xpu.yaml validated_gpus)."""
+
+    name: str
+    kernel: str                 # the kernel's macro the ids come from: 'INTEL_MTL_IDS'
+    ids: frozenset[str]         # lower-case hex without 0x: '7d55'
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,33 @@ class XpuFacts:
     runtime_packages: tuple[str, ...]
     runtime_repository: str
     devel_images: Mapping[str, Mapping[str, str]]
+
+
+def pci_device_id(text: str | None) -> str | None:
+    """A PCI device id as the table keys it ('7d55') from sysfs's or a tool's spelling: uevent's PCI_ID
+    '8086:7D55', the `device` file's '0x7d55', xpu-smi's '0x20a'; None when it is none of these."""
+    match = re.fullmatch(r"\s*(?:[0-9a-fA-F]{4}:|0x)?([0-9a-fA-F]{1,4})\s*", text or "")
+    return match.group(1).lower().zfill(4) if match else None
+
+
+def parse_families(raw: Mapping[str, Any]) -> tuple[GpuFamily, ...]:
+    """xpu.yaml's `validated_gpus`: each family's name, kernel macro and ids."""
+    return tuple(GpuFamily(str(row["name"]), str(row["kernel"]),
+                           frozenset(filter(None, (pci_device_id(str(i)) for i in row["ids"]))))
+                 for row in raw.get("families") or ())
+
+
+@functools.lru_cache(maxsize=1)
+def validated_families() -> tuple[GpuFamily, ...]:
+    """The table read from this vendor's own knowledge-base file: host detection runs without the
+    knowledge base (its loader sits above the vendors), and needs only this table."""
+    with open(KB_FILE, encoding="utf-8") as handle:
+        return parse_families(yaml.safe_load(handle).get("validated_gpus") or {})
+
+
+def family_of(pci_id: str | None) -> GpuFamily | None:
+    """The validated family whose ids hold `pci_id` (as pci_device_id spells it), else None."""
+    return next((family for family in validated_families() if pci_id in family.ids), None) if pci_id else None
 
 
 class Xpu(VendorBase):
@@ -100,6 +140,11 @@ class Xpu(VendorBase):
                              slurm_gres="gpu",  # Slurm gres.html: GRES "gpu", AutoDetect=oneapi (V)
                              sources=(XPU_DOCS, INTEL_K8S_DOCS, APPTAINER_GPU_DOCS, SLURM_GRES_DOCS))
 
+    def host_device_options(self, host: HostInfo, dev_root: Path) -> DeviceOptions:
+        """The device plugin's resource follows the described node's kernel driver, not this machine's."""
+        resource, note = k8s_resource_of(host.kernel_drivers)
+        return replace(self.device_options(dev_root), k8s_resource=resource, k8s_note=note)
+
     def accelerator_present(self, dev_root: Path) -> bool:
         """A render node counts unless sysfs says it belongs to another vendor's PCI device."""
         return any(pci_vendor_is(dev_root, "drm", node.name, INTEL_PCI_VENDOR)
@@ -113,7 +158,7 @@ class Xpu(VendorBase):
         if not gpus:
             notes.append("xpu: /dev/dri present but no Intel GPU confirmed (it also serves AMD and other GPUs)")
             return None
-        return host_from("xpu", gpus, driver_version=driver)
+        return replace(host_from("xpu", gpus, driver_version=driver), kernel_drivers=kernel_drivers(root, notes))
 
     def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
         """An Intel GPU the host detection confirmed runs the +xpu wheels, with the client GPU driver
@@ -134,7 +179,41 @@ def k8s_resource(dev_root: Path) -> str:
     host's render nodes say which driver binds them (/sys/class/drm/renderD*/device/driver); i915, the
     driver of every GPU before Battlemage and Lunar Lake, when none says xe. A cluster's nodes may differ."""
     drivers = {driver_name(dev_root, node.name) for node in nodes(dev_root, "/dev/dri", r"renderD\d+")}
-    return "gpu.intel.com/xe" if "xe" in drivers else "gpu.intel.com/i915"
+    return k8s_resource_of(tuple(driver for driver in drivers if driver))[0]
+
+
+XE_RESOURCE, I915_RESOURCE = "gpu.intel.com/xe", "gpu.intel.com/i915"
+
+
+def k8s_resource_of(drivers: tuple[str, ...]) -> tuple[str, str | None]:
+    """The resource for a node whose Intel GPUs these kernel drivers bind (k8s_resource's rule, from a host
+    description), and a note where the description cannot say: no driver recorded (a description from
+    before it was, or a node whose sysfs shows none), or both drivers, where the plugin offers both."""
+    if "xe" in drivers and "i915" in drivers:
+        return XE_RESOURCE, (f"this node's Intel GPUs are bound to i915 and xe: the device plugin offers"
+                             f" {I915_RESOURCE} and {XE_RESOURCE}; the Pod asks for {XE_RESOURCE}")
+    if "xe" in drivers:
+        return XE_RESOURCE, None
+    if "i915" in drivers:
+        return I915_RESOURCE, None
+    return I915_RESOURCE, (f"the host description names no Intel GPU kernel driver: {I915_RESOURCE} assumed; a node"
+                           f" whose GPUs the xe driver binds offers {XE_RESOURCE} (Battlemage, Lunar Lake and later,"
+                           " or a GPU given to xe by xe.force_probe)")
+
+
+def kernel_drivers(root: Path, notes: list[str]) -> tuple[str, ...]:
+    """The kernel drivers bound to this host's Intel render nodes, each once (sysfs's `driver` link, else
+    the DRIVER of the device's uevent), for the host description: the node's Kubernetes resource follows them."""
+    found: dict[str, None] = {}
+    for node in nodes(root, "/dev/dri", r"renderD\d+"):
+        if not pci_vendor_is(root, "drm", node.name, INTEL_PCI_VENDOR):
+            continue
+        device = under(root, f"/sys/class/drm/{node.name}/device")
+        driver = driver_name(root, node.name) or _uevent(device).get("DRIVER")
+        if driver:
+            found[driver] = None
+    notes.append(f"xpu: kernel driver {', '.join(found)}" if found else "xpu: kernel driver unknown (sysfs names none)")
+    return tuple(found)
 
 
 def driver_name(dev_root: Path, node: str) -> str | None:
@@ -174,13 +253,17 @@ class IntelDevice:
     driver: str | None = None       # sycl-ls: the Level Zero driver; xpu-smi: the kernel driver package
     device_id: str | None = None    # xpu-smi's device id, for `discovery -d`
     node: str | None = None         # the DRM node xpu-smi names
+    pci_id: str | None = None       # the PCI device id ('7d55'), where sysfs or xpu-smi gives it
 
 
 def integrated(device: IntelDevice) -> bool:
     """Integrated graphics shares the CPU's memory and is no accelerator for these images: UHD, Iris (Xe)
     and HD parts by name, or what xpu-smi types as integrated or sits at the integrated slot 00:02.0.
-    Not the Arc graphics of Core Ultra processors, which PyTorch lists among its XPU devices
-    (https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html)."""
+    Not the Arc graphics of Core Ultra processors, which PyTorch validates as XPU devices
+    (https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html): by PCI id where one is known
+    (xpu.yaml validated_gpus, from the kernel's pciids.h), else by "Arc" in the name."""
+    if family_of(device.pci_id) is not None:
+        return False
     if _INTEGRATED_NAME.search(device.name):
         return True
     on_die = "integrated" in (device.kind or "").lower() or (device.bdf or "").endswith(_INTEGRATED_SLOT)
@@ -195,7 +278,8 @@ def _json_device(device: Any) -> IntelDevice | None:
     if not (isinstance(name, str) and name and "GPU" in kind and "Intel" in str(device.get("vendor_name", "Intel"))):
         return None
     return IntelDevice(name, _text(device.get("pci_bdf_address")), kind, _text(device.get("driver_version")),
-                       _text(device.get("device_id")), _text(device.get("drm_device")))
+                       _text(device.get("device_id")), _text(device.get("drm_device")),
+                       pci_device_id(_text(device.get("pci_device_id"))))
 
 
 def _text(value: Any) -> str | None:
@@ -256,24 +340,40 @@ def _uevent(device: Path) -> dict[str, str]:
 
 
 def _sysfs_intel_devices(root: Path) -> list[IntelDevice]:
-    """Intel render nodes by PCI vendor id, named by PCI id (sysfs has no marketing name)."""
+    """Intel render nodes by PCI vendor id. sysfs has no marketing name: a device is named by its PCI id,
+    and by its family where the id is one PyTorch validates (validated_families)."""
     devices = []
     for node in listing(under(root, "/sys/class/drm"), "renderD*"):
         if (read(node / "device" / "vendor") or "").strip().lower() != INTEL_PCI_VENDOR:
             continue
         event = _uevent(node / "device")
-        name = f"Intel GPU {event['PCI_ID']}" if event.get("PCI_ID") else f"Intel GPU on {node.name}"
-        devices.append(IntelDevice(name, bdf=event.get("PCI_SLOT_NAME"), node=node.name))
+        pci_id = pci_device_id(event.get("PCI_ID") or read(node / "device" / "device"))
+        devices.append(IntelDevice(_sysfs_name(event.get("PCI_ID"), pci_id, node.name),
+                                   bdf=event.get("PCI_SLOT_NAME"), node=node.name, pci_id=pci_id))
     return devices
 
 
+def _sysfs_name(uevent_id: str | None, pci_id: str | None, node: str) -> str:
+    """'Intel Core Ultra Arc graphics (Meteor Lake) 8086:7D55', 'Intel GPU 8086:A780', 'Intel GPU on renderD128'."""
+    label = f"8086:{pci_id.upper()}" if pci_id else None
+    family = family_of(pci_id)
+    if family is not None:
+        return f"Intel {family.name} {label}"
+    return f"Intel GPU {uevent_id or label}" if uevent_id or label else f"Intel GPU on {node}"
+
+
 def _counted(devices: list[IntelDevice], source: str, notes: list[str]) -> list[IntelDevice]:
-    """The devices that are accelerators; each integrated one is named in the evidence as not counted."""
+    """The devices that are accelerators. The evidence names each integrated one as not counted, and each
+    one at the integrated slot that counts because its PCI id is of a validated family."""
     for device in devices:
+        where = _where(device)
+        place = f" ({where})" if where else ""
+        family = family_of(device.pci_id)
         if integrated(device):
-            where = _where(device)
-            notes.append(f"xpu: {source}: {device.name}{f' ({where})' if where else ''} is integrated "
-                         "graphics; not counted")
+            notes.append(f"xpu: {source}: {device.name}{place} is integrated graphics; not counted")
+        elif family is not None and (device.bdf or "").endswith(_INTEGRATED_SLOT):
+            notes.append(f"xpu: {source}: {device.name}{place}: PCI id {device.pci_id} is in {family.kernel}, "
+                         f"{family.name}, which PyTorch's XPU guide validates; counted")
     return [device for device in devices if not integrated(device)]
 
 
@@ -305,7 +405,7 @@ def _intel_gpus(run: Runner, root: Path, notes: list[str]) -> tuple[list[Gpu], s
         return _gpus(devices), driver
     devices = _counted(_sysfs_intel_devices(root), "sysfs", notes)
     if devices:
-        notes.append(f"xpu: PCI vendor {INTEL_PCI_VENDOR} on {len(devices)} discrete render node(s)")
+        notes.append(f"xpu: PCI vendor {INTEL_PCI_VENDOR} on {len(devices)} render node(s) counted as accelerators")
     return _gpus(devices), None
 
 
@@ -386,7 +486,7 @@ VENDOR = Xpu(
     title="Intel XPU",
     stack_name="oneAPI",
     smoke_backend="xpu",
-    kb_file=Path(__file__).parent.parent / "data" / "vendors" / "xpu.yaml",
+    kb_file=KB_FILE,
     runner_labels=("self-hosted", "linux", "x64", "gpu-intel"),
     detect_rank=30,
     guard_check=GUARD,

@@ -233,6 +233,32 @@ def test_every_vendor_section_names_its_vendor_and_source() -> None:
             assert URL.match(url), (name, key)
 
 
+def test_the_validated_intel_gpus_are_sourced_kernel_pci_ids_no_data_center_max_among_them() -> None:
+    """xpu.yaml validated_gpus: PyTorch's XPU guide for the families, the kernel's pciids.h for the ids;
+    an id in one family only, and none of Data Center GPU Max (refused, vendors/xpu.py)."""
+    from accel_images.vendors.xpu import DATA_CENTER_MAX_IDS, pci_device_id
+    table = section("xpu")["validated_gpus"]
+    assert URL.match(table["source"]) and URL.match(table["ids_source"])
+    ids = [pci_device_id(i) for family in table["families"] for i in family["ids"]]
+    assert all(re.fullmatch(r"0x[0-9A-F]{4}", i) for family in table["families"] for i in family["ids"])
+    assert all(family["kernel"].startswith("INTEL_") for family in table["families"])
+    assert len(ids) == len(set(ids)) and not set(ids) & set(DATA_CENTER_MAX_IDS)
+
+
+def test_the_amdgpu_driver_rows_are_sourced_ordered_and_each_rocm_release_is_one_run_of_them() -> None:
+    """rocm.yaml kernel_driver: AMD's support matrix as the source, each row's package seen (O) or the row
+    inferred (I), the rows in their module series' order, and the rows supporting a ROCm release adjacent
+    (vendors/rocm.py driver_window reads them as one range of module versions)."""
+    table = section("rocm")["kernel_driver"]
+    assert URL.match(table["source"]) and URL.match(table["matrix_source"])
+    rows = table["releases"]
+    assert all(row["evidence"] in ("O", "I") and (row["evidence"] == "I" or row["package"]) for row in rows)
+    assert [vkey(row["module"]) for row in rows] == sorted(vkey(row["module"]) for row in rows)
+    for release in {r for row in rows for r in row["rocm"]}:
+        supported = [index for index, row in enumerate(rows) if release in row["rocm"]]
+        assert supported == list(range(supported[0], supported[-1] + 1)), release
+
+
 def test_torch_rows_are_well_formed(raw: dict[str, Any]) -> None:
     allowed = {"released", "versions", "python", "python_experimental", "glibc_min", "companions", "source"}
     dates = []

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -357,6 +358,67 @@ def test_recommend_stops_offering_7_14_to_an_mi50(kb, expansion) -> None:
     rec = recommend(mi50, select(expansion.variants, {"vendor": "rocm"}), kb, image=expansion.image)
     assert rec.variant is not None and rec.variant.tag == ROCM_72
     assert any(r.startswith(f"{ROCM_714}: GPU architecture gfx906 is not compiled") for r in rec.reasons)
+
+
+# ---- ROCm: the host's amdgpu kernel driver -------------------------------------------------------
+# The container brings its ROCm user space; the host's amdgpu kernel driver must be one AMD supports with it:
+# AMD's "User and kernel-space support matrix" (instinct.docs.amd.com amdgpu-docs compatibility/
+# compatibility-matrix.html: "30.10.x | 6.2.x, ..., 7.2.x, 7.14.x"; "6.4.x | 6.1.x, ..., 7.2.x"; "6.2.x | 6.0.x,
+# ..., 7.0.x"). The driver's module version (/sys/module/amdgpu/version, the DKMS package's: amdgpu-dkms
+# 6.8.5.60203 of AMD GPU Driver 6.2.3, 6.12.12.60404 of 6.4.4, 6.16.13.30300000 of 30.30) says which it is.
+
+
+def amdgpu(host: Host, version: str) -> None:
+    """The loaded amdgpu module's version, as the DKMS driver writes it."""
+    path = host.dev_root / "sys" / "module" / "amdgpu" / "version"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"{version}\n")
+
+
+def test_a_6_2_era_amdgpu_driver_is_refused_by_the_7_14_image(host: Host) -> None:
+    amd(host, 90402)  # gfx942: MI300X, which both images have kernels for
+    amdgpu(host, "6.8.5")
+    assert_refused(host.run("rocm", **image_env(ROCM_714, "rocm")), "amdgpu kernel driver 6.8.5", "AMD GPU Driver 30.10",
+                   "no sibling image")
+
+
+def test_a_6_4_era_driver_is_sent_from_the_7_14_image_to_7_2(host: Host) -> None:
+    amd(host, 90402)
+    amdgpu(host, "6.12.12")
+    assert_refused(host.run("rocm", **image_env(ROCM_714, "rocm")), "6.12.12", f"use {ROCM_72} instead")
+    assert_ran(host.run("rocm", **image_env(ROCM_72, "rocm")))
+
+
+@pytest.mark.parametrize("tag", [ROCM_714, ROCM_72])
+def test_a_current_driver_starts_either_image_silently(host: Host, tag: str) -> None:
+    amd(host, 90402)
+    amdgpu(host, "6.16.13")  # AMD GPU Driver 30.30
+    result = host.run("rocm", **image_env(tag, "rocm"))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_gfx_refusal_names_only_an_image_the_driver_also_admits(host: Host) -> None:
+    amd(host, 90006)  # gfx906: only the 7.2 wheels have it, and a 6.3-era driver is too old for 7.2
+    amdgpu(host, "6.10.5")
+    assert_refused(host.run("rocm", **image_env(ROCM_714, "rocm")), "gfx906", "no sibling image has kernels")
+
+
+def test_the_kernel_driver_window_is_recommends_decision_too(kb, expansion) -> None:
+    from accel_images.host.recommend import recommend
+    from accel_images.model.hostinfo import HostInfo
+    from accel_images.plan.variants import select
+
+    rocm = select(expansion.variants, {"vendor": "rocm"})
+    mi300x = HostInfo(vendor="rocm", gpu_names=("AMD Instinct MI300X",), gpu_archs=("gfx942",), device_count=8)
+    old = recommend(replace(mi300x, driver_version="6.8.5", stack_version="6.2.3"), rocm, kb, image=expansion.image)
+    assert old.variant is None
+    assert any(r.startswith(f"{ROCM_714}: amdgpu kernel driver 6.8.5 (AMD GPU Driver 6.2)") for r in old.reasons)
+    rec = recommend(replace(mi300x, driver_version="6.12.12", stack_version="6.4.1"), rocm, kb, image=expansion.image)
+    assert rec.variant is not None and rec.variant.tag == ROCM_72
+    current = recommend(replace(mi300x, driver_version="6.16.13", stack_version="6.4.1"), rocm, kb,
+                        image=expansion.image)
+    assert current.variant is not None and current.variant.tag == ROCM_714 and current.warnings == ()
 
 
 # ---- Intel Gaudi: the host driver's release ---------------------------------------------------

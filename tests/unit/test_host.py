@@ -508,7 +508,7 @@ def render_node(vendor: str, slot: str, pci_id: str) -> dict[str, str]:
 
 def test_discrete_intel_gpu_found_by_pci_vendor(tmp_path):
     host = detect_host(FakeTools(), machine(tmp_path, render_node("0x8086", "0000:03:00.0", "8086:56A0")))
-    assert (host.vendor, host.gpu_names) == ("xpu", ("Intel GPU 8086:56A0",))
+    assert (host.vendor, host.gpu_names) == ("xpu", ("Intel Arc A-Series (Alchemist) 8086:56A0",))  # INTEL_DG2_IDS
 
 
 @pytest.mark.parametrize("vendor, slot, pci_id", [
@@ -520,6 +520,31 @@ def test_dev_dri_alone_is_not_an_intel_accelerator(tmp_path, vendor, slot, pci_i
     host = detect_host(FakeTools(), machine(tmp_path, render_node(vendor, slot, pci_id)))
     assert host.vendor == "cpu"
     assert "no Intel GPU confirmed" in evidence_text(host)
+
+
+@pytest.mark.parametrize("driver", ["xe", "i915"])
+def test_the_intel_kernel_driver_is_part_of_the_host_description(tmp_path, driver):
+    """The kernel driver bound to the Intel render node (its sysfs `driver` link): what Intel's Kubernetes
+    device plugin names the node's GPUs after (gpu.intel.com/i915 or gpu.intel.com/xe)."""
+    root = machine(tmp_path, render_node("0x8086", "0000:03:00.0", "8086:E20B"))
+    bound = root / "sys" / "bus" / "pci" / "drivers" / driver
+    bound.mkdir(parents=True)
+    (root / "sys" / "class" / "drm" / "renderD128" / "device" / "driver").symlink_to(bound)
+    assert detect_host(FakeTools(), root).kernel_drivers == (driver,)
+
+
+@pytest.mark.parametrize("pci_id, family", [
+    ("8086:7D55", "Meteor Lake"),   # the kernel's INTEL_MTL_IDS (include/drm/intel/pciids.h)
+    ("8086:7DD1", "Arrow Lake"),    # INTEL_ARL_H_IDS
+    ("8086:64A0", "Lunar Lake"),    # INTEL_LNL_IDS
+])
+def test_core_ultra_graphics_without_vendor_tools_is_an_xpu_host_by_its_pci_id(tmp_path, pci_id, family):
+    """PyTorch's XPU guide validates Core Ultra processors' Arc graphics (Meteor Lake-H, Arrow Lake-H, Lunar
+    Lake), which sit at the integrated slot 00:02.0: sysfs's PCI id decides (knowledge base, xpu.yaml
+    validated_gpus), not a name sysfs does not have."""
+    host = detect_host(FakeTools(), machine(tmp_path, render_node("0x8086", "0000:00:02.0", pci_id)))
+    assert (host.vendor, host.device_count) == ("xpu", 1)
+    assert family in host.gpu_names[0] and pci_id in host.gpu_names[0]
 
 
 # ---- recorded in the 2026-12 batch: xpu-smi table, Level Zero drivers, integrated GPUs --------------
@@ -581,6 +606,9 @@ def test_integrated_gpu_alone_is_no_accelerator(tmp_path):
     ({"device_name": "Intel(R) Iris(R) Xe Graphics", "pci_bdf_address": "0000:00:02.0"}, False),
     ({"device_name": "Intel(R) Data Center GPU Flex 170", "pci_bdf_address": "0000:4d:00.0"}, True),
     ({"device_name": "Intel(R) Arc(TM) Graphics", "pci_bdf_address": "0000:00:02.0"}, True),  # Core Ultra: torch.xpu runs it
+    # Lunar Lake by its PCI id (the kernel's INTEL_LNL_IDS), whatever xpu-smi names or types it
+    ({"device_name": "Intel(R) Graphics", "device_type": "Integrated GPU", "pci_bdf_address": "0000:00:02.0",
+      "pci_device_id": "0x64a0"}, True),
 ])
 def test_xpu_smi_integrated_by_type_slot_or_name(tmp_path, device, counted):
     listing = json.dumps({"device_list": [{"device_id": 0, "device_type": "GPU", **device}]})

@@ -46,7 +46,9 @@ def fake_tool(bin_dir: Path, name: str, answers: dict[str, Path]) -> None:
 
 @pytest.fixture
 def mi300x_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A node with two AMD MI300X: /dev/kfd under the fake device root, rocminfo and amd-smi on PATH."""
+    """A node with two AMD MI300X: /dev/kfd under the fake device root, rocminfo and amd-smi on PATH. Its
+    amd-smi is the recorded one with the amdgpu driver of AMD GPU Driver 30.30 (the recording's 6.10.5, a 6.3
+    driver, supports no ROCm the matrix's images have: AMD's user and kernel-space support matrix)."""
     bin_dir, dev_root = tmp_path / "bin", tmp_path / "host"
     bin_dir.mkdir()
     (dev_root / "dev").mkdir(parents=True)
@@ -54,7 +56,10 @@ def mi300x_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for tool in ("sh", "cat"):
         (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
     fake_tool(bin_dir, "rocminfo", {"": DATA / "rocminfo-mi300x.txt"})
-    fake_tool(bin_dir, "amd-smi", {"version": DATA / "amd-smi-version-6.4.1.txt"})
+    amd_smi = tmp_path / "amd-smi-version.txt"
+    amd_smi.write_text((DATA / "amd-smi-version-6.4.1.txt").read_text().replace("amdgpu version: 6.10.5",
+                                                                                 "amdgpu version: 6.16.13"))
+    fake_tool(bin_dir, "amd-smi", {"version": amd_smi})
     (tmp_path / "machine.txt").write_text("x86_64\n")
     fake_tool(bin_dir, "uname", {"-m": tmp_path / "machine.txt"})
     monkeypatch.setenv("PATH", str(bin_dir))
@@ -72,7 +77,7 @@ def test_describe_prints_the_detected_node_as_host_json(mi300x_node: Path) -> No
     assert result.exit_code == 0, result.output
     described = json.loads(result.stdout)
     assert (described["vendor"], described["device_count"], described["gpu_archs"]) == ("rocm", 2, ["gfx942"])
-    assert (described["stack_version"], described["driver_version"], described["machine"]) == ("6.4.1", "6.10.5",
+    assert (described["stack_version"], described["driver_version"], described["machine"]) == ("6.4.1", "6.16.13",
                                                                                               "x86_64")
     assert described["evidence"][-1] == "chose rocm"
     assert set(described) == {field.name for field in dataclasses.fields(HostInfo)}

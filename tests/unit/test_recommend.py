@@ -213,14 +213,37 @@ def test_devel_preference(tmp_path, expansion, kb):
 # AMD, Intel, Gaudi, CPU
 # ---------------------------------------------------------------------------------------------
 
-def test_mi300x_gets_rocm_7_14_with_torch_2_14(tmp_path, expansion, kb):
-    host = host_from(tmp_path, {ROCMINFO: recorded("rocminfo-mi300x.txt"),
+# AMD's user and kernel-space support matrix (instinct.docs.amd.com amdgpu-docs compatibility-matrix): the
+# host's amdgpu kernel driver decides, not its ROCm user space, which the image does not use: "6.3.x | 6.1.x,
+# 6.2.x, 6.3.x, 6.4.x, 7.0.x", "6.4.x | ... 7.2.x", "30.30.x | 6.3.x, ..., 7.2.x, 7.14.x".
+
+def recorded_mi300x(tmp_path: Path) -> HostInfo:
+    """The recorded MI300X node: ROCm 6.4.1 user space, amdgpu 6.10.5 (AMD GPU Driver 6.3)."""
+    return host_from(tmp_path, {ROCMINFO: recorded("rocminfo-mi300x.txt"),
                                 AMD_SMI_VERSION: recorded("amd-smi-version-6.4.1.txt")}, {"/dev/kfd": ""})
-    assert (host.vendor, host.gpu_archs, host.stack_version) == ("rocm", ("gfx942",), "6.4.1")
+
+
+def test_an_mi300x_on_a_6_3_era_driver_gets_no_image_and_the_driver_it_needs(tmp_path, expansion, kb):
+    host = recorded_mi300x(tmp_path)
+    assert (host.vendor, host.gpu_archs, host.stack_version, host.driver_version) == ("rocm", ("gfx942",), "6.4.1",
+                                                                                      "6.10.5")
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant is None
+    assert ("2.14.1-rocm7.14-py3.12-ubuntu24.04: amdgpu kernel driver 6.10.5 (AMD GPU Driver 6.3) is outside what"
+            " ROCm 7.14 supports: AMD GPU Driver 30.10 or later (amdgpu 6.14 or later), by AMD's user and"
+            " kernel-space support matrix") in rec.reasons
+    assert any(r.startswith("2.13.0-rocm7.2-py3.12-ubuntu24.04: amdgpu kernel driver 6.10.5") and
+               "AMD GPU Driver 6.4 or later" in r for r in rec.reasons)
+
+
+def test_mi300x_gets_rocm_7_14_with_torch_2_14(tmp_path, expansion, kb):
+    """A current driver (AMD GPU Driver 30.30: amdgpu 6.16.13) under the same old ROCm 6.4.1 user space:
+    7.14 is supported on it, and the host's user space is no caveat."""
+    host = replace(recorded_mi300x(tmp_path), driver_version="6.16.13")
     rec = choose(host, expansion, kb, tmp_path)
     assert rec.variant.tag == "2.14.1-rocm7.14-py3.12-ubuntu24.04"
     assert rec.reasons[0] == "2.14.1-rocm7.14-py3.12-ubuntu24.04: gfx942 compiled into the rocm7.14 wheel"
-    assert any("container ROCm 7.14 is far from the host's ROCm 6.4.1" in w for w in rec.warnings)
+    assert rec.warnings == ()
     flags = rec.docker_run.split()
     assert rec.docker_run.startswith("docker run --rm -it --device /dev/kfd --device /dev/dri ")
     assert "--security-opt seccomp=unconfined" in rec.docker_run
@@ -228,11 +251,13 @@ def test_mi300x_gets_rocm_7_14_with_torch_2_14(tmp_path, expansion, kb):
     assert flags[-1] == "accel-images/pytorch:2.14.1-rocm7.14-py3.12-ubuntu24.04"
 
 
-def test_rocm_close_to_the_host_has_no_distance_warning(expansion, kb):
+def test_a_driver_of_unknown_version_is_one_warning_that_the_window_was_not_checked(expansion, kb):
+    # the in-kernel amdgpu of a distribution has no version (amd-smi: "Linuxver...", no /sys/module/amdgpu/version)
     host = HostInfo(vendor="rocm", gpu_archs=("gfx90a",), device_count=1, stack_version="7.2.1")
     rec = recommend(host, select(expansion.variants, {"vendor": "rocm", "torch": "2.13"}), kb, image=expansion.image)
     assert rec.variant.tag == "2.13.0-rocm7.2-py3.12-ubuntu24.04"
-    assert rec.warnings == ()
+    assert rec.warnings == ("the amdgpu kernel driver's version is unknown (a distribution's in-kernel driver has"
+                            " none): AMD's user and kernel-space support matrix was not checked",)
 
 
 @pytest.mark.parametrize("arch, override", [("gfx1031", "10.3.0"), ("gfx1032", "10.3.0")])
@@ -267,6 +292,17 @@ def test_arc_gpu_gets_the_newest_xpu_image(tmp_path, expansion, kb):
     groups = "" if owner == 0 else f" --group-add {owner}"            # root's group adds nothing
     assert rec.docker_run == (f"docker run --rm -it --device /dev/dri{groups} --ipc host "
                               "accel-images/pytorch:2.14.1-xpu2026.1-py3.12-ubuntu24.04")
+
+
+def test_a_meteor_lake_laptop_without_vendor_tools_gets_the_xpu_image(tmp_path, expansion, kb):
+    """No xpu-smi or sycl-ls: the integrated GPU's PCI id (8086:7D55, the kernel's INTEL_MTL_IDS) is one of
+    the Core Ultra Arc graphics PyTorch's XPU guide validates (Meteor Lake-H), so not the CPU image."""
+    device = "/sys/class/drm/renderD128/device"
+    host = host_from(tmp_path, {}, {"/dev/dri/renderD128": "", f"{device}/vendor": "0x8086\n",
+                                    f"{device}/uevent": "DRIVER=i915\nPCI_ID=8086:7D55\nPCI_SLOT_NAME=0000:00:02.0\n"})
+    rec = choose(host, expansion, kb, tmp_path)
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-xpu2026.1-py3.12-ubuntu24.04"
+    assert "Meteor Lake" in rec.reasons[0]
 
 
 GAUDI_RUN = ("docker run --rm -it --runtime habana -e HABANA_VISIBLE_DEVICES=all "

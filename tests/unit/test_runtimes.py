@@ -504,6 +504,38 @@ def test_recommend_prints_one_valid_pod_naming_the_hosts_resource(tmp_path: Path
     assert "note: the image by tag: with --registry the catalogue gives its digest" in result.stderr
 
 
+# Intel's GPU plugin names a GPU after the kernel driver bound to it ("gpu.intel.com/i915 | Legacy i915 KMD ...
+# provided GPU instance", "gpu.intel.com/xe | xe KMD provided GPU instance": intel-device-plugins-for-kubernetes
+# cmd/gpu_plugin/README.md): the target node's driver, as its host description records it, not this machine's.
+B580 = {"vendor": "xpu", "gpu_names": ["Intel(R) Arc(TM) B580 Graphics"], "device_count": 1}
+
+
+def intel_pod(tmp_path: Path, **fields: object) -> tuple[dict[str, object], str]:
+    """`recommend --engine kubernetes --host-json` for an Intel host: the Pod's limits and the notes."""
+    from accel_images.cli import fanout
+    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine",
+                                                           "kubernetes", "--host-json", host_json(tmp_path, **fields)])
+    assert result.exit_code == 0, result.output
+    validate_pod(result.stdout)
+    return yaml.safe_load(result.stdout)["spec"]["containers"][0]["resources"]["limits"], result.stderr
+
+
+@pytest.mark.parametrize("drivers, resource", [(["xe"], "gpu.intel.com/xe"), (["i915"], "gpu.intel.com/i915"),
+                                               (["i915", "xe"], "gpu.intel.com/xe")])
+def test_the_intel_resource_is_the_described_hosts_kernel_driver(tmp_path: Path, drivers: list[str],
+                                                                  resource: str) -> None:
+    limits, notes = intel_pod(tmp_path, **B580, kernel_drivers=drivers)
+    assert limits == {resource: 1}
+    assert "kernel driver" not in notes
+
+
+def test_an_intel_host_of_unknown_kernel_driver_gets_i915_and_a_note_saying_so(tmp_path: Path) -> None:
+    limits, notes = intel_pod(tmp_path, **B580)
+    assert limits == {"gpu.intel.com/i915": 1}
+    assert ("note: the host description names no Intel GPU kernel driver: gpu.intel.com/i915 assumed; a node whose"
+            " GPUs the xe driver binds offers gpu.intel.com/xe") in notes
+
+
 def test_recommend_json_carries_the_rendered_engine(tmp_path: Path) -> None:
     from accel_images.cli import fanout
     result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine", "podman",

@@ -101,6 +101,8 @@ def notes(launch: Launch) -> tuple[str, ...]:
     found: list[str] = []
     if (options.device_requests or options.devices or options.runtime) and not options.k8s_resource:
         found.append(f"{launch.vendor}: no device-plugin resource is known; add the cluster's to `limits`")
+    if options.k8s_resource and options.k8s_note:
+        found.append(options.k8s_note)
     if options.runtime:
         found.append(f"the node's container runtime must be {options.runtime}'s (its operator makes it the default)")
     if options.group_add:

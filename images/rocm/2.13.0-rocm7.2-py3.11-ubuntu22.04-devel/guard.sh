@@ -254,19 +254,37 @@ serves() {
     [ -n "$served" ]
 }
 
-# admits ARCHS: decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
-admits() {
-    serves "$1"
+# amdgpu_driver: the host's amdgpu kernel module version into `amdgpu`, from /sys/module/amdgpu/version,
+# which AMD's DKMS driver (amdgpu-dkms, versioned module.release: 6.8.5.60203) writes; a distribution's
+# in-kernel driver writes none, and `amdgpu` is then empty: its support is not checked, as in recommend.
+amdgpu_driver() {
+    amdgpu=""
+    version_file="${ACCEL_IMAGES_DEV_ROOT:-}/sys/module/amdgpu/version"
+    [ -r "$version_file" ] || return 0
+    read -r amdgpu < "$version_file" || true
+    is_version "$amdgpu" || amdgpu=""
 }
 
-check_vendor() {
-    if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
-        missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
-        return
-    fi
-    open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
-    gfx_override
-    targets=$(gfx_targets | sort -u)
+# in_window LOW-HIGH: the host's amdgpu module version is LOW or later and below HIGH (either side empty:
+# unbounded), the versions AMD's user and kernel-space support matrix supports an image's ROCm on
+# (vendors/rocm.py driver_window, from rocm.yaml kernel_driver); true when the version is unknown.
+in_window() {
+    [ -n "$amdgpu" ] || return 0
+    low=${1%%-*} high=${1#*-}
+    if [ -n "$low" ] && version_lt "$amdgpu" "$low"; then return 1; fi
+    if [ -n "$high" ] && ! version_lt "$amdgpu" "$high"; then return 1; fi
+    return 0
+}
+
+# admits ARCHS|WINDOW: decide, for an entry of ACCEL_IMAGES_ALTERNATIVES: its kernels serve the GPUs
+# (where their targets are known) and its ROCm is supported on the host's amdgpu driver.
+admits() {
+    if [ -n "$targets" ] && ! serves "${1%%|*}"; then return 1; fi
+    in_window "${1#*|}"
+}
+
+# check_targets: every GPU's gfx target has kernels in this image, or the refusal names an image with them.
+check_targets() {
     archs=$(own_archs)
     [ -n "$targets" ] && [ -n "$archs" ] || return 0
     tag="${ACCEL_IMAGES_TAG:-this image}"
@@ -280,6 +298,30 @@ check_vendor() {
     pick_alternative
     if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image has kernels for it"; fi
     refuse "GPU target${missed} has no kernels in $tag (compiled for $archs)$use"
+}
+
+# check_driver: the host's amdgpu kernel driver is one AMD supports this image's ROCm user space on
+# (ACCEL_IMAGES_AMDGPU_WINDOW), or the refusal names an image whose ROCm it supports.
+check_driver() {
+    if [ -z "${ACCEL_IMAGES_AMDGPU_WINDOW:-}" ] || in_window "$ACCEL_IMAGES_AMDGPU_WINDOW"; then
+        return 0
+    fi
+    pick_alternative
+    if [ -n "$alt" ]; then use="; use $alt instead"; else use="; no sibling image is supported on it either"; fi
+    refuse "amdgpu kernel driver $amdgpu is outside what ${ACCEL_IMAGES_TAG:-this image} supports: ${ACCEL_IMAGES_AMDGPU_SUPPORT:-}, by AMD's user and kernel-space support matrix$use"
+}
+
+check_vendor() {
+    if [ ! -e "$dev/kfd" ] || [ ! -d "$dev/dri" ]; then
+        missing "/dev/kfd or /dev/dri missing: run with --device /dev/kfd --device /dev/dri --group-add video"
+        return
+    fi
+    open_or_group_add "$dev/kfd" "$dev"/dri/renderD*
+    gfx_override
+    targets=$(gfx_targets | sort -u)
+    amdgpu_driver
+    check_targets
+    check_driver
 }
 
 # A user the image does not know (`docker run --user UID:GID`) gets HOME=/ from Docker: give it the

@@ -55,9 +55,21 @@ def test_gfx_targets_follow_pytorchs_wheel_build_script(dockerfile: Callable[...
 
 
 def test_a_refusal_names_the_7_2_image_with_its_targets(dockerfile: Callable[..., str]) -> None:
-    # the guard tries each named image's targets on the refused host (vendors/base.py alternatives)
+    # the guard tries each named image's targets and amdgpu driver window on the refused host
+    # (vendors/base.py alternatives): 7.2 from AMD GPU Driver 6.4 (amdgpu 6.12) on
     common = BUILD_SH_COMMON.replace(";", ",")
-    assert f'    ACCEL_IMAGES_ALTERNATIVES="2.13.0-rocm7.2-py3.12-ubuntu24.04|gfx900,gfx906,{common}"' in dockerfile(*RUNTIME)
+    assert (f'    ACCEL_IMAGES_ALTERNATIVES="2.13.0-rocm7.2-py3.12-ubuntu24.04|gfx900,gfx906,{common}|6.12-"'
+            in dockerfile(*RUNTIME))
+
+
+def test_the_amdgpu_driver_window_is_amds_support_matrix(dockerfile: Callable[..., str]) -> None:
+    # AMD's user and kernel-space support matrix (instinct.docs.amd.com amdgpu-docs compatibility-matrix):
+    # 7.14 on "30.10.x" and later, 7.2 on "6.4.x" and later; amdgpu-dkms 6.14.14.30100000 (30.10),
+    # 6.12.12.60404 (6.4.4): the module series a host reports
+    runtime, devel = dockerfile(*RUNTIME), dockerfile(*DEVEL)
+    assert '    ACCEL_IMAGES_AMDGPU_WINDOW="6.14-"' in runtime
+    assert '    ACCEL_IMAGES_AMDGPU_SUPPORT="AMD GPU Driver 30.10 or later (amdgpu 6.14 or later)"' in runtime
+    assert '    ACCEL_IMAGES_AMDGPU_WINDOW="6.12-"' in devel
 
 
 def test_gfx1103_only_from_the_release_that_builds_it(kb) -> None:
