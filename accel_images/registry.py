@@ -163,6 +163,11 @@ def oci_index(entries: Sequence[IndexEntry], annotations: Mapping[str, str] | No
     return json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
 
 
+def is_index(manifest: Mapping[str, Any]) -> bool:
+    """Whether a manifest a tag names is an image index (OCI's or Docker's manifest list), not one image."""
+    return manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest
+
+
 def index_entries(index: Mapping[str, Any], what: str) -> tuple[IndexEntry, ...]:
     """The image manifests an index lists, by platform; entries of no real platform (BuildKit's
     attestation manifests say `unknown/unknown`) are left out. A malformed index is a RegistryError."""
@@ -259,7 +264,7 @@ class RegistryClient:
         digest, manifest = found
         own, entries = digest, tuple[IndexEntry, ...]()
         what = f"{repository}:{tag}"
-        if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+        if is_index(manifest):
             entries = index_entries(manifest, f"{self.host}/{what}")
             wanted = platform or DEFAULT_PLATFORM
             chosen = next((entry for entry in entries if entry.platform == wanted), None)
