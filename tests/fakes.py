@@ -324,11 +324,11 @@ class InMemoryRegistry(RegistryClient):
         parts = urlsplit(url)
         self.requests.append((method, parts.path))
         if parts.path == "/v2/":
-            return _answer(method, url, 200, b"{}")
+            return http_answer(method, url, 200, b"{}")
         found = re.match(r"^/v2/(?P<repository>.+?)/(?P<kind>manifests|blobs|tags|referrers)/(?P<rest>.*)$",
                          parts.path)
         if found is None:
-            return _answer(method, url, 404, _error("NAME_UNKNOWN"))
+            return http_answer(method, url, 404, _error("NAME_UNKNOWN"))
         kind, rest = found["kind"], found["rest"]
         if kind == "manifests":
             return self._manifests(method, url, rest, dict(headers or {}), data or b"")
@@ -336,8 +336,8 @@ class InMemoryRegistry(RegistryClient):
             return self._blobs(method, url, rest, parse_qs(parts.query), data or b"")
         if kind == "tags":
             body = json.dumps({"name": found["repository"], "tags": sorted(self.tagged)}).encode()
-            return _answer(method, url, 200, body)
-        return _answer(method, url, 404, _error("NOT_FOUND"))  # no referrers API
+            return http_answer(method, url, 200, body)
+        return http_answer(method, url, 404, _error("NOT_FOUND"))  # no referrers API
 
     def _manifests(self, method: str, url: str, reference: str, headers: dict[str, str],
                    data: bytes) -> requests.Response:
@@ -346,22 +346,22 @@ class InMemoryRegistry(RegistryClient):
             for hook in [*self.put_hooks.get(reference, []), *self.put_hooks.get("*", [])]:
                 status = hook(reference, media_type)
                 if status is not None:
-                    return _answer(method, url, status, _error("UNKNOWN"))
+                    return http_answer(method, url, status, _error("UNKNOWN"))
             digest = self._store(data, media_type)
             if not reference.startswith("sha256:"):
                 self.tagged[reference] = digest
-            return _answer(method, url, 201, b"", {"Docker-Content-Digest": digest})
+            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": digest})
         digest = reference if reference.startswith("sha256:") else self.tagged.get(reference)
         if method == "DELETE":
             if digest not in self.manifests:
-                return _answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
+                return http_answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
             del self.manifests[digest]
             self.tagged = {tag: kept for tag, kept in self.tagged.items() if kept != digest}
-            return _answer(method, url, 202, b"")
+            return http_answer(method, url, 202, b"")
         if digest is None or digest not in self.manifests:
-            return _answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
+            return http_answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
         media_type, body = self.manifests[digest]
-        return _answer(method, url, 200, body, {"Content-Type": media_type, "Docker-Content-Digest": digest,
+        return http_answer(method, url, 200, body, {"Content-Type": media_type, "Docker-Content-Digest": digest,
                                                 "Content-Length": str(len(body))})
 
     def _store(self, data: bytes, media_type: str) -> str:
@@ -372,15 +372,15 @@ class InMemoryRegistry(RegistryClient):
     def _blobs(self, method: str, url: str, rest: str, query: dict[str, list[str]], data: bytes) -> requests.Response:
         if rest.startswith("uploads/"):
             if method == "POST":
-                return _answer(method, url, 202, b"", {"Location": f"{url.rstrip('/')}/{uuid.uuid4().hex}"})
+                return http_answer(method, url, 202, b"", {"Location": f"{url.rstrip('/')}/{uuid.uuid4().hex}"})
             self._store_blob(data)
-            return _answer(method, url, 201, b"", {"Docker-Content-Digest": query.get("digest", [""])[0]})
+            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": query.get("digest", [""])[0]})
         if rest not in self.blobs:
-            return _answer(method, url, 404, _error("BLOB_UNKNOWN"))
-        return _answer(method, url, 200, self.blobs[rest], {"Content-Length": str(len(self.blobs[rest]))})
+            return http_answer(method, url, 404, _error("BLOB_UNKNOWN"))
+        return http_answer(method, url, 200, self.blobs[rest], {"Content-Length": str(len(self.blobs[rest]))})
 
 
-def _answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
+def http_answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
     """A requests.Response as the registry would send it."""
     response = requests.Response()
     response.status_code = status
