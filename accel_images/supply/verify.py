@@ -111,13 +111,13 @@ class Verdict:
 
 
 def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key,
-                  tag: str | None = None, platform: str | None = None) -> Verdict:
+                  tag: str | None = None) -> Verdict:
     """Check the provenance artifacts referring to `digest`; the first that holds wins.
 
     `tag`: the tag the digest was asked for (or is published under); the statement's variant must
-    wear it. `platform`: the platform an image index lists the digest under; the statement's variant
-    must be of that platform (an arm64 image signed as such, listed as amd64, is not verified: the
-    comparison is accel_images.supply.trust's). Registry failures (unreachable, denied, a referrers list
+    wear it. The platform the statement signs is the verdict's `platform`: whether the image may be
+    served as an index's image of some platform is verify_platform's question (accel_images.supply.trust).
+    Registry failures (unreachable, denied, a referrers list
     of the wrong shape) raise RegistryError, and so does a transient one (a 503, a reset connection) while
     an artifact is read: that is no evidence about the image, and a retry may read it whole. Everything
     about the artifacts themselves (a bad signature, a missing or malformed referrer, another subject,
@@ -133,8 +133,6 @@ def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key
             smoke = provenance.check_statement(statement, digest)
             if tag is not None:
                 check_tag(statement, tag)
-            if platform is not None:
-                check_platform(statement, platform)
             sbom_manifest = _named_sbom(store, repository, digest, statement)
         except AccelError as error:
             if isinstance(error, RegistryError) and error.transient:
@@ -213,14 +211,6 @@ def check_tag(statement: Mapping[str, Any], tag: str) -> None:
     if not tags.wears(tag, variant):
         raise provenance.NotVerified(f"the signed provenance is about {tags.full_tag(variant)}, which does not "
                                      f"wear the tag {tag}: the tag serves another variant's image")
-
-
-def check_platform(statement: Mapping[str, Any], platform: str) -> None:
-    """The signed statement's variant must be of the platform the image index lists its image under
-    (NotVerified otherwise, in accel_images.supply.trust's words)."""
-    mismatch = trust.other_platform(platform, signed_platform(statement), "its signed provenance")
-    if mismatch is not None:
-        raise provenance.NotVerified(mismatch)
 
 
 def signed_platform(statement: Mapping[str, Any]) -> str:
