@@ -163,6 +163,11 @@ def oci_index(entries: Sequence[IndexEntry], annotations: Mapping[str, str] | No
     return json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
 
 
+def is_index(manifest: Mapping[str, Any]) -> bool:
+    """Whether a manifest a tag names is an image index (OCI's or Docker's manifest list), not one image."""
+    return manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest
+
+
 def index_entries(index: Mapping[str, Any], what: str) -> tuple[IndexEntry, ...]:
     """The image manifests an index lists, by platform; entries of no real platform (BuildKit's
     attestation manifests say `unknown/unknown`) are left out. A malformed index is a RegistryError."""
@@ -182,13 +187,19 @@ def index_entries(index: Mapping[str, Any], what: str) -> tuple[IndexEntry, ...]
         if not isinstance(digest, str) or not DIGEST_RE.match(digest) or not isinstance(size, int):
             raise malformed(what, f"the image index's {platform.get('os')}/{platform.get('architecture')} entry"
                                   " has no valid digest and size")
-        variant = str(platform.get("variant") or "")
-        arch = str(platform.get("architecture"))
-        if arch == "arm64" and variant == "v8":
-            variant = ""
-        name = f"{platform.get('os')}/{arch}" + (f"/{variant}" if variant else "")
+        name = platform_name(str(platform.get("os")), str(platform.get("architecture")),
+                             str(platform.get("variant") or ""))
         found.append(IndexEntry(name, digest, size, str(entry.get("mediaType") or OCI_MANIFEST)))
     return tuple(found)
+
+
+def platform_name(os: str, arch: str, variant: str = "") -> str:
+    """`os/architecture[/variant]` of an index entry, an image config or an inspected image: the one place
+    a platform is spelled. `arm64` with variant `v8` is `linux/arm64`: v8 is the only arm64 variant, and
+    Docker's own images leave it out as often as they write it, so the two spellings must compare equal."""
+    if arch == "arm64" and variant == "v8":
+        variant = ""
+    return f"{os}/{arch}" + (f"/{variant}" if variant else "")
 
 
 @dataclass(frozen=True)
@@ -253,7 +264,7 @@ class RegistryClient:
         digest, manifest = found
         own, entries = digest, tuple[IndexEntry, ...]()
         what = f"{repository}:{tag}"
-        if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+        if is_index(manifest):
             entries = index_entries(manifest, f"{self.host}/{what}")
             wanted = platform or DEFAULT_PLATFORM
             chosen = next((entry for entry in entries if entry.platform == wanted), None)
@@ -862,10 +873,8 @@ def _config_platform(config: Mapping[str, Any]) -> str:
     os, arch = config.get("os"), config.get("architecture")
     if not isinstance(os, str) or not isinstance(arch, str) or not os or not arch:
         return ""
-    variant = config.get("variant") if isinstance(config.get("variant"), str) else ""
-    if arch == "arm64" and variant == "v8":
-        variant = ""
-    return f"{os}/{arch}" + (f"/{variant}" if variant else "")
+    variant = config.get("variant")
+    return platform_name(os, arch, variant if isinstance(variant, str) else "")
 
 
 def _next_page(link: str | None) -> str | None:

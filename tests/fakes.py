@@ -11,18 +11,25 @@ a push that fails, a registry that refuses a delete).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+import requests
 
 import fakeimage
 
 from accel_images.build.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
-from accel_images.registry import Artifact, RemoteImage
+from accel_images.registry import OCI_MANIFEST, Artifact, RegistryClient, RemoteImage
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 
@@ -255,6 +262,167 @@ class FakeTagRegistry:
         if self.no_deletes:
             raise RegistryError(f"registry r answered 405 while checking that {repository} allows deletes",
                                 hint="the registry does not allow deletes: its setting storage.delete.enabled is off")
+
+
+PutHook = Callable[[str, str], int | None]
+"""Called with a manifest PUT's reference and media type before the PUT lands; a status it returns is the
+answer instead."""
+
+
+class InMemoryRegistry(RegistryClient):
+    """The real registry client (accel_images.registry.RegistryClient) talking to an in-memory registry.
+
+    Only the HTTP exchange is replaced (`_send`): manifests by digest and tag, blobs, uploads, the tag list
+    and manifest deletes answer as the distribution registry does, one repository's worth (every repository
+    name shares it); there is no referrers API (404), so artifacts are listed under the fallback tag. What a
+    test needs beyond that: `push_image` puts an image (a config with labels and a platform), `put_hooks[tag]`
+    runs before each manifest PUT of `tag` (`"*"`: of any reference), to answer a 500 or to play another job
+    writing the tag meanwhile, `requests`
+    lists every call made.
+    """
+
+    def __init__(self, host: str = "reg.example:5000") -> None:
+        super().__init__(host, scheme="http", credentials=lambda host: None)
+        self.manifests: dict[str, tuple[str, bytes]] = {}
+        self.tagged: dict[str, str] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.put_hooks: dict[str, list[PutHook]] = {}
+        self.requests: list[tuple[str, str]] = []
+
+    def push_image(self, labels: Mapping[str, str], platform: str = "linux/amd64", tag: str | None = None,
+                   salt: str = "") -> str:
+        """Store an image (a config with `labels`, of `platform`, no layers) under `tag` or its digest alone."""
+        os, arch = platform.split("/")[:2]
+        config = json.dumps({"os": os, "architecture": arch, "config": {"Labels": dict(labels)},
+                             "rootfs": {"type": "layers", "diff_ids": []}, "salt": salt}, sort_keys=True).encode()
+        config_digest = self._store_blob(config)
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": len(config)},
+            "layers": []}, sort_keys=True).encode()
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        self.manifests[digest] = (OCI_MANIFEST, manifest)
+        if tag is not None:
+            self.tagged[tag] = digest
+        return digest
+
+    def serving(self, tag: str) -> str | None:
+        return self.tagged.get(tag)
+
+    def index_of(self, tag: str) -> list[tuple[str, str]]:
+        """(platform, image digest) of each entry of the index `tag` serves, in order."""
+        data = json.loads(self.manifests[self.tagged[tag]][1])
+        return [("{os}/{architecture}".format(**entry["platform"]), entry["digest"]) for entry in data["manifests"]
+                if "platform" in entry]
+
+    def _store_blob(self, data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.blobs[digest] = data
+        return digest
+
+    def _send(self, method: str, url: str, headers: Mapping[str, str] | None, data: bytes | None,
+              authorization: str | None, what: str) -> requests.Response:
+        parts = urlsplit(url)
+        self.requests.append((method, parts.path))
+        if parts.path == "/v2/":
+            return http_answer(method, url, 200, b"{}")
+        found = re.match(r"^/v2/(?P<repository>.+?)/(?P<kind>manifests|blobs|tags|referrers)/(?P<rest>.*)$",
+                         parts.path)
+        if found is None:
+            return http_answer(method, url, 404, _error("NAME_UNKNOWN"))
+        kind, rest = found["kind"], found["rest"]
+        if kind == "manifests":
+            return self._manifests(method, url, rest, dict(headers or {}), data or b"")
+        if kind == "blobs":
+            return self._blobs(method, url, rest, parse_qs(parts.query), data or b"")
+        if kind == "tags":
+            body = json.dumps({"name": found["repository"], "tags": sorted(self.tagged)}).encode()
+            return http_answer(method, url, 200, body)
+        return http_answer(method, url, 404, _error("NOT_FOUND"))  # no referrers API
+
+    def _manifests(self, method: str, url: str, reference: str, headers: dict[str, str],
+                   data: bytes) -> requests.Response:
+        if method == "PUT":
+            media_type = headers.get("Content-Type", OCI_MANIFEST)
+            for hook in [*self.put_hooks.get(reference, []), *self.put_hooks.get("*", [])]:
+                status = hook(reference, media_type)
+                if status is not None:
+                    return http_answer(method, url, status, _error("UNKNOWN"))
+            digest = self._store(data, media_type)
+            if not reference.startswith("sha256:"):
+                self.tagged[reference] = digest
+            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": digest})
+        digest = reference if reference.startswith("sha256:") else self.tagged.get(reference)
+        if method == "DELETE":
+            if digest not in self.manifests:
+                return http_answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
+            del self.manifests[digest]
+            self.tagged = {tag: kept for tag, kept in self.tagged.items() if kept != digest}
+            return http_answer(method, url, 202, b"")
+        if digest is None or digest not in self.manifests:
+            return http_answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
+        media_type, body = self.manifests[digest]
+        return http_answer(method, url, 200, body, {"Content-Type": media_type, "Docker-Content-Digest": digest,
+                                                "Content-Length": str(len(body))})
+
+    def _store(self, data: bytes, media_type: str) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.manifests[digest] = (media_type, data)
+        return digest
+
+    def _blobs(self, method: str, url: str, rest: str, query: dict[str, list[str]], data: bytes) -> requests.Response:
+        if rest.startswith("uploads/"):
+            if method == "POST":
+                return http_answer(method, url, 202, b"", {"Location": f"{url.rstrip('/')}/{uuid.uuid4().hex}"})
+            self._store_blob(data)
+            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": query.get("digest", [""])[0]})
+        if rest not in self.blobs:
+            return http_answer(method, url, 404, _error("BLOB_UNKNOWN"))
+        return http_answer(method, url, 200, self.blobs[rest], {"Content-Length": str(len(self.blobs[rest]))})
+
+
+def http_answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
+    """A requests.Response as the registry would send it."""
+    response = requests.Response()
+    response.status_code = status
+    response._content = b"" if method == "HEAD" else body
+    response.headers.update(headers or {})
+    response.request = requests.Request(method, url).prepare()
+    response.url = url
+    return response
+
+
+def _error(code: str) -> bytes:
+    return json.dumps({"errors": [{"code": code, "message": code.lower().replace("_", " ")}]}).encode()
+
+
+class PushingEngine(FakeEngine):
+    """FakeEngine whose pushes land in an InMemoryRegistry: each built image is an image of its build's
+    platform there (its digest differs per build), and the SBOM probe answers as an honest image would."""
+
+    def __init__(self, registry: InMemoryRegistry, probe: str = "", salt: str = "", **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.registry = registry
+        self.probe = probe
+        self.salt = salt
+        """Set apart the digests of one run's builds from another's (the builds are otherwise the same)."""
+        self.named: dict[str, str] = {}
+
+    def tag(self, image: str, ref: str) -> None:
+        super().tag(image, ref)
+        self.named[ref] = image
+
+    def push_image(self, ref: str) -> Pushed:
+        self.calls.append(("push", ref))
+        failures = self.push_failures.get(ref)
+        if failures:
+            raise failures.pop(0)
+        image = self.named.get(ref, ref)
+        digest = self.registry.push_image({"io.accel-images.built": image}, self.built_platforms.get(image)
+                                          or "linux/amd64", tag=ref.rsplit(":", 1)[-1], salt=image + self.salt)
+        return Pushed(digest)
+
+    def run(self, image: str, command: list[str], **kwargs: object) -> RunResult:
+        return RunResult(exit_code=0, stdout=self.probe, stderr="", timed_out=False)
 
 
 # What mypy checks: each fake is the protocol production code takes it as.

@@ -21,7 +21,7 @@ from accel_images.build.engine import ImageInfo, pull_through_a_mirror
 from accel_images.errors import EngineError, NotInRegistry, RegistryError
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import Variant
-from accel_images.registry import LIST_TYPES, RemoteImage, index_entries
+from accel_images.registry import RemoteImage, index_entries, is_index
 
 
 class ManifestReader(Protocol):
@@ -44,7 +44,7 @@ def platform_base(registry: ManifestReader, ref: str, platform: str) -> str:
     if found is None:
         raise NotInRegistry(f"base image {ref} not found in registry {registry.host}")
     digest, manifest = found
-    if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+    if is_index(manifest):
         entries = index_entries(manifest, f"{registry.host}/{path}")
         chosen = next((entry for entry in entries if entry.platform == platform), None)
         if chosen is None:

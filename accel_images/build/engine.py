@@ -40,6 +40,7 @@ from accel_images.build import buildlog, failure
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
 from accel_images.build.leftovers import OWNER_LABEL, ContainerInfo, owner_token
+from accel_images.registry import platform_name
 from accel_images.smoke.integrity import KEEP_SUFFIXES, Entry
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
@@ -802,10 +803,7 @@ def _platform_of(raw: Mapping[str, Any]) -> str:
     os_name, arch = str(raw.get("Os") or ""), str(raw.get("Architecture") or "")
     if not os_name or not arch:
         return ""
-    variant = str(raw.get("Variant") or "")
-    if arch == "arm64" and variant == "v8":
-        variant = ""
-    return f"{os_name}/{arch}" + (f"/{variant}" if variant else "")
+    return platform_name(os_name, arch, str(raw.get("Variant") or ""))
 
 
 def _text(output: bytes | str) -> str:

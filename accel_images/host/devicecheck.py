@@ -4,10 +4,14 @@ On a machine with an accelerator it answers, in one JSON record, whether what th
 about such a host matches what the host is:
 
 1. detection: the vendor, driver, GPUs and architectures `recommend` would see (host/detect.py);
-2. every rendered guard of that vendor (images/<vendor>/<tag>/guard.sh, with the ACCEL_IMAGES_*
-   environment its Dockerfile sets) run here against the real vendor tools, /dev and /sys, as the
-   image's entry point would run it: whether it starts the command or refuses (exit 78), and
-   whether `recommend` judges that image the same way on this host;
+2. every rendered guard of that vendor (images/<vendor>/<tag>/guard.sh) run here against the real
+   vendor tools, /dev and /sys, as the entry point of the tag's image of this host's platform would
+   run it: with the ACCEL_IMAGES_* environment that image sets (the Dockerfile's shared stages and its
+   platform's own, never another platform's) and its facts (those the knowledge base predicts for it,
+   which every build of it is checked against: accel_images/kb/claims.py); whether it starts the command
+   or refuses (exit 78), and whether `recommend` judges that image the same way on this host. A tag
+   with no image of this platform is not run (an image of another architecture cannot start here), and
+   `recommend` offers it to no host of this kind;
 3. the smoke workload (smoke/workload.py, the file every image carries) run with this host's own
    Python and torch (`--python`), requiring the accelerator.
 
@@ -25,17 +29,22 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from accel_images import vendors
 from accel_images.host.detect import detect_host
-from accel_images.host.recommend import judge
-from accel_images.kb.compat import load_kb
+from accel_images.host.recommend import host_platform, judge
+from accel_images.kb.claims import claims
+from accel_images.kb.compat import KnowledgeBase, load_kb
+from accel_images.model import platforms
 from accel_images.model.hostinfo import HostInfo, run_command
+from accel_images.model.imagefacts import ImageFacts
+from accel_images.model.variant import Variant
 from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import expand
 from accel_images.smoke import workload
@@ -54,10 +63,53 @@ def check(name: str, ok: bool, detail: str, **fields: Any) -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, **fields}
 
 
-def image_env(dockerfile: Path) -> dict[str, str]:
-    """The ACCEL_IMAGES_* variables a rendered Dockerfile sets for its guard."""
-    return {key: value for key, value in IMAGE_ENV.findall(dockerfile.read_text())
-            if key not in NOT_FOR_THE_HOST}
+def image_env(dockerfile: Path, platform: str = platforms.DEFAULT) -> dict[str, str]:
+    """The ACCEL_IMAGES_* variables the rendered image of `platform` sets for its guard.
+
+    A tag of several platforms renders one Dockerfile: the stages every platform shares, then one stage per
+    platform (`FROM image AS image-<arch>`) setting what differs (compiled architectures, the images a
+    refusal names), the last stage picking one by TARGETARCH. An image holds the shared values and its own
+    stage's; reading every stage would let the last platform's values win."""
+    arch = re.escape(platforms.architecture(platform))
+    stages = re.split(r"\n(?=FROM )", dockerfile.read_text())
+    own = "\n".join(stage for stage in stages if not re.match(rf"FROM \S+ AS image-(?!{arch}\b)", stage))
+    return {key: value for key, value in IMAGE_ENV.findall(own) if key not in NOT_FOR_THE_HOST}
+
+
+def predicted_facts(kb: KnowledgeBase, variant: Variant) -> dict[str, Any]:
+    """The facts file (schema 1, accel_images/smoke/facts.py) of the variant's image as the knowledge base
+    predicts it: every build of the image is checked against these very values (accel_images/kb/claims.py)
+    and fails where it holds others, so they are what the built image's guard reads at its start."""
+    known = kb.platforms.get(variant.platform)
+    machine = known.machines[0] if known is not None else ""
+    blank = ImageFacts(torch="", public="", local=None, python="", backend="", toolkit={}, archs=None, ptx=None,
+                       companions={}, platform={"os": "linux", "machine": machine})
+    expected = {claim.key: claim.expected for claim in claims(kb, variant, blank)}
+    torch = str(expected.get("torch") or variant.torch)
+    local = variant.wheel_index
+    return {"schema": 1, "platform": {"os": "linux", "machine": machine}, "python": str(expected.get("python", "")),
+            "torch": {"version": f"{torch}+{local}" if local else torch, "public": torch, "local": local},
+            "backend": str(expected.get("backend") or vendors.get(variant.vendor).smoke_backend),
+            "toolkit": dict.fromkeys(("cuda", "hip", "xpu", "cudnn", "nccl", "gaudi")),
+            "archs": _listed(expected.get("archs")), "ptx": _listed(expected.get("ptx")),
+            "companions": {key.removeprefix("companion:"): str(value) for key, value in expected.items()
+                           if key.startswith("companion:")}, "distributions": {}}
+
+
+def _listed(value: object) -> list[str]:
+    """A claim's expected targets as a facts file lists them ([] where the knowledge base predicts none)."""
+    if isinstance(value, tuple):
+        return [str(item) for item in value]
+    return [str(value)] if value else []
+
+
+def not_built_here(tag: str, platform: str | None, built_for: Sequence[str], machine: str | None) -> dict[str, Any]:
+    """The check of a tag that has no image of this host's platform: nothing runs (an image of another
+    architecture cannot start here), and `recommend` offers it to no host of this kind, so both agree."""
+    where = f"no {platform} image of this tag" if platform else f"no image of this tag for this {machine} CPU"
+    return check(f"guard {tag}", True, f"{where} (it is built for {', '.join(built_for)}): not run here, and"
+                 " recommend offers it to none of this host's kind", starts=False, recommend=False, skipped=True,
+                 platform=platform)
 
 
 def detection_check(host: HostInfo) -> dict[str, Any]:
@@ -78,29 +130,50 @@ def guard_checks(host: HostInfo, images: Path, matrix: Path, dev_root: Path | No
         return [check("guards", False,
                       f"no rendered images of {host.vendor} under {images} (run `accel-images render`)")]
     kb = load_kb()
-    variants = {v.tag: v for v in expand(load_matrix(matrix), kb).variants if v.vendor == host.vendor}
+    platform = host_platform(host, kb)
+    by_tag: dict[str, dict[str, Variant]] = {}
+    for variant in expand(load_matrix(matrix), kb).variants:
+        if variant.vendor == host.vendor:
+            by_tag.setdefault(variant.tag, {})[variant.platform] = variant
     results = []
-    for context in sorted(path for path in directory.iterdir() if (path / "guard.sh").is_file()):
-        result = run_guard(context, dev_root)
-        starts = result["exit"] == 0
-        variant = variants.get(context.name)
-        if variant is None:
-            results.append(check(f"guard {context.name}", False, "not in the matrix (images/ is stale?)", **result))
-            continue
-        fit = judge(host, variant, kb)
-        agrees = result["exit"] in (0, GUARD_EXIT) and starts == fit.fits
-        verdict = "starts" if starts else "refuses"
-        detail = (f"{verdict}; recommend {'admits' if fit.fits else 'rejects'} it"
-                  + ("" if agrees else " (disagreement)"))
-        results.append(check(f"guard {context.name}", agrees, detail, starts=starts, recommend=fit.fits,
-                             rejections=list(fit.rejections), **result))
+    with tempfile.TemporaryDirectory(prefix="accel-images-facts-") as scratch:
+        for context in sorted(path for path in directory.iterdir() if (path / "guard.sh").is_file()):
+            built = by_tag.get(context.name)
+            own = built.get(platform or "") if built is not None else None
+            if built is None:
+                results.append(check(f"guard {context.name}", False, "not in the matrix (images/ is stale?)",
+                                     **run_guard(context, dev_root)))
+            elif own is None:
+                results.append(not_built_here(context.name, platform, list(built), host.machine))
+            else:
+                results.append(guard_check(host, kb, context, own, dev_root, Path(scratch)))
     return results
 
 
-def run_guard(context: Path, dev_root: Path | None) -> dict[str, Any]:
-    """The image's guard as its entry point, on this host: `true` as the command, accelerator required."""
-    env = {**os.environ, **image_env(context / "Dockerfile"), "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1",
-           "ACCEL_IMAGES_FACTS": str(context / "facts.json")}
+def guard_check(host: HostInfo, kb: KnowledgeBase, context: Path, variant: Variant, dev_root: Path | None,
+                scratch: Path) -> dict[str, Any]:
+    """One tag's image of this host's platform: its guard run here with that image's environment and facts,
+    beside `recommend`'s judgement of that very image."""
+    facts = predicted_facts(kb, variant)
+    facts_file = scratch / f"{variant.local_tag}.json"
+    facts_file.write_text(json.dumps(facts))
+    result = run_guard(context, dev_root, variant.platform, facts_file)
+    starts = result["exit"] == 0
+    fit = judge(host, variant, kb)
+    agrees = result["exit"] in (0, GUARD_EXIT) and starts == fit.fits
+    verdict = "starts" if starts else "refuses"
+    detail = (f"{verdict}; recommend {'admits' if fit.fits else 'rejects'} it"
+              + ("" if agrees else " (disagreement)"))
+    return check(f"guard {context.name}", agrees, detail, starts=starts, recommend=fit.fits,
+                 rejections=list(fit.rejections), platform=variant.platform, facts=facts, **result)
+
+
+def run_guard(context: Path, dev_root: Path | None, platform: str = platforms.DEFAULT,
+              facts: Path | None = None) -> dict[str, Any]:
+    """The guard of the tag's image of `platform` as its entry point, on this host: `true` as the command,
+    accelerator required, with that image's environment and, where given, its facts file."""
+    env = {**os.environ, **image_env(context / "Dockerfile", platform), "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1",
+           **facts_env(facts)}
     env.pop("ACCEL_IMAGES_GUARD", None)
     if dev_root is not None:
         env["ACCEL_IMAGES_DEV_ROOT"] = str(dev_root)
@@ -112,6 +185,12 @@ def run_guard(context: Path, dev_root: Path | None) -> dict[str, Any]:
         return {"exit": None, "said": [f"timed out after {GUARD_TIMEOUT_S:.0f} s"], "ms": GUARD_TIMEOUT_S * 1000}
     ms = round((time.monotonic() - start) * 1000, 1)
     return {"exit": done.returncode, "said": done.stderr.splitlines(), "ms": ms}
+
+
+def facts_env(facts: Path | None) -> Mapping[str, str]:
+    """ACCEL_IMAGES_FACTS for the guard: the image's facts file, or (a tag not in the matrix) a path that is
+    certainly absent, so the guard never reads the facts of an image this host itself runs in."""
+    return {"ACCEL_IMAGES_FACTS": str(facts) if facts is not None else os.devnull + "/absent"}
 
 
 def smoke_check(host: HostInfo, python: str) -> dict[str, Any]:

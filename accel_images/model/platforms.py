@@ -8,7 +8,9 @@ project is one index: the same tag serves `linux/amd64` and, where a vendor publ
 the knowledge base maps one onto the other (data/kb.yaml `platforms:`).
 
 Plain strings (`linux/arm64`) throughout, as `docker --platform`, buildx bake and the Engine API
-spell them; the helpers here take them apart.
+spell them; the helpers here take them apart. What an OCI document or the engine says (os,
+architecture, variant) becomes such a string in one place only, accel_images.registry.platform_name,
+so `arm64/v8` and `arm64` compare equal wherever a platform is read.
 """
 
 from __future__ import annotations
@@ -43,14 +45,6 @@ def variant_of(platform: str) -> str:
     """`linux/arm/v7` -> `v7`; '' when the platform names none."""
     found = PLATFORM_RE.match(platform)
     return (found["variant"] or "") if found else ""
-
-
-def of_config(os: str, arch: str, variant: str = "") -> str:
-    """The platform an image config or an index entry names (`arm64` with variant `v8` is `linux/arm64`:
-    v8 is the only arm64 variant, and Docker's own images leave it out as often as they write it)."""
-    if arch == "arm64" and variant == "v8":
-        variant = ""
-    return f"{os}/{arch}" + (f"/{variant}" if variant else "")
 
 
 def suffix(platform: str) -> str:

@@ -2,7 +2,9 @@
 
 `recommend`, `pull`, `run` and `catalogue` with `--registry` choose from this, not from what the
 matrix could build: an image is offered only when it is in the registry under its full tag and a
-smoke record vouches for that very digest. Everything is read over the registry HTTP API (tag list,
+smoke record vouches for that very digest, as the image of the platform the tag lists it under
+(accel_images.supply.trust decides per (tag, platform): an index listing a platform twice, or an
+image whose record saw another platform, is not offered). Everything is read over the registry HTTP API (tag list,
 manifests, config blobs); nothing is pulled.
 
 Two sources, both in the images' own repository:
@@ -39,11 +41,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from accel_images import untrusted, vendors
 from accel_images.model import tags
 from accel_images.errors import AccelError, IncompatibleError, MalformedAnswer, RegistryError
-from accel_images.registry import LIST_TYPES, Artifact, RemoteImage, index_entries, parse_time
+from accel_images.registry import Artifact, RemoteImage, index_entries, is_index, parse_time
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import make_variant
+from accel_images.supply import trust
 
 if TYPE_CHECKING:
     from accel_images.kb.compat import KnowledgeBase
@@ -57,6 +60,7 @@ LABELS_ANNOTATION = f"{RECORD_PREFIX}.labels"
 FACTS_ANNOTATION = f"{RECORD_PREFIX}.facts"
 """What the image's own torch said it holds at build time (/opt/accel-images/facts.json, the compact form:
 torch, Python, backend, toolkit, compiled architectures, PTX, companions), as JSON."""
+NO_RECORD = "published, but no smoke record vouches for its digest"
 READ_WORKERS = 16
 """Concurrent registry reads; registries serve far more, and 16 keeps a 40-image read to 3 rounds."""
 
@@ -129,6 +133,8 @@ class Entry:
     """The digest of the image index the full tag points at; None when it points at this image alone."""
     platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
     """Every platform the tag's index lists."""
+    copies: int = 1
+    """How many entries of the tag's index list this entry's platform (a second one is never trusted)."""
 
     def label(self, name: str) -> str:
         return self.labels.get(f"{LABEL_PREFIX}.{name}", "")
@@ -165,14 +171,20 @@ class Entry:
 
     @property
     def offered(self) -> bool:
-        return self.smoke is not None and self.smoke.ok
+        return self.why_not is None
 
     @property
     def why_not(self) -> str | None:
-        """Why the image is not offered; None when it is."""
+        """Why the image is not offered; None when it is: accel_images.supply.trust's decision for this (tag,
+        platform), its smoke record the evidence."""
+        return trust.distrust(trust.Listed(self.platform, self.digest, self.copies), self.evidence())
+
+    def evidence(self) -> trust.Evidence:
+        """What vouches for the image: its smoke record, and the platform the record says it tested."""
         if self.smoke is None:
-            return "published, but no smoke record vouches for its digest"
-        return None if self.smoke.ok else f"its smoke test {self.smoke.summary()}"
+            return trust.Evidence(False, "", NO_RECORD)
+        return trust.Evidence(self.smoke.ok, self.smoke.platform, f"its smoke test {self.smoke.summary()}",
+                              "its smoke record")
 
     def record(self) -> dict[str, object]:
         """As `catalogue --json` prints it."""
@@ -255,11 +267,11 @@ def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = 
         if top is None:
             return []
         digest, manifest = top
-        if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
-            listed = index_entries(manifest, f"{registry.host}/{repository}:{tag}")
-            platforms = tuple(entry.platform for entry in listed)
-            found = [_entry(registry, repository, records, tag, entry.digest, entry.platform, digest, platforms)
-                     for entry in listed]
+        if is_index(manifest):
+            listed = trust.listed(index_entries(manifest, f"{registry.host}/{repository}:{tag}"))
+            platforms = tuple(dict.fromkeys(image.platform for image in listed))
+            found = [_entry(registry, repository, records, tag, image.digest, image.platform, digest, platforms,
+                            image.copies) for image in listed]
             return [entry for entry in found if entry is not None]
         single = _entry(registry, repository, records, tag, digest, None, None, ())
         return [single] if single is not None else []
@@ -272,9 +284,10 @@ def read_catalogue(registry: CatalogueRegistry, repository: str, workers: int = 
 
 
 def _entry(registry: CatalogueRegistry, repository: str, records: set[str], tag: str, digest: str,
-           platform: str | None, index: str | None, platforms: tuple[str, ...]) -> Entry | None:
+           platform: str | None, index: str | None, platforms: tuple[str, ...], copies: int = 1) -> Entry | None:
     """The entry of one image (`digest`) published under `tag`: from its smoke record when it has one
-    for this tag, else from its own config."""
+    for this tag, else from its own config. Its platform is the one the index lists it under (what a
+    host of that platform pulls); whether the record saw that platform is Entry.why_not's question."""
     record = _record_or_none(registry, repository, tags.record_tag(digest)) \
         if tags.record_tag(digest) in records else None
     if record is not None and record[1].get(f"{LABEL_PREFIX}.tag") == tag:
@@ -288,7 +301,7 @@ def _entry(registry: CatalogueRegistry, repository: str, records: set[str], tag:
         return None
     platform = platform or found_platform
     return Entry(tag, digest, labels, parse_time(labels.get(CREATED)), record[0] if record else None,
-                 platform, index, platforms or (platform,))
+                 platform, index, platforms or (platform,), copies)
 
 
 def _record_or_none(registry: CatalogueRegistry, repository: str,

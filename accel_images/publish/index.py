@@ -12,7 +12,10 @@ build never holds back the amd64 image's security updates, and never reaches arm
 builds some platforms only (a CI job per platform: `nightly --platform linux/arm64`) keeps the others
 the same way. Trust follows the index: its digest must be in the tag's tested record
 (accel_images.publish.tested), written only after every image in it passed; an index pushed by other
-means, or any image in it, is never trusted and every platform is rebuilt.
+means, or any image in it, is never trusted and every platform is rebuilt. Even then an image is
+carried into the new index only where it is trusted as the tag's image of its platform
+(accel_images.supply.trust: listed once, and with a key its signed provenance names this tag, variant
+and platform); one that is not is left out, and the run says so.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any, Protocol
 
 from accel_images.errors import RegistryError
 from accel_images.model import platforms as platform_names
-from accel_images.registry import LIST_TYPES, OCI_INDEX, IndexEntry, RemoteImage, index_entries, oci_index
+from accel_images.registry import OCI_INDEX, IndexEntry, RemoteImage, index_entries, is_index, oci_index
+from accel_images.supply import trust
 
 
 class IndexRegistry(Protocol):
@@ -44,7 +48,15 @@ class Served:
 
     digest: str
     images: Mapping[str, IndexEntry] = field(default_factory=dict)
+    """The image a host of each platform pulls: the index's first entry of that platform."""
     is_index: bool = False
+    entries: tuple[IndexEntry, ...] = ()
+    """Every entry, in the index's order, a platform listed twice included (`images` keeps the first)."""
+
+    def listed(self, platform: str) -> trust.Listed | None:
+        """The image a host of `platform` pulls, knowing how many entries list that platform; None when none."""
+        return next((image for image in trust.listed(self.entries or tuple(self.images.values()))
+                     if image.platform == platform), None)
 
 
 def served(registry: IndexRegistry, repository: str, tag: str) -> Served | None:
@@ -54,9 +66,12 @@ def served(registry: IndexRegistry, repository: str, tag: str) -> Served | None:
     if found is None:
         return None
     digest, manifest = found
-    if manifest.get("mediaType") in LIST_TYPES or "manifests" in manifest:
+    if is_index(manifest):
         entries = index_entries(manifest, f"{registry.host}/{repository}:{tag}")
-        return Served(digest, {entry.platform: entry for entry in entries}, True)
+        first: dict[str, IndexEntry] = {}
+        for entry in entries:
+            first.setdefault(entry.platform, entry)
+        return Served(digest, first, True, entries)
     image = registry.image(repository, digest)
     platform = (image.platform if image is not None else "") or platform_names.DEFAULT
     described = registry.descriptor(repository, digest) or {}

@@ -43,13 +43,13 @@ from accel_images.model import tags
 from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
 from accel_images.kb.compat import KnowledgeBase
 from accel_images.build.engine import Engine
-from accel_images.errors import AccelError
+from accel_images.errors import AccelError, RegistryError
 from accel_images.build.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.formatting import human_size
 from accel_images.build.outcome import Outcome, outcome_record, smoke_text
-from accel_images.publish.promote import (STOPPED_ERROR, Publication, RetryPolicy, SmokeRunner, Target,
-                                           promote_index, publish, stopped_index, stopped_publication,
-                                           with_retries)
+from accel_images.publish.promote import (STOPPED_ERROR, IndexPromotion, Publication, RetryPolicy, SmokeRunner,
+                                           Target, failed_index, promote_index, publish, stopped_index,
+                                           stopped_publication, with_retries)
 from accel_images.registry import OCI_INDEX, IndexEntry, RegistryClient, RemoteImage, parse_time
 from accel_images.build.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
@@ -57,13 +57,16 @@ from accel_images.smoke.records import built_here
 from accel_images.publish.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
 from accel_images.state import StateDir
 from accel_images.supply.attest import Attester, BuildInputs, Source
-from accel_images.supply.verify import Verdict, verify_digest
+from accel_images.supply import trust
+from accel_images.supply.verify import Verdict, verify_platform
 from accel_images.plan.variants import Expansion, by_tag
 from accel_images.model.variant import Variant
 from accel_images.build.wheels import RunWheelhouse
 from accel_images.build.workers import run_each
 
 DEFAULT_MAX_AGE_DAYS = 7.0
+INDEX_TRIES = 3
+"""Assemblies of one tag's index while another job keeps moving the tag, before the run gives up on it."""
 log = logging.getLogger(__name__)
 Status = Callable[[Variant, str], None]
 
@@ -307,13 +310,14 @@ class _Night:
         entry = record.find(remote.digest)
         if entry is None:
             return None, None, untested_reason(variant.tag, remote.digest, record)
-        verdict = self._verify(variant, remote.digest)
+        verdict = self._verify(variant, trust.Listed(variant.platform, remote.digest))
         if verdict is not None and not verdict.ok:
             return entry, verdict, f"the registry's image does not verify: {verdict.reason}"
         return entry, verdict, None
 
-    def _verify(self, variant: Variant, digest: str) -> Verdict | None:
-        """The registry image's verdict under the signing key's public half; None without a key.
+    def _verify(self, variant: Variant, listed: trust.Listed) -> Verdict | None:
+        """The registry image's verdict under the signing key's public half, as the tag's image of the platform
+        it is listed under (accel_images.supply.verify.verify_platform); None without a key.
 
         The tested record (accel_images.publish.tested) says this tool smoke-tested the digest, but
         anyone who can push can write it; a signature only the key's holder can make.
@@ -322,8 +326,8 @@ class _Night:
             return None
         self.status(variant, "verifying the registry's image")
         key = self.options.signer.public_key
-        return with_retries(lambda: verify_digest(self.registry, self.options.target.repository, digest, key,
-                                                  variant.tag),
+        return with_retries(lambda: verify_platform(self.registry, self.options.target.repository, listed, key,
+                                                    variant.tag),
                             self.options.retry, f"verifying {self.options.target.ref(variant.tag)}")
 
     def _sweep(self, variant: Variant) -> tuple[str, ...]:
@@ -467,28 +471,32 @@ class _Night:
     def _index_tag(self, group: tuple[Variant, ...]) -> list[NightlyOutcome]:
         """Decide and publish each platform's image as `one` does a single image (never promoted alone),
         then put the index of the green ones (and, for a platform that failed or is not in this run, the
-        image it served before) under every real tag. An unchanged tag pushes nothing."""
-        first, target, retry = group[0], self.options.target, self.options.retry
+        image it served before, where that image is still trusted) under every real tag. An unchanged tag
+        pushes nothing."""
+        first = group[0]
         try:
-            current = with_retries(lambda: index.served(self.registry, target.repository, first.tag), retry,
-                                   f"reading {target.ref(first.tag)}")
-            record = self._record(first)
+            listing = self._listing(first)
         except AccelError as error:
             return self._all_failed(group, error)
         swept = self._sweep(first)
-        trusted = current is not None and record.find(current.digest) is not None
-        nights = [self._platform_night(variant, current, trusted, record) for variant in group]
+        nights = [self._platform_night(variant, listing) for variant in group]
         try:
-            nights = self._publish_index(group, nights, current, trusted, record)
+            nights = self._publish_index(group, nights, listing)
         except AccelError as error:
-            nights = [replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line(),
-                                                     exit_code=error.exit_code)) if night.ok else night
-                      for night in nights]
+            nights = self._index_failed(first, nights, error)
         nights = [replace(night, swept=swept) for night in nights]
         for night in nights:
             self.status(night.outcome.variant, describe(night))
             self.on_done(night)
         return nights
+
+    def _listing(self, variant: Variant) -> _Listing:
+        """What the tag serves now, and its tested record (read after it: a record lists an index before
+        any tag moves onto it)."""
+        target = self.options.target
+        current = with_retries(lambda: index.served(self.registry, target.repository, variant.tag), self.options.retry,
+                               f"reading {target.ref(variant.tag)}")
+        return _Listing(current, self._record(variant))
 
     def _all_failed(self, group: tuple[Variant, ...], error: AccelError) -> list[NightlyOutcome]:
         nights = [NightlyOutcome(Outcome(variant, "failed", image_ref(self.expansion, variant), error=error.one_line(),
@@ -498,23 +506,45 @@ class _Night:
             self.on_done(night)
         return nights
 
-    def _platform_night(self, variant: Variant, current: index.Served | None, trusted: bool,
-                        record: SmokedRecord) -> NightlyOutcome:
+    def _distrust(self, variant: Variant, listing: _Listing, platform: str) -> tuple[_Distrust | None, Verdict | None]:
+        """Why the image the tag's index lists for `platform` is not trusted as the tag's image of that
+        platform (None when it is), and its verdict where a key was given.
+
+        The one decision behind skipping, keeping and carrying an image over: the index must be in the tag's
+        tested record, and accel_images.supply.trust decides per (tag, platform), with the signed provenance
+        as the evidence where there is a key (its variant must wear the tag and be of the platform), and the
+        listing alone without one (a platform listed twice is never trusted)."""
+        current = listing.current
+        listed = current.listed(platform) if current is not None else None
+        if current is None or listed is None:
+            return _Distrust(f"{variant.tag} serves no {platform} image"), None
+        if not listing.trusted:
+            return _Distrust(untested_reason(variant.tag, current.digest, listing.record)), None
+        verdict = self._verify(variant, listed)
+        if verdict is None:
+            why = trust.distrust(listed, trust.Evidence(True, platform))
+            return (None if why is None else _Distrust(why)), None
+        return (None if verdict.ok else _Distrust(verdict.reason, unverified=True)), verdict
+
+    def _platform_night(self, variant: Variant, listing: _Listing) -> NightlyOutcome:
         """One platform's image: skipped when the tag's index (one this tool recorded) holds it unchanged
-        and, with a key, it verifies; else built, pushed as a candidate, smoke-tested and attested."""
+        and it is trusted as the tag's image of the platform; else built, pushed as a candidate,
+        smoke-tested and attested."""
+        current = listing.current
         night = NightlyOutcome(Outcome(variant, "failed", image_ref(self.expansion, variant)), "",
                                registry_digest=current.digest if current else None)
         try:
-            return self._platform_decide(variant, current, trusted, record, night)
+            return self._platform_decide(variant, listing, night)
         except AccelError as error:
             return replace(night, outcome=replace(night.outcome, status="failed", error=error.one_line(),
                                                   exit_code=error.exit_code))
 
-    def _platform_decide(self, variant: Variant, current: index.Served | None, trusted: bool,
-                         record: SmokedRecord, night: NightlyOutcome) -> NightlyOutcome:
+    def _platform_decide(self, variant: Variant, listing: _Listing, night: NightlyOutcome) -> NightlyOutcome:
+        """Skip, rebuild-and-maybe-keep, or rebuild one platform's image: as _decide does a single image, the
+        registry's image stays only where _distrust finds nothing against it."""
         target = self.options.target
         prepared = self.builder.prepare(variant)
-        served = current.images.get(variant.platform) if current else None
+        served = listing.current.images.get(variant.platform) if listing.current else None
         self.status(variant, "reading the registry")
         remote = with_retries(lambda: self.registry.image(target.repository, served.digest), self.options.retry,
                               f"reading the {variant.platform} image of {target.ref(variant.tag)}") if served else None
@@ -524,28 +554,27 @@ class _Night:
             self._warn_if_future(variant, f"the {variant.platform} image of {target.ref(variant.tag)}"
                                           f" ({served.digest})", build_date(remote, verified))
         same_inputs = remote is not None and aged_only(remote, prepared)
-        fresh = reason is not None and same_inputs
         keepable = remote if same_inputs else None
-        if keepable is not None and served is not None and current is not None:
-            # As _decide: the registry's image is skipped or kept only where this tool tested it (the index
-            # is in the tag's record) and, with a key, it verifies.
-            verdict = self._verify(variant, served.digest) if trusted else None
-            if trusted and (verdict is None or verdict.ok):
-                if reason is None:
-                    created = parse_time(keepable.labels.get(CREATED_LABEL)) or keepable.created
-                    entry = record.find(current.digest)
-                    skipped = Outcome(variant, "skipped", target.ref(variant.tag), fingerprint=prepared.fingerprint,
-                                      base_digest=prepared.base_digest,
-                                      earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}" if entry else None)
-                    return replace(night, outcome=skipped, verdict=verdict, platform_digest=served.digest,
-                                   reason=f"unchanged since {created:%Y-%m-%d}" if created else "unchanged")
-            else:
-                keepable = None
-                reason = reason or (untested_reason(variant.tag, current.digest, record) if not trusted else
-                                    f"the registry's image does not verify ({variant.platform}):"
-                                    f" {verdict.reason if verdict else '?'}")
-        return self._rebuilt(prepared, replace(night, reason=reason or ""), fresh=fresh, keepable=keepable,
-                             platform_only=True)
+        if keepable is not None:
+            distrust, verdict = self._distrust(variant, listing, variant.platform)
+            if distrust is None and reason is None:
+                return replace(self._platform_skipped(prepared, keepable, listing), verdict=verdict,
+                               registry_digest=night.registry_digest)
+            if distrust is not None:
+                keepable, reason = None, reason or distrust.reason(variant.platform)
+        return self._rebuilt(prepared, replace(night, reason=reason or ""), fresh=reason is not None and same_inputs,
+                             keepable=keepable, platform_only=True)
+
+    def _platform_skipped(self, prepared: Prepared, remote: RemoteImage, listing: _Listing) -> NightlyOutcome:
+        """The night of a platform whose image the tag's index holds unchanged and trusted."""
+        variant = prepared.variant
+        created = parse_time(remote.labels.get(CREATED_LABEL)) or remote.created
+        entry = listing.record.find(listing.current.digest) if listing.current else None
+        skipped = Outcome(variant, "skipped", self.options.target.ref(variant.tag), fingerprint=prepared.fingerprint,
+                          base_digest=prepared.base_digest,
+                          earlier_smoke=f"in the run of {entry.day:%Y-%m-%d}" if entry else None)
+        return NightlyOutcome(skipped, f"unchanged since {created:%Y-%m-%d}" if created else "unchanged",
+                              platform_digest=remote.digest)
 
     def _entry(self, variant: Variant, digest: str, held: IndexEntry | None) -> IndexEntry:
         """The index entry of the platform's green image: the one the index already lists, or read."""
@@ -555,32 +584,90 @@ class _Night:
         return with_retries(lambda: index.entry_of(self.registry, target.repository, variant.platform, digest),
                             self.options.retry, f"reading the {variant.platform} image of {target.ref(variant.tag)}")
 
-    def _publish_index(self, group: tuple[Variant, ...], nights: list[NightlyOutcome], current: index.Served | None,
-                       trusted: bool, record: SmokedRecord) -> list[NightlyOutcome]:
-        """The index of every green platform's image (a failed one, or one this run did not build, keeps
-        the image the trusted index served for it), recorded as tested, then put under every real tag."""
-        first, target, retry = group[0], self.options.target, self.options.retry
-        images = {platform: entry for platform, entry in (current.images.items() if current and trusted else ())
-                  if platform in first.platforms}
+    def _index_images(self, first: Variant, nights: list[NightlyOutcome],
+                      listing: _Listing) -> tuple[dict[str, IndexEntry], tuple[str, ...]]:
+        """The entries of the new index: each green platform's image, and for each other platform of the tag
+        the image the index serves for it now, where that image is trusted as the tag's image of its platform
+        (_distrust); with the notes of the platforms left out, and why."""
+        images: dict[str, IndexEntry] = {}
         for night in nights:
             if night.ok and night.platform_digest is not None:
-                images[night.outcome.variant.platform] = self._entry(night.outcome.variant, night.platform_digest,
-                                                                     images.get(night.outcome.variant.platform))
-        if not images:
-            return nights
-        data, digest = index.assemble(images)
-        if current is not None and trusted and digest == current.digest:
-            entry = record.find(digest)
-            moved = self._heal(first, entry) if entry is not None else ()
-            return [replace(night, registry_digest=digest, realigned=moved if night is nights[0] else ())
-                    for night in nights]
+                platform = night.outcome.variant.platform
+                held = listing.current.images.get(platform) if listing.current else None
+                images[platform] = self._entry(night.outcome.variant, night.platform_digest, held)
+        left_out = []
+        for platform, entry in (listing.current.images.items() if listing.current else ()):
+            if platform in images or platform not in first.platforms:
+                continue
+            distrust, _ = self._distrust(first, listing, platform)
+            if distrust is None:
+                images[platform] = entry
+            else:
+                left_out.append(f"{platform} left out of the index of {first.tag}: the image {entry.digest[:19]} it"
+                                f" served {distrust.note()}")
+        return images, tuple(left_out)
+
+    def _publish_index(self, group: tuple[Variant, ...], nights: list[NightlyOutcome],
+                       listing: _Listing) -> list[NightlyOutcome]:
+        """The index of every green platform's image and the trusted images it carries over, recorded as
+        tested, then put under every real tag.
+
+        The tag may be moved meanwhile by another job of the same tag (a CI job per platform): just before
+        the first tag moves, the tag must still serve the index this run read. When it does not, the tag is
+        read again and the index assembled anew from what it serves now, up to INDEX_TRIES times; then the
+        run fails in one line rather than drop the other job's image (a lost update)."""
+        first = group[0]
+        for _ in range(INDEX_TRIES):
+            images, notes = self._index_images(first, nights, listing)
+            nights = self._noted(first, nights, notes)
+            if not images:
+                return nights
+            data, digest = index.assemble(images)
+            if listing.trusted and listing.current is not None and digest == listing.current.digest:
+                return self._unchanged_index(first, nights, listing, digest)
+            self._store_index(first, images, data, digest)
+            now = self._listing(first)
+            if _digest_of(now.current) == _digest_of(listing.current):
+                return self._promote_index(first, nights, data, digest)
+            self.status(first, f"{first.tag} moved while this run assembled its index: reading it again")
+            listing = now
+        raise RegistryError(f"{self.options.target.ref(first.tag)} moved while this run assembled its index "
+                            f"{INDEX_TRIES} times (it serves {_digest_of(listing.current) or 'nothing'} now): another "
+                            "job publishes the same tag at the same time; nothing promoted",
+                            hint="run the per-platform jobs of one tag one after another")
+
+    def _noted(self, first: Variant, nights: list[NightlyOutcome], notes: tuple[str, ...]) -> list[NightlyOutcome]:
+        """Each night with the notes of the platforms the new index leaves out; each said once, as a warning."""
+        fresh = [note for note in notes if note not in nights[0].outcome.notes]
+        for note in fresh:
+            log.warning("accel-images: warning: %s", note)
+            self.status(first, f"warning: {note}")
+        return [replace(night, outcome=replace(night.outcome, notes=(*night.outcome.notes, *fresh)))
+                for night in nights]
+
+    def _unchanged_index(self, first: Variant, nights: list[NightlyOutcome], listing: _Listing,
+                         digest: str) -> list[NightlyOutcome]:
+        """The tag already serves this very index, every entry of it trusted: heal its other tags."""
+        entry = listing.record.find(digest)
+        moved = self._heal(first, entry) if entry is not None else ()
+        return [replace(night, registry_digest=digest, realigned=moved if night is nights[0] else ())
+                for night in nights]
+
+    def _store_index(self, first: Variant, images: Mapping[str, IndexEntry], data: bytes, digest: str) -> None:
+        """Put the index under its digest and add it to the tag's tested record, before any tag moves."""
+        target = self.options.target
         self.status(first, f"putting the index of {', '.join(sorted(images))} under {first.tag}")
-        with_retries(lambda: index.put_index(self.registry, target.repository, data, digest), retry,
+        with_retries(lambda: index.put_index(self.registry, target.repository, data, digest), self.options.retry,
                      f"writing the index of {target.ref(first.tag)}")
         self._record_tested(first, digest)
+
+    def _promote_index(self, first: Variant, nights: list[NightlyOutcome], data: bytes,
+                       digest: str) -> list[NightlyOutcome]:
+        """Every real tag onto the index; a stop puts them back and reports each night as interrupted."""
+        target = self.options.target
         real_tags = tags.all_tags(first, self.expansion.variants, self.options.day)
         try:
-            promotion = promote_index(self.registry, target, real_tags, data, digest, OCI_INDEX, retry)
+            promotion = promote_index(self.registry, target, real_tags, data, digest, OCI_INDEX, self.options.retry)
         except KeyboardInterrupt as interrupt:
             stopped = stopped_index(interrupt)
             for night in nights:
@@ -592,6 +679,32 @@ class _Night:
                         publication=replace(night.publication, promoted=promotion.promoted)
                         if night.publication is not None and night.ok else night.publication)
                 for night in nights]
+
+    def _index_failed(self, first: Variant, nights: list[NightlyOutcome], error: AccelError) -> list[NightlyOutcome]:
+        """Each night after the index could not be published: failed with the error, and, where the promotion
+        had moved some tags, which moved and what each tag serves now (read back from the registry)."""
+        partial = failed_index(error)
+        message = error.one_line() + (_moves(partial) if partial else "")
+        serving = (partial.tags_after or {}).get(first.tag) if partial else self._serving_now(first)
+        failed = []
+        for night in nights:
+            if night.ok:
+                night = replace(night, outcome=replace(night.outcome, status="failed", error=message,
+                                                       exit_code=error.exit_code))
+                if partial is not None and night.publication is not None:
+                    night = replace(night, publication=replace(night.publication, promoted=partial.promoted,
+                                                               tags_after=partial.tags_after))
+                elif partial is not None:
+                    night = replace(night, realigned=partial.promoted)
+            failed.append(replace(night, registry_digest=serving or night.registry_digest))
+        return failed
+
+    def _serving_now(self, first: Variant) -> str | None:
+        """What the full tag serves now, for the report of a failed index; None when it cannot be read."""
+        try:
+            return self.registry.manifest_digest(self.options.target.repository, first.tag)
+        except AccelError:
+            return None
 
     def _identical(self, image_id: str, remote: RemoteImage) -> bool:
         """Whether the local image's layers are the registry image's, diff ID for diff ID."""
@@ -647,6 +760,49 @@ class _Night:
                              f"tagging {target.ref(tag)}")
                 moved.append(tag)
         return tuple(moved)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """What a tag of several platforms serves now, and its tested record read beside it."""
+
+    current: index.Served | None
+    record: SmokedRecord
+
+    @property
+    def trusted(self) -> bool:
+        """Whether this tool recorded testing the index the tag serves (its entries are judged one by one still)."""
+        return self.current is not None and self.record.find(self.current.digest) is not None
+
+
+@dataclass(frozen=True)
+class _Distrust:
+    """Why an image a tag's index lists is not trusted as the tag's image of its platform."""
+
+    why: str
+    unverified: bool = False
+    """The signed provenance was checked and failed (else: the index is untested, or the listing is wrong)."""
+
+    def reason(self, platform: str) -> str:
+        """As the reason a platform is rebuilt."""
+        return f"the registry's image does not verify ({platform}): {self.why}" if self.unverified else self.why
+
+    def note(self) -> str:
+        """As the note on an image left out of the new index."""
+        return ("does not verify: " if self.unverified else "is not trusted: ") + self.why
+
+
+def _digest_of(served: index.Served | None) -> str | None:
+    return served.digest if served is not None else None
+
+
+def _moves(partial: IndexPromotion) -> str:
+    """`; moved: TAG (now sha256:...); not moved: TAG (sha256:...|absent)`: what a promotion that failed part-way
+    did, each tag with the digest it serves now, as read back (a tag that could not be read is left out)."""
+    after = partial.tags_after or {}
+    moved = [f"{tag} (now {(after.get(tag) or partial.digest)[:19]})" for tag in partial.promoted]
+    stayed = [f"{tag} ({(after[tag] or 'absent')[:19]})" for tag in after if tag not in partial.promoted]
+    return "; moved: " + (", ".join(moved) or "nothing") + ("; not moved: " + ", ".join(stayed) if stayed else "")
 
 
 def _run_started(run_id: str) -> str:

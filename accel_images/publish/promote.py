@@ -271,7 +271,9 @@ def promote_index(registry: IndexStore, target: Target, real_tags: Sequence[str]
     recorded) under every real tag, the full tag first, and check the full tag serves it.
 
     As `publish` promotes one image: each put must land on `digest`; Ctrl-C puts every tag already
-    moved back (roll_back) and the interrupt carries the IndexPromotion with the tags read back."""
+    moved back (roll_back) and the interrupt carries the IndexPromotion with the tags read back. A failure
+    part-way (a 500 on the dated tag after the full tag moved) leaves the tags that moved where they are,
+    and the error carries the IndexPromotion too (`failed_index`): which tags moved, what each serves now."""
     before = {tag: with_retries(lambda: registry.manifest_digest(target.repository, tag), retry,
                                 f"reading {target.ref(tag)}") for tag in real_tags}
     promoted: list[str] = []
@@ -291,10 +293,22 @@ def promote_index(registry: IndexStore, target: Target, real_tags: Sequence[str]
         setattr(interrupt, _STOPPED_INDEX, IndexPromotion(digest, tuple(
             tag for tag in real_tags if after.get(tag) == digest != before.get(tag)), after))
         raise
+    except AccelError as error:
+        after = _read_tags(registry, target, before)
+        moved = tuple(tag for tag in real_tags if after.get(tag) == digest)
+        setattr(error, _FAILED_INDEX, IndexPromotion(digest, moved, after))
+        raise
     return IndexPromotion(digest, tuple(promoted))
 
 
 _STOPPED_INDEX = "accel_images_index_promotion"
+_FAILED_INDEX = "accel_images_failed_index_promotion"
+
+
+def failed_index(error: BaseException) -> IndexPromotion | None:
+    """What an index promotion that failed with this error did: the tags on the new index, each tag read back."""
+    found = getattr(error, _FAILED_INDEX, None)
+    return found if isinstance(found, IndexPromotion) else None
 
 
 def stopped_index(interrupt: BaseException) -> IndexPromotion | None:

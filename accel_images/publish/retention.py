@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from accel_images import stopping, untrusted
 from accel_images.errors import AccelError, InputError
-from accel_images.registry import LIST_TYPES, index_entries
+from accel_images.registry import index_entries, is_index
 
 DEFAULT_KEEP_DATED = 7
 """A week of nightlies that changed something: enough to roll back past a bad week."""
@@ -198,7 +198,7 @@ def _children(registry: TagRegistry, repository: str, digests: Mapping[str, str 
         if digest is None or digest in found or dated_day(tag) is None:
             continue
         manifest = registry.manifest(repository, digest)
-        if manifest is not None and (manifest[1].get("mediaType") in LIST_TYPES or "manifests" in manifest[1]):
+        if manifest is not None and is_index(manifest[1]):
             found[digest] = tuple(entry.digest for entry in index_entries(manifest[1], f"{repository}@{digest}"))
     return found
 

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from accel_images.errors import InputError
+from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 
 UPSTREAM_WHEEL_INDEX = "https://download.pytorch.org/whl"
 PACKAGE_INDEX = "https://pypi.org/simple"
@@ -66,13 +67,16 @@ class CompanionPlan:
 
 
 def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
-         wheelhouse: Path | None, without: Iterable[str] = (), from_package_index: bool = False) -> CompanionPlan:
+         wheelhouse: Path | None, without: Iterable[str] = (), from_package_index: bool = False,
+         target: Target | None = None) -> CompanionPlan:
     """The companions to install for a torch release whose pairings are `companions`, less `without`.
     The package index's wheels carry no local label in their file names (`torchvision-0.29.2-py3-...`):
-    a wheelhouse for a variant from the package index is checked without one.
+    a wheelhouse for a variant from the package index is checked without one, and for the build's
+    `target` platform.
 
     Raises InputError when the wheelhouse lacks one that is not left out on purpose.
     """
+    target = target or Target()
     if wheel_index is None:
         return CompanionPlan()  # the vendor's base image brings its own (Gaudi)
     unwanted = set(without)
@@ -83,9 +87,9 @@ def plan(companions: Mapping[str, str], wheel_index: str | None, python: str,
             notes.append(f"{name} {line} left out ({WITHOUT_OPTION} {name})")
             continue
         local = None if from_package_index else wheel_index
-        if wheelhouse is not None and not in_wheelhouse(wheelhouse, name, line, local, python):
+        if wheelhouse is not None and not in_wheelhouse(wheelhouse, name, line, local, python, target.machines):
             build = "package index" if local is None else f"+{local}"
-            raise InputError(f"the wheelhouse has no {build} build of {name} {line} for Python {python};"
+            raise InputError(f"the wheelhouse has no {build} build of {name} {line} for Python {python}{target.on()};"
                              f" add one, or leave {name} out with {WITHOUT_OPTION} {name}",
                              file=str(wheelhouse), field="--pip-find-links")
         requirements.append(f"{name}=={line}.*")
@@ -110,16 +114,49 @@ def shell_words(requirements: tuple[str, ...]) -> str:
     return " ".join(f'"{r}"' if any(c in r for c in "<>=!~*;[ ") else r for r in requirements)
 
 
-def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str | None, python: str) -> bool:
-    """A wheel `<name>-<line>[.N]+<local>-<py tag>-...` for this Python (cpXY or py3) is there: `line` is a
-    release line ('0.29') or an exact release ('0.29.2'); `local` None: one without a local label."""
+@dataclass(frozen=True)
+class Target:
+    """The platform a build installs wheels for, and the machine names (`uname -m`) a wheel built for it
+    carries in its platform tag (the knowledge base's `platforms:`); no machines: any wheel will do."""
+
+    platform: str = DEFAULT_PLATFORM
+    machines: tuple[str, ...] = ()
+
+    def on(self) -> str:
+        """` on linux/arm64` in a refusal; '' for the default platform, whose messages name none."""
+        return "" if self.platform == DEFAULT_PLATFORM else f" on {self.platform}"
+
+
+def in_wheelhouse(wheelhouse: Path, name: str, line: str, local: str | None, python: str,
+                  machines: tuple[str, ...] = ()) -> bool:
+    """A wheel `<name>-<line>[.N]+<local>-<py tag>-...` for this Python (cpXY or py3) and one of `machines`
+    is there: `line` is a release line ('0.29') or an exact release ('0.29.2'); `local` None: one without a
+    local label."""
     tag = "cp" + python.replace(".", "")
     label = "" if local is None else rf"\+{re.escape(local)}"
     pattern = re.compile(rf"{re.escape(name)}-{re.escape(line)}(?:\.\d+)*{label}-(?:{tag}|py3)-")
     try:
-        return any(pattern.match(entry.name) for entry in wheelhouse.iterdir())
+        return any(pattern.match(entry.name) and for_machines(entry.name, machines) for entry in wheelhouse.iterdir())
     except OSError:
         return False
+
+
+def wheel_platforms(name: str) -> tuple[str, ...]:
+    """The platform tags of a wheel's file name (PEP 427: `...-<platform tag>.whl`, several joined by '.');
+    () for a name that is not a wheel's."""
+    parts = name.removesuffix(".whl").split("-") if name.endswith(".whl") else []
+    return tuple(parts[-1].split(".")) if len(parts) >= 5 else ()
+
+
+def for_machines(name: str, machines: tuple[str, ...]) -> bool:
+    """Whether the wheel `name` installs on a Linux machine of one of `machines` (`x86_64`, `aarch64`): a pure
+    wheel (`any`), or a linux, manylinux or musllinux one built for it. An arm64 build that found only x86_64
+    wheels would otherwise spend minutes under emulation before pip says it has none."""
+    if not machines:
+        return True
+    linux = ("linux_", "manylinux", "musllinux")
+    return any(tag == "any" or (tag.startswith(linux) and tag.endswith(tuple(f"_{m}" for m in machines)))
+               for tag in wheel_platforms(name))
 
 
 def index_url(wheel_index: str, pip_index_url: str | None, pip_extra_index_url: str | None = None,
@@ -195,22 +232,24 @@ def pip_conf(wheel_index: str | None, pip_index_url: str | None, pip_extra_index
             f"find-links = {BUILD_BACKENDS}\n").encode()
 
 
-def check_wheelhouse(wheelhouse: Path, torch: str, local: str, python: str) -> None:
-    """InputError, before any build step, when the wheelhouse lacks this variant's torch or IPython.
+def check_wheelhouse(wheelhouse: Path, torch: str, local: str, python: str, target: Target | None = None) -> None:
+    """InputError, before any build step, when the wheelhouse lacks this variant's torch or IPython for the
+    build's `target` platform.
 
-    pip would say so at the install step, minutes into the build; the wheelhouse is read here anyway
-    (for the companions). A directory that cannot be read is left to the build context's writer,
-    which names it."""
+    pip would say so at the install step, minutes into the build (under emulation, for another platform's
+    build); the wheelhouse is read here anyway (for the companions). A directory that cannot be read is
+    left to the build context's writer, which names it."""
+    target = target or Target()
     try:
         names = sorted(entry.name for entry in wheelhouse.iterdir())
     except OSError:
         return
     tag = "cp" + python.replace(".", "")
     wanted = re.compile(rf"torch-{re.escape(torch)}(\+{re.escape(local)})?-(?:{tag}|py3)-")
-    if not any(wanted.match(name) for name in names):
-        found = sorted({_torch_build(name) for name in names if name.startswith("torch-")})
+    if not any(wanted.match(name) and for_machines(name, target.machines) for name in names):
+        found = sorted({_torch_build(name, target.machines) for name in names if name.startswith("torch-")})
         have = f" (it has {', '.join(found)})" if found else " (it has no torch)"
-        raise InputError(f"wheelhouse {wheelhouse} has no torch {torch}+{local} for Python {python}{have}",
+        raise InputError(f"wheelhouse {wheelhouse} has no torch {torch}+{local} for Python {python}{target.on()}{have}",
                          field="--pip-find-links", hint="add it with `pip download`, or choose a torch and Python"
                                                        " it holds (--torch, --python)")
     missing = [tool for tool in TOOLS if not any(name.lower().startswith(f"{tool}-") for name in names)]
@@ -220,7 +259,12 @@ def check_wheelhouse(wheelhouse: Path, torch: str, local: str, python: str) -> N
                                                        f" (for Python {python}, with its dependencies)")
 
 
-def _torch_build(name: str) -> str:
-    """'torch-2.13.0+cpu-cp311-cp311-...whl' -> '2.13.0+cpu for cp311'."""
+def _torch_build(name: str, machines: tuple[str, ...] = ()) -> str:
+    """'torch-2.13.0+cpu-cp311-cp311-...whl' -> '2.13.0+cpu for cp311', with ' on <platform tag>' where the wheel
+    is for another machine than the build's."""
     parts = name.split("-")
-    return f"{parts[1]} for {parts[2]}" if len(parts) > 2 else name
+    if len(parts) <= 2:
+        return name
+    platform = ".".join(wheel_platforms(name)) or "an unknown platform"
+    elsewhere = "" if for_machines(name, machines) else f" on {platform}"
+    return f"{parts[1]} for {parts[2]}{elsewhere}"

@@ -284,10 +284,13 @@ class Renderer:
     def companions(self, variant: Variant, options: RenderOptions) -> companions.CompanionPlan:
         """What pip installs beside torch; with a wheelhouse, after checking it holds torch and the tools."""
         release = self.kb.release(variant.torch)
+        known = self.kb.platforms.get(variant.platform)
+        target = companions.Target(variant.platform, known.machines if known is not None else ())
         if options.pip_find_links is not None and variant.wheel_index is not None:
-            companions.check_wheelhouse(options.pip_find_links, variant.torch, variant.wheel_index, variant.python)
+            companions.check_wheelhouse(options.pip_find_links, variant.torch, variant.wheel_index, variant.python,
+                                        target)
         return companions.plan(release.companions, variant.wheel_index, variant.python, options.pip_find_links,
-                               options.without_companions, from_package_index=variant.package_index)
+                               options.without_companions, from_package_index=variant.package_index, target=target)
 
     def dockerfile(self, variant: Variant, expansion: Expansion, options: RenderOptions) -> str:
         return self._render(variant, expansion, options)[0]

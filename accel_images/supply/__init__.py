@@ -10,4 +10,6 @@ attached to it in the registry, and how they are checked.
     attest.py      the publish-path hook that makes and attaches both for one pushed image
     packages.py    the SBOM's inventory as a page people read, written beside it per image
     verify.py      the check `accel-images verify` and the nightly's alias gate run
+    trust.py       whether an image a tag lists is trusted as the tag's image of one platform: the one
+                   decision verify, the catalogue (recommend, pull, run) and the nightly share
 """

@@ -11,23 +11,28 @@ digest
 5. when a tag was asked for, names a variant that wears that tag (its full tag, a dated tag of it,
    or an alias of its group): a tag that serves another variant's signed image (a downgrade) is
    not verified. By digest there is no tag to compare.
+
+A tag that is an image index verifies when each image it lists does as the tag's image of the platform
+it is listed under (accel_images.supply.trust, the one decision per (tag, platform)): a platform listed
+twice, or an image signed as another platform, fails the index.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from securesystemslib.signer import Key
 
 from accel_images.errors import AccelError, InputError, RegistryError
 from accel_images.model import platforms, tags
+from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 from accel_images.model.reference import REPOSITORY_RE, TAG_RE
 from accel_images.model.variant import Variant
-from accel_images.registry import LIST_TYPES, index_entries
-from accel_images.supply import attach, provenance, sbom
+from accel_images.registry import index_entries, is_index
+from accel_images.supply import attach, provenance, sbom, trust
 
 PROVENANCE_ARTIFACT_TYPE = provenance.PAYLOAD_TYPE
 SBOM_ARTIFACT_TYPE = sbom.MEDIA_TYPE
@@ -80,6 +85,8 @@ class Verdict:
     sbom: str | None = None              # the SBOM artifact's manifest digest
     platforms: Mapping[str, Verdict] = field(default_factory=dict)
     """For an image index: each platform's image's own verdict (the index verifies when all do)."""
+    platform: str = DEFAULT_PLATFORM
+    """The platform the signed statement's variant is of (one signed before platforms were an axis: amd64)."""
 
     def line(self, image: str) -> str:
         if self.platforms and self.ok:
@@ -104,17 +111,17 @@ class Verdict:
 
 
 def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key: Key,
-                  tag: str | None = None, platform: str | None = None) -> Verdict:
+                  tag: str | None = None) -> Verdict:
     """Check the provenance artifacts referring to `digest`; the first that holds wins.
 
     `tag`: the tag the digest was asked for (or is published under); the statement's variant must
-    wear it. `platform`: the platform an image index lists the digest under; the statement's variant
-    must be of that platform (an arm64 image signed as such, listed as amd64, is not verified).
-    Registry failures (unreachable, denied, a referrers list of the wrong shape) raise RegistryError,
-    and so does a transient one (a 503, a reset connection) while an artifact is read: that is no
-    evidence about the image, and a retry may read it whole. Everything about the artifacts themselves
-    (a bad signature, a missing or malformed referrer, another subject, another variant) is in the Verdict.
-    """
+    wear it. The platform the statement signs is the verdict's `platform`: whether the image may be
+    served as an index's image of some platform is verify_platform's question (accel_images.supply.trust).
+    Registry failures (unreachable, denied, a referrers list
+    of the wrong shape) raise RegistryError, and so does a transient one (a 503, a reset connection) while
+    an artifact is read: that is no evidence about the image, and a retry may read it whole. Everything
+    about the artifacts themselves (a bad signature, a missing or malformed referrer, another subject,
+    another variant) is in the Verdict."""
     entries = attach.referrers(store, repository, digest, PROVENANCE_ARTIFACT_TYPE)
     if not entries:
         return Verdict(False, digest, f"no provenance refers to {digest[:19]}")
@@ -126,15 +133,14 @@ def verify_digest(store: attach.ArtifactStore, repository: str, digest: str, key
             smoke = provenance.check_statement(statement, digest)
             if tag is not None:
                 check_tag(statement, tag)
-            if platform is not None:
-                check_platform(statement, platform)
             sbom_manifest = _named_sbom(store, repository, digest, statement)
         except AccelError as error:
             if isinstance(error, RegistryError) and error.transient:
                 raise
             reasons.append(error.one_line())
             continue
-        return Verdict(True, digest, "", smoke, str(entry["digest"]), sbom_manifest)
+        return Verdict(True, digest, "", smoke, str(entry["digest"]), sbom_manifest,
+                       platform=signed_platform(statement))
     return Verdict(False, digest, reasons[0] + (f" (and {len(reasons) - 1} other)" if len(reasons) > 1 else ""))
 
 
@@ -162,15 +168,29 @@ def verify_image(store: Any, image: ImageName, key: Key) -> Verdict:
         return Verdict(False, None, f"the registry has no {image}")
     tag = None if by_digest else image.reference
     found = store.manifest(image.repository, digest)
-    if found is not None and (found[1].get("mediaType") in LIST_TYPES or "manifests" in found[1]):
+    if found is not None and is_index(found[1]):
         entries = index_entries(found[1], str(image))
         if not entries:
             return Verdict(False, digest, f"the image index {digest[:19]} lists no image")
-        verdicts = {entry.platform: verify_digest(store, image.repository, entry.digest, key, tag, entry.platform)
-                    for entry in entries}
+        verdicts: dict[str, Verdict] = {}
+        for listed in trust.listed(entries):
+            verdicts.setdefault(listed.platform, verify_platform(store, image.repository, listed, key, tag))
         failed = [f"{platform}: {verdict.reason}" for platform, verdict in verdicts.items() if not verdict.ok]
         return Verdict(not failed, digest, "; ".join(failed), platforms=verdicts)
     return verify_digest(store, image.repository, digest, key, tag)
+
+
+def verify_platform(store: attach.ArtifactStore, repository: str, listed: trust.Listed, key: Key,
+                    tag: str | None) -> Verdict:
+    """The verdict on one image a tag's index lists, as that tag's image of the platform it is listed under:
+    the signed provenance is the evidence, accel_images.supply.trust decides. A duplicated platform is refused
+    before anything is read (whatever its entries' provenance says, the client pulls the first)."""
+    if listed.copies > 1:
+        return Verdict(False, listed.digest, trust.duplicated(listed.platform, listed.copies))
+    verdict = verify_digest(store, repository, listed.digest, key, tag)
+    why = trust.distrust(listed, trust.Evidence(verdict.ok, verdict.platform, verdict.reason,
+                                                "its signed provenance"))
+    return verdict if why is None else replace(verdict, ok=False, reason=why)
 
 
 def check_tag(statement: Mapping[str, Any], tag: str) -> None:
@@ -193,15 +213,13 @@ def check_tag(statement: Mapping[str, Any], tag: str) -> None:
                                      f"wear the tag {tag}: the tag serves another variant's image")
 
 
-def check_platform(statement: Mapping[str, Any], platform: str) -> None:
-    """The signed statement's variant must be of the platform the image index lists its image under
-    (NotVerified otherwise); a statement that names none was signed before platforms were an axis: linux/amd64."""
+def signed_platform(statement: Mapping[str, Any]) -> str:
+    """The platform of the signed statement's variant; a statement that names none was signed before platforms
+    were an axis: linux/amd64."""
     external = ((statement.get("predicate") or {}).get("buildDefinition") or {}).get("externalParameters") or {}
     raw = external.get("variant") if isinstance(external, Mapping) else None
     signed = raw.get("platform", platforms.DEFAULT) if isinstance(raw, Mapping) else platforms.DEFAULT
-    if signed != platform:
-        raise provenance.NotVerified(f"the index lists this image as {platform}, but its signed provenance is "
-                                     f"about a {shown(signed)} image")
+    return signed if isinstance(signed, str) else shown(signed)
 
 
 def shown(value: object) -> str:

@@ -52,7 +52,8 @@ class MemoryRegistry:
     images: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     reads: list[str] = field(default_factory=list)
-    indexes: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)  # tag -> (digest, platform -> image)
+    indexes: dict[str, tuple[str, list[tuple[str, str]]]] = field(default_factory=dict)
+    """tag -> (index digest, its entries in order: (platform, image digest), a platform possibly twice)"""
     platforms: dict[str, str] = field(default_factory=dict)                         # image digest -> its platform
 
     def publish(self, variant: Variant, tag: str | None = None, digest: str | None = None) -> str:
@@ -69,7 +70,7 @@ class MemoryRegistry:
             self.platforms[digest] = variant.platform
             entries[variant.platform] = digest
         index = digest_of("index " + variants[0].tag)
-        self.indexes[variants[0].tag] = (index, entries)
+        self.indexes[variants[0].tag] = (index, list(entries.items()))
         return index, entries
 
     def tags(self, repository: str, page_size: int = 1000) -> list[str]:
@@ -93,7 +94,7 @@ class MemoryRegistry:
             return digest, {"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
                 {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": image, "size": 10,
                  "platform": dict(zip(("os", "architecture"), platform.split("/"), strict=True))}
-                for platform, image in entries.items()]}
+                for platform, image in entries]}
         if reference in self.images:
             return self.images[reference][0], {"mediaType": "application/vnd.oci.image.manifest.v1+json",
                                                "config": {"digest": "sha256:" + "c" * 64}}
@@ -174,6 +175,56 @@ def test_an_index_is_one_entry_per_platform_each_offered_by_its_own_record() -> 
     assert entries[1].record()["platform"] == "linux/arm64" and entries[1].record()["index"] == index
     variant = variant_of(entries[1], KB)
     assert variant is not None and (variant.platform, variant.platforms) == ("linux/arm64", ("linux/amd64", "linux/arm64"))
+
+
+def test_an_index_listing_a_platform_twice_offers_neither_entry(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """`docker pull` takes the first linux/amd64 entry (a hand-pushed image without a record); the green one
+    listed after it must not get the tag offered, by `catalogue` nor by `recommend --registry`."""
+    registry = MemoryRegistry()
+    index, images = registry.publish_index([VARIANTS[CPU_OLD]])
+    write_record(registry, "team/accel-images/pytorch", images["linux/amd64"], PASSED, "r1")
+    forged = registry.publish(VARIANTS[CPU_OLD], tag="sha256:" + "7" * 64, digest="sha256:" + "7" * 64)
+    registry.indexes[CPU_OLD] = (index, [("linux/amd64", forged), ("linux/amd64", images["linux/amd64"])])
+    entries = read_catalogue(registry, "team/accel-images/pytorch").entries
+    assert [(e.platform, e.digest, e.offered) for e in entries] == [
+        ("linux/amd64", forged, False), ("linux/amd64", images["linux/amd64"], False)]
+    assert {e.why_not for e in entries} == {"the index lists linux/amd64 2 times: a client pulls the first entry,"
+                                            " which need not be the one vouched for"}
+    result = recommend_cli(monkeypatch, registry, tmp_path, '{"vendor": "cpu", "machine": "x86_64"}', "--torch", "2.13")
+    assert result.exit_code == 1 and CPU_OLD not in result.stdout, result.output
+
+
+def test_an_image_listed_under_another_platform_than_its_smoke_record_saw_is_not_offered(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An amd64 image (its record: linux/amd64) listed in the index as linux/arm64: an arm64 host would pull
+    an image that cannot run there. The record's platform decides, not the index's label."""
+    registry = MemoryRegistry()
+    index, images = registry.publish_index([VARIANTS[CPU_OLD]])
+    write_record(registry, "team/accel-images/pytorch", images["linux/amd64"], PASSED, "r1")
+    registry.indexes[CPU_OLD] = (index, [("linux/amd64", images["linux/amd64"]),
+                                         ("linux/arm64", images["linux/amd64"])])
+    entries = read_catalogue(registry, "team/accel-images/pytorch").entries
+    assert [(e.platform, e.offered) for e in entries] == [("linux/amd64", True), ("linux/arm64", False)]
+    assert entries[1].why_not == ("the index lists this image as linux/arm64, but its smoke record is about a"
+                                  " 'linux/amd64' image")
+    arm = recommend_cli(monkeypatch, registry, tmp_path, '{"vendor": "cpu", "machine": "aarch64"}', "--torch", "2.13")
+    assert arm.exit_code == 1 and "docker run" not in arm.stdout, arm.output
+    amd = recommend_cli(monkeypatch, registry, tmp_path, '{"vendor": "cpu", "machine": "x86_64"}', "--torch", "2.13")
+    assert amd.exit_code == 0 and CPU_OLD in amd.stdout, amd.output
+
+
+def recommend_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, tmp_path: Path, host: str,
+                  *args: str) -> Result:
+    """`accel-images recommend --registry reg.example/team` for the host `host` (JSON), read from `registry`."""
+    from accel_images.cli import fanout as cli_fanout
+    from accel_images.registry import RegistryClient
+    monkeypatch.setattr(RegistryClient, "for_destination", classmethod(lambda cls, destination: registry))
+    described = tmp_path / "host.json"
+    described.write_text(host)
+    return CliRunner().invoke(cli_fanout.recommend_command, ["--registry", "reg.example/team", "--matrix",
+                                                             str(ROOT / "matrix.yaml"), "--host-json", str(described),
+                                                             *args])
 
 
 def test_the_variant_of_an_entry_is_the_knowledge_base_s_with_the_image_s_own_floor() -> None:

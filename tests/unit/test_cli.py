@@ -388,7 +388,7 @@ def test_render_with_a_wheelhouse(tmp_path: Path) -> None:
     out = tmp_path / "out"
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
-    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.14.1+cpu-cp311-cp311-linux.whl",
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.14.1+cpu-cp311-cp311-linux_x86_64.whl",
                  "ipython-9.18.1-py3-none-any.whl"):
         (wheelhouse / name).write_bytes(b"wheel")
     result = run("render", "--matrix", SMALL, "--out", str(out), "--vendor", "cpu", "--pip-find-links", str(wheelhouse),

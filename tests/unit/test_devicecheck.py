@@ -51,6 +51,17 @@ def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str, cc: 
     return root
 
 
+def fake_machine(tmp_path: Path, machine: str) -> None:
+    """`uname -m` on the fake host's PATH (fake_host put its bin directory first) says `machine`."""
+    uname = tmp_path / "bin" / "uname"
+    uname.write_text(f"#!/bin/sh\necho {machine}\n")
+    uname.chmod(0o755)
+
+
+def guards_by_tag(record: dict) -> dict[str, dict]:
+    return {c["name"].removeprefix("guard "): c for c in record["checks"] if c["name"].startswith("guard ")}
+
+
 def fake_python(tmp_path: Path, report: dict[str, object], status: int = 0) -> str:
     """A 'python' that answers as the smoke workload does: its JSON report as the last line."""
     script = tmp_path / "python-with-torch"
@@ -113,3 +124,43 @@ def test_make_device_check_runs_the_module(tmp_path: Path) -> None:
 
     commands = dry_run(tmp_path, "device-check", "TORCH_PYTHON=/opt/torch/bin/python")
     assert commands == ["python3 -m accel_images.host.devicecheck --python /opt/torch/bin/python --out device-check.json"]
+
+
+MULTI = "2.14.1-cuda13.0-py3.12-ubuntu24.04"
+"""A tag of two platforms: the amd64 image is compiled for 7.5 .. 12.0, the arm64 one (its own stage of the
+Dockerfile) for 8.0 .. 12.0."""
+AMD64_ONLY = "2.14.1-cuda12.6-py3.12-ubuntu24.04"
+
+
+def test_an_x86_64_host_is_judged_by_each_tags_amd64_image_and_its_facts(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A T4 (7.5) on x86_64: the amd64 image of a two-platform tag runs there, though its arm64 image (whose
+    stage comes last in the Dockerfile) has no 7.x kernels; the guard reads that image's facts from a file
+    that exists."""
+    root = fake_host(tmp_path, monkeypatch, "610.43.02", "7.5", "Tesla T4")
+    fake_machine(tmp_path, "x86_64")
+    code, record = run(tmp_path, root, fake_python(tmp_path, SMOKE_OK))
+    multi = guards_by_tag(record)[MULTI]
+    assert multi["platform"] == "linux/amd64" and multi["starts"] and multi["recommend"] and multi["ok"], multi
+    assert multi["facts"]["archs"][0] == "sm_75" and multi["facts"]["platform"]["machine"] == "x86_64"
+    said = [line for c in guards_by_tag(record).values() for line in c["said"]]
+    assert not [line for line in said if "cannot read" in line or "deciding from the image's environment" in line]
+    assert code == 0
+
+
+def test_an_aarch64_host_runs_only_the_arm64_images_and_admits_no_amd64_only_tag(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """On aarch64 an amd64-only tag is not "admitted" (its image cannot run there) and its guard is not run; a
+    two-platform tag is judged as its arm64 image, whose facts have no 7.5: the T4's refusal is shared."""
+    root = fake_host(tmp_path, monkeypatch, "610.43.02", "7.5", "Tesla T4")
+    fake_machine(tmp_path, "aarch64")
+    code, record = run(tmp_path, root, fake_python(tmp_path, SMOKE_OK))
+    guards = guards_by_tag(record)
+    only = guards[AMD64_ONLY]
+    assert only["ok"] and only["skipped"] and not only["recommend"] and not only["starts"], only
+    assert only["detail"] == "no linux/arm64 image of this tag (it is built for linux/amd64): not run here," \
+                             " and recommend offers it to none of this host's kind"
+    multi = guards[MULTI]
+    assert multi["platform"] == "linux/arm64" and not multi["starts"] and not multi["recommend"] and multi["ok"]
+    assert multi["facts"]["archs"][0] == "sm_80" and multi["facts"]["platform"]["machine"] == "aarch64"
+    assert code == 0

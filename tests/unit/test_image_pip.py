@@ -94,6 +94,25 @@ def test_a_wheelhouse_without_the_torch_asked_for_is_found_at_render(tmp_path: P
         f"--pip-find-links: wheelhouse {other} has no torch 2.13.0+cpu for Python 3.11 (it has 2.14.1+cpu for cp312)")
 
 
+def test_an_arm64_build_with_an_x86_64_only_wheelhouse_is_refused_at_render_naming_what_it_holds(
+        tmp_path: Path) -> None:
+    """Not minutes into an emulated build with pip's "(it has none)": the platform's wheels are checked before any
+    step, and the refusal names what the wheelhouse holds and for which machine."""
+    kb = load_kb()
+    variant = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime", platform="linux/arm64")
+    expansion = Expansion((variant,), (), "accel-images/pytorch", User("dev", 1000, 1000))
+    x86_only = wheelhouse(tmp_path, TORCH_WHEEL, IPYTHON_WHEEL)
+    options = RenderOptions(pip_find_links=x86_only, without_companions=("torchvision",))
+    with pytest.raises(InputError) as caught:
+        Renderer(kb).context(variant, expansion, options)
+    assert caught.value.one_line().startswith(
+        f"--pip-find-links: wheelhouse {x86_only} has no torch 2.13.0+cpu for Python 3.11 on linux/arm64 (it has"
+        " 2.13.0+cpu for cp311 on manylinux_2_28_x86_64)")
+    assert "\n" not in caught.value.one_line()
+    wheelhouse(tmp_path, TORCH_WHEEL.replace("x86_64", "aarch64"))
+    assert Renderer(kb).context(variant, expansion, options).variant.platform == "linux/arm64"
+
+
 def test_a_wheelhouse_without_ipython_is_found_at_render(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="has no ipython wheel, which every image installs"):
         context(RenderOptions(pip_find_links=wheelhouse(tmp_path, TORCH_WHEEL)))

@@ -28,7 +28,7 @@ from accel_images.model.reference import Mirror
 from accel_images.publish import index
 from accel_images.publish.promote import RetryPolicy, Target, promote_index, stopped_index
 from accel_images.registry import (OCI_INDEX, OCI_MANIFEST, IndexEntry, RemoteImage, index_entries, oci_index,
-                                   unreachable)
+                                   platform_name, unreachable)
 from accel_images.render.contexts import RenderOptions
 from accel_images.state import StateDir
 from fakes import FakeEngine
@@ -270,9 +270,22 @@ def test_a_stopped_index_promotion_puts_every_moved_tag_back() -> None:
 def test_the_default_platform_sorts_first_and_local_names_say_the_rest() -> None:
     assert platforms.sort(["linux/arm64", "linux/amd64"]) == ("linux/amd64", "linux/arm64")
     assert (platforms.suffix("linux/amd64"), platforms.suffix("linux/arm64")) == ("", "-arm64")
-    assert platforms.of_config("linux", "arm64", "v8") == "linux/arm64"
+    assert platform_name("linux", "arm64", "v8") == "linux/arm64"
     variant = load_expansion(str(ROOT / "matrix.yaml")).variants[0]
     assert replace(variant, platform="linux/arm64").key == f"cpu/{variant.tag}@linux/arm64"
+
+
+def test_an_index_entry_a_config_and_the_engine_spell_arm64_v8_alike() -> None:
+    """One spelling (accel_images.registry.platform_name) for every reader: `arm64/v8` is `linux/arm64`
+    whether an index entry, an image config or the engine's inspect says it."""
+    from accel_images.build.engine import _platform_of
+    from accel_images.registry import _config_platform
+    listed = index_of(arm64=ARM64)
+    listed["manifests"][0]["platform"]["variant"] = "v8"
+    assert [entry.platform for entry in index_entries(listed, "r:t")] == ["linux/arm64"]
+    assert _config_platform({"os": "linux", "architecture": "arm64", "variant": "v8"}) == "linux/arm64"
+    assert _platform_of({"Os": "linux", "Architecture": "arm64", "Variant": "v8"}) == "linux/arm64"
+    assert platform_name("linux", "arm", "v7") == "linux/arm/v7"
 
 
 class Unreachable(Manifests):

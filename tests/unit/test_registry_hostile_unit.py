@@ -86,3 +86,41 @@ def test_a_referrers_list_of_the_wrong_shape_is_malformed_not_a_traceback(answer
 
 def test_a_smoke_report_nested_too_deep_is_no_report() -> None:
     assert last_json_object('{"schema": 1, "x": ' + DEEP + "}") is None
+
+
+# ---- where a tag list's next page may lead (the trust edges of the login) ---------------------------
+
+class ScriptedRegistry(registry.RegistryClient):
+    """The real client against a registry that wants Basic auth and answers every tag list with `link`;
+    each request sent is recorded with the Authorization it carried."""
+
+    def __init__(self, scheme: str, link: str) -> None:
+        super().__init__("reg.example", scheme=scheme, credentials=lambda host: {"username": "u", "password": "p"})
+        self.link = link
+        self.sent: list[tuple[str, str | None]] = []
+
+    def _send(self, method: str, url: str, headers: Any, data: Any, authorization: str | None, what: str) -> Any:
+        from fakes import http_answer
+        self.sent.append((url, authorization))
+        if authorization is None:
+            return http_answer(method, url, 401, b"{}", {"WWW-Authenticate": 'Basic realm="reg"'})
+        return http_answer(method, url, 200, json.dumps({"name": "team/img", "tags": ["a"]}).encode(),
+                       {"Link": self.link})
+
+
+def test_an_https_registrys_next_page_over_http_gets_neither_the_request_nor_the_login() -> None:
+    """The same host, but plain http: the login (and the request) would cross the network unencrypted."""
+    client = ScriptedRegistry("https", '<http://reg.example/v2/team/img/tags/list?n=1&last=a>; rel="next"')
+    with pytest.raises(MalformedAnswer, match=r"the tag list's next page is on another host \(http://reg.example\)"):
+        client.tags("team/img")
+    assert [url for url, _ in client.sent] == ["https://reg.example/v2/team/img/tags/list?n=1000"] * 2
+    assert all(url.startswith("https://") for url, auth in client.sent if auth is not None)
+
+
+def test_a_next_page_in_another_repository_is_not_followed() -> None:
+    client = ScriptedRegistry("https", '</v2/library/debian/tags/list?n=1000>; rel="next"')
+    with pytest.raises(MalformedAnswer) as caught:
+        client.tags("team/img")
+    assert caught.value.one_line().startswith("reg.example/team/img: the tag list's next page (/v2/library/debian/"
+                                              "tags/list) is not the tag list of team/img")
+    assert {url for url, _ in client.sent} == {"https://reg.example/v2/team/img/tags/list?n=1000"}

@@ -22,7 +22,7 @@ BEGIN = "<!-- corpus:begin (generated from tests/corpus/cases.yaml) -->"
 END = "<!-- corpus:end -->"
 SHOWN_PLACES = {"{corpus}": "tests/corpus", "{work}/": "", "{work}": ".", "{generated}/": "/tmp/"}
 OTHER_SECTIONS = ("## Engine faults", "## Registry faults", "## Interruption", "## State directory",
-                  "## Security")
+                  "## Security", "## The hardware check")
 
 
 def cases() -> list[dict]:

@@ -493,6 +493,25 @@ def test_an_index_entry_verifies_only_under_the_platform_its_statement_signs(tmp
                               " is about a 'linux/amd64' image")
 
 
+def test_an_index_listing_a_platform_twice_does_not_verify_whichever_entry_is_genuine(tmp_path: Path) -> None:
+    """`docker pull` takes the first linux/amd64 entry, here a hand-pushed unsigned image; the genuine, signed
+    one listed after it must not vouch for the tag (a verdict kept per platform let the later entry win)."""
+    from accel_images.registry import OCI_INDEX, OCI_MANIFEST, IndexEntry, oci_index
+    key, pub = write_key(tmp_path)
+    store = MemoryRegistry()
+    genuine = store.push_image(VARIANT.tag)
+    attester(store, ProbeEngine(probe_output()), key, tmp_path)("cand", genuine, inputs(), green_smoke())
+    forged = store.push_image("hand-pushed")
+    entries = [IndexEntry("linux/amd64", digest, len(store.manifests[digest][1]), OCI_MANIFEST)
+               for digest in (forged, genuine)]
+    store.tags[VARIANT.tag] = store.put_manifest("r", "sha256:pending", oci_index(entries), OCI_INDEX)[0]
+    verdict = verify_image(store, ImageName("reg.example", "team/pytorch", VARIANT.tag), provenance.load_public_key(pub))
+    assert not verdict.ok
+    assert verdict.reason == ("linux/amd64: the index lists linux/amd64 2 times: a client pulls the first entry,"
+                              " which need not be the one vouched for")
+    assert verdict.line("x").startswith("not verified: x: linux/amd64: the index lists linux/amd64 2 times")
+
+
 def test_provenance_referring_elsewhere_through_the_fallback_tag_does_not_count(tmp_path: Path) -> None:
     """Anyone who can push can write the sha256-<hex> tag: its entries are checked, not trusted."""
     key, pub = write_key(tmp_path)
