@@ -87,6 +87,17 @@ class CudaFacts:
         """Driver branches nvidia/cuda's base for this CUDA serves through its cuda-compat package."""
         return tuple(str(b) for b in self.families.get(cuda, {}).get("compat_branches", ()))
 
+    def compat_driver(self, cuda: str) -> str | None:
+        """The driver whose libcuda nvidia/cuda's base for this CUDA puts under /usr/local/cuda/compat, where
+        the base declares forward-compatibility branches: its toolkit release's driver (cuda-compat-X-Y
+        carries the driver branch of its toolkit: the 12.8.1 base's compat libcuda is 570.124.06,
+        NVIDIA/nvidia-container-toolkit#1084; a later point release of that branch may be what is
+        installed, so only the branch is compared). Inferred beyond that one reading."""
+        family = self.families.get(cuda, {})
+        if not family.get("compat_branches"):
+            return None
+        return self.driver_min(str(family["base_version"]))
+
     def require_cuda(self, cuda: str, devel: bool) -> str:
         """NVIDIA_REQUIRE_CUDA: `cuda>=X.0`, the major this CUDA's wheels run on under minor-version
         compatibility (R525 reports 12.0, R580 13.0), OR'ed, where the image sits on nvidia/cuda
@@ -230,6 +241,7 @@ class Cuda(VendorBase):
         if variant.toolkit:
             claims.append(Claim("toolkit", kb_row(self.kb_file, "toolkits", minor, stack), variant.toolkit,
                                 facts.distributions.get("cuda-toolkit"), "release"))
+        claims += self._compat_claims(kb, variant, facts)
         platform = variant.platform
         machines = kb.platforms[platform].machines if platform in kb.platforms else ()
         if variant.gpu_archs and facts.platform.get("machine") in machines:
@@ -239,6 +251,17 @@ class Cuda(VendorBase):
             claims.append(Claim("archs", row, tuple(SASS_PREFIX + _digits(a) for a in sass), facts.archs))
             claims.append(Claim("ptx", row, (PTX_PREFIX + _digits(ptx),) if ptx else (), facts.ptx))
         return claims
+
+    def _compat_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """A devel image whose base the knowledge base says serves older driver branches (`compat_branches`)
+        holds the cuda-compat libcuda of its toolkit's driver branch (facts.json cuda_compat): nvidia/cuda
+        installs it only "if available" (its base Dockerfiles), and without it the guard and recommend
+        would admit hosts the image fails on. The branch is compared, as the container toolkit compares it."""
+        driver = self.compat_driver(kb, variant)
+        if driver is None:
+            return []
+        row = kb_row(self.kb_file, "families", variant.stack or "", "compat_branches")
+        return [Claim("compat", row, driver.split(".")[0], facts.cuda_compat, "release")]
 
     def archs_of(self, facts: ImageFacts) -> tuple[str, ...] | None:
         """sm_75 ... sm_120 (+ compute_120) -> 7.5 ... 12.0 (+ 12.0+PTX); arch-specific targets (sm_90a)
@@ -300,6 +323,13 @@ class Cuda(VendorBase):
         if variant.flavor == "runtime":
             return ()
         return self.facts(kb).compat_branches(variant.stack or "")
+
+    def compat_driver(self, kb: Knowledge, variant: Variant) -> str | None:
+        """The driver of the image's CUDA forward-compatibility libcuda (`CudaFacts.compat_driver`); None
+        for the runtime flavor, whose plain Ubuntu base has none."""
+        if variant.flavor == "runtime":
+            return None
+        return self.facts(kb).compat_driver(variant.stack or "")
 
     def not_served(self, kb: Knowledge, variant: Variant, gpu_archs: Sequence[str]) -> str | None:
         """Why the GPU is not served at all on the variant's platform (a Jetson module, whose compute
