@@ -479,3 +479,12 @@ def test_the_banner_says_so_when_no_python_is_on_path(tmp_path: Path) -> None:
     (bin_dir / "sed").symlink_to(shutil.which("sed") or "sed")
     said = shell_with_banner("true", interactive=True, PATH=str(bin_dir))
     assert said == "accel-images 2.13.0-cpu-py3.11-debian12: PyTorch unknown, no python on PATH, device: cpu\n"
+
+
+def test_every_fact_the_guard_reads_is_used() -> None:
+    """The facts reader assigns facts_<name> for each field; a field no check reads is not read."""
+    source = GUARD_SOURCE.read_text()
+    fields = re.findall(r'field\("(\w+)"', source)
+    checks = b"".join(guard_script(vendor) for vendor in ("cuda", "rocm", "xpu", "gaudi", "cpu")).decode()
+    unused = [name for name in fields if not re.search(rf"\$\{{?facts_{name}\b", checks)]
+    assert fields and unused == []

@@ -99,12 +99,13 @@ open_or_group_add() {
 
 # The facts file, read at most once, by the vendor checks that need it (a python start costs tens of
 # milliseconds on every container start), with the image's own Python (json from the standard library; -I -S:
-# nothing from the environment or site-packages) into facts_* variables: facts_archs (compiled
-# targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX), facts_torch, facts_backend,
-# facts_cuda, facts_hip, facts_xpu. Every value is checked against a plain character set before the
-# shell sees it, so the file cannot inject shell code. facts_read is 1 when they came from the file.
+# nothing from the environment or site-packages) into facts_* variables, only those a check decides
+# with: facts_archs (compiled targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX) and
+# facts_compat (the CUDA forward-compatibility libcuda's driver, empty: none or not recorded). Every value
+# is checked against a plain character set before the shell sees it, so the file cannot inject shell
+# code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
-facts_read="" facts_archs="" facts_ptx="" facts_torch="" facts_backend="" facts_cuda="" facts_hip="" facts_xpu=""
+facts_read="" facts_archs="" facts_ptx="" facts_compat=""
 FACTS_READER='
 import json, re, sys
 safe = re.compile(r"[A-Za-z0-9_.+-]*")
@@ -119,13 +120,9 @@ def main():
         facts = json.load(handle)
     if not isinstance(facts, dict) or type(facts.get("schema")) is not int or facts["schema"] != 1:
         sys.exit("not a schema 1 facts file")
-    torch, toolkit = facts.get("torch") or {}, facts.get("toolkit") or {}
-    field("torch", torch.get("public") or torch.get("version"))
-    field("backend", facts.get("backend"))
     field("archs", facts.get("archs") or [])
     field("ptx", facts.get("ptx") or [])
-    for name in ("cuda", "hip", "xpu"):
-        field(name, toolkit.get(name))
+    field("compat", facts.get("cuda_compat"))
 try:
     main()
 except (OSError, ValueError, AttributeError, TypeError) as error:

@@ -99,12 +99,13 @@ open_or_group_add() {
 
 # The facts file, read at most once, by the vendor checks that need it (a python start costs tens of
 # milliseconds on every container start), with the image's own Python (json from the standard library; -I -S:
-# nothing from the environment or site-packages) into facts_* variables: facts_archs (compiled
-# targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX), facts_torch, facts_backend,
-# facts_cuda, facts_hip, facts_xpu. Every value is checked against a plain character set before the
-# shell sees it, so the file cannot inject shell code. facts_read is 1 when they came from the file.
+# nothing from the environment or site-packages) into facts_* variables, only those a check decides
+# with: facts_archs (compiled targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX) and
+# facts_compat (the CUDA forward-compatibility libcuda's driver, empty: none or not recorded). Every value
+# is checked against a plain character set before the shell sees it, so the file cannot inject shell
+# code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
-facts_read="" facts_archs="" facts_ptx="" facts_torch="" facts_backend="" facts_cuda="" facts_hip="" facts_xpu=""
+facts_read="" facts_archs="" facts_ptx="" facts_compat=""
 FACTS_READER='
 import json, re, sys
 safe = re.compile(r"[A-Za-z0-9_.+-]*")
@@ -119,13 +120,9 @@ def main():
         facts = json.load(handle)
     if not isinstance(facts, dict) or type(facts.get("schema")) is not int or facts["schema"] != 1:
         sys.exit("not a schema 1 facts file")
-    torch, toolkit = facts.get("torch") or {}, facts.get("toolkit") or {}
-    field("torch", torch.get("public") or torch.get("version"))
-    field("backend", facts.get("backend"))
     field("archs", facts.get("archs") or [])
     field("ptx", facts.get("ptx") or [])
-    for name in ("cuda", "hip", "xpu"):
-        field(name, toolkit.get(name))
+    field("compat", facts.get("cuda_compat"))
 try:
     main()
 except (OSError, ValueError, AttributeError, TypeError) as error:
@@ -271,12 +268,20 @@ refuse_jetson() {
     done
 }
 
-# decide FLOOR ARCHS BRANCHES: whether an image whose wheel needs the driver FLOOR (minor-version
-# compatibility), has kernels for ARCHS and serves the driver BRANCHES through forward
-# compatibility runs on this host. Sets `problem` (arch, consumer, driver; empty when it runs) and
-# `compat` (1 when it runs only through forward compatibility). `vendor.decide` is the same rule.
+# compat_loaded COMPAT: the container toolkit puts the image's compat libcuda (driver COMPAT) ahead of the
+# host's: its driver branch is newer than the host driver's (the majors alone, as NVIDIA/nvidia-container-toolkit
+# cmd/nvidia-cdi-hook/cudacompat/cudacompat.go compares them; the GPU is not asked: #1426, fixed by #1784).
+compat_loaded() {
+    is_version "$1" && [ -n "$driver" ] && version_lt "${driver%%.*}" "${1%%.*}"
+}
+
+# decide FLOOR ARCHS BRANCHES COMPAT: whether an image whose wheel needs the driver FLOOR (minor-version
+# compatibility), has kernels for ARCHS, declares the driver BRANCHES for forward compatibility and holds
+# the compat libcuda of driver COMPAT (empty: none) runs on this host. Sets `problem` (arch, driver,
+# no_compat, consumer, compat_consumer; empty when it runs) and `forward` (1 when it runs only through
+# forward compatibility). `vendor.decide` is the same rule.
 decide() {
-    problem="" compat=""
+    problem="" forward=""
     if [ -n "$2" ] && [ -n "$capabilities" ]; then
         runs=""
         for capability in $capabilities; do
@@ -284,16 +289,31 @@ decide() {
         done
         if [ -z "$runs" ]; then problem=arch; return 1; fi
     fi
-    if [ -z "$driver" ] || [ -z "$1" ] || ! version_lt "$driver" "$1"; then return 0; fi
+    if [ -z "$driver" ] || [ -z "$1" ]; then return 0; fi
+    if ! version_lt "$driver" "$1"; then
+        if compat_loaded "$4" && consumer_gpu; then problem=compat_consumer; return 1; fi
+        return 0
+    fi
     if ! in_list "${driver%%.*}" "$3"; then problem=driver; return 1; fi
+    if [ -z "$4" ]; then problem=no_compat; return 1; fi
     if consumer_gpu; then problem=consumer; return 1; fi
-    compat=1
+    forward=1
 }
 
-# admits "FLOOR|ARCHS|BRANCHES": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
+# admits "FLOOR|ARCHS|BRANCHES|COMPAT": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
 admits() {
     a_rest=${1#*|}
-    decide "${1%%|*}" "${a_rest%%|*}" "${a_rest#*|}"
+    a_archs=${a_rest%%|*}
+    a_rest=${a_rest#*|}
+    decide "${1%%|*}" "$a_archs" "${a_rest%%|*}" "${a_rest#*|}"
+}
+
+# own_compat: the driver of this image's CUDA forward-compatibility libcuda, empty when it has none: what
+# its build found under /usr/local/cuda/compat (facts.json cuda_compat) when the facts file was read (an
+# older branch is admitted only on the image's own word), else the knowledge base's (rendered) value.
+own_compat() {
+    read_facts
+    if [ -n "$facts_read" ]; then printf '%s' "$facts_compat"; else printf '%s' "${ACCEL_IMAGES_COMPAT_DRIVER:-}"; fi
 }
 
 check_vendor() {
@@ -315,23 +335,28 @@ check_vendor() {
     done
     [ -n "$capabilities" ] || jetson_capabilities
     refuse_jetson
+    read_facts  # here, not in the subshells below: once a container start
     archs=$(own_archs)
+    compat_driver=$(own_compat)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
     branches="${ACCEL_IMAGES_COMPAT_BRANCHES:-}"
     tag="${ACCEL_IMAGES_TAG:-this image}"
     major="${ACCEL_IMAGES_CUDA:-}"
     major="CUDA ${major%%.*}.x"
-    if decide "$floor" "$archs" "$branches"; then
+    if decide "$floor" "$archs" "$branches" "$compat_driver"; then
         warn_runs
         return 0
     fi
     reason=$problem
     pick_alternative
     install="install an NVIDIA driver >= $floor$(or_use)"
+    below="host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag"
     case "$reason" in
         arch) refuse_arch ;;
-        consumer) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
-        *) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag$(compat_scope): $install" ;;
+        consumer) refuse "$below, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
+        compat_consumer) refuse "host NVIDIA driver $driver is older than the CUDA forward-compatibility driver $compat_driver of $tag, which the NVIDIA Container Toolkit loads from /usr/local/cuda/compat ahead of the host's in its default cuda-compat mode, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): use a container toolkit with NVIDIA/nvidia-container-toolkit#1784, set nvidia-container-runtime.modes.legacy.cuda-compat-mode = \"disabled\", or use ${alt:-a runtime image}" ;;
+        no_compat) refuse "$below; forward compatibility would serve it, but the image has no CUDA forward-compatibility library (/usr/local/cuda/compat, facts.json cuda_compat): $install" ;;
+        *) refuse "$below$(compat_scope): $install" ;;
     esac
 }
 
@@ -371,8 +396,8 @@ warn_runs() {
     if [ -n "$archs" ] && [ -n "$unserved" ]; then
         warn "no kernels in $tag for the GPUs of compute capability${unserved}: only those of${served} can use it"
     fi
-    if [ -n "$compat" ]; then
-        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libraries), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
+    if [ -n "$forward" ]; then
+        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libcuda $compat_driver), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
     elif [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
         warn "host NVIDIA driver $driver is below the CUDA ${ACCEL_IMAGES_CUDA:-} toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
     fi
