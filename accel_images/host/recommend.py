@@ -136,8 +136,9 @@ def unusable_warning(host: HostInfo) -> str:
 
 
 def docker_run_line(vendor: str, ref: str, dev_root: Path = Path("/")) -> str:
-    """`docker run --rm -it <device flags> --ipc host <ref>`: the docker renderer's line of the Launch
-    (accel_images.host.launch) without a session's part."""
+    """`docker run --rm -it <device flags> --ipc host <vendor's settings> <ref>`: the docker renderer's line
+    of the Launch (accel_images.host.launch), the container `run --print` names less the session's user,
+    workspace and identity."""
     from accel_images.host.launch import launch
     from accel_images.host.runtimes import docker
     return docker.render(launch(ref, vendor, dev_root)).text.rstrip("\n")

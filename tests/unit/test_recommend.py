@@ -97,7 +97,7 @@ def test_h100_on_driver_535_gets_cuda_12_6_and_why_not_13(tmp_path, expansion, k
     # the images require only cuda>=12.0 of the driver (NVIDIA_REQUIRE_CUDA), so 12.2 is no caveat
     assert not any("NVIDIA_REQUIRE_CUDA" in w for w in rec.warnings)
     assert any("compute capability is unknown" in w for w in rec.warnings)  # the table has none
-    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
+    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
                               "accel-images/pytorch:2.14.1-cuda12.6-py3.12-ubuntu24.04")
 
 
@@ -142,7 +142,7 @@ def test_b200_on_r610_gets_the_newest_cuda_13_2(tmp_path, expansion, kb):
     assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04"
     assert rec.reasons == ("2.15.0-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.2 "
                            "toolkit driver 595.71.05",)
-    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
+    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
                               "accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
 
 
@@ -270,7 +270,8 @@ def test_arc_gpu_gets_the_newest_xpu_image(tmp_path, expansion, kb):
 
 
 GAUDI_RUN = ("docker run --rm -it --runtime habana -e HABANA_VISIBLE_DEVICES=all "
-             "-e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE --ipc host ")
+             "-e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE --ipc host --network host "
+             "--ulimit memlock=-1 ")
 
 
 def gaudi2_host(tmp_path: Path, driver: str) -> HostInfo:
@@ -384,12 +385,27 @@ A100 = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0"
                 gpu_names=("NVIDIA A100-SXM4-40GB",) * 2, gpu_archs=("8.0",), device_count=2)
 
 
+@pytest.mark.parametrize("vendor, flags", [
+    ("gaudi", ("--network", "host", "--ulimit", "memlock=-1")),   # Habana's `docker run --net=host`
+    ("rocm", ("--cap-add", "SYS_PTRACE")),                       # AMD's PyTorch container line
+    ("cuda", ("--ulimit", "memlock=-1", "--ulimit", "stack=67108864")),  # NGC's "Running PyTorch"
+])
+def test_recommends_line_has_the_container_flags_run_print_has(tmp_path, vendor, flags):
+    """One source: the line `recommend` prints and the container part of `run --print` (less the session's
+    user, workspace and identity) come from the same Launch."""
+    from accel_images.host.session import container_flags
+    line = docker_run_line(vendor, "r:t", tmp_path).split()
+    assert line == ["docker", "run", "--rm", "-it", *container_flags(vendor, tmp_path), "r:t"]
+    assert " ".join(flags) in " ".join(line)
+
+
 def test_recommend_command_prints_the_docker_run_line(tmp_path):
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)),
                  "--registry", "ghcr.io/acme", "--from-matrix")
     assert result.exit_code == 0, result.output
     comment, line = result.stdout.strip().splitlines()
-    assert line == "docker run --rm -it --gpus all --ipc host ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04"
+    assert line == ("docker run --rm -it --gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864"
+                    " ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
     assert comment.startswith("# chosen from the matrix, not checked against ghcr.io/acme: if it does not publish")
     assert "host: cuda, driver 580.126.09, CUDA up to 13.0" in result.stderr
 
