@@ -314,7 +314,40 @@ class Cuda(VendorBase):
         rejections, caveats = list(decision.refusals), list(decision.warnings)
         if not rejections and host.stack_version and not decision.forward_compat:
             rejections += _reported_cuda_rules(host.stack_version, variant.stack or "")
-        return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why)
+        if decision.forward_compat and host.driver_version and (unverified := self.unverified_native(
+                kb, variant.platform, host.driver_version)):
+            caveats.append(unverified)
+        return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why,
+                   FORWARD_COMPAT if decision.forward_compat else "")
+
+    def unverified_native(self, kb: Knowledge, platform: str, driver: str) -> str | None:
+        """For a host this platform's images serve only through forward compatibility: the builds that would
+        run on its driver natively (their CUDA major's floor met) but which the knowledge base leaves
+        unverified for the platform (`platforms.<p>.unverified`), newest torch per CUDA, and what would
+        verify one. Only releases whose wheels the knowledge base knows (`archs`) are named. The package
+        index cannot stand in: its aarch64 wheels of 2.9.1 and 2.10.0 are +cpu builds, 2.11.0's is
+        +cu130 (torch/version.py read from pypi.org's cp312 manylinux_2_28_aarch64 wheels; cuda.yaml
+        package_index); the cuXY index's own wheel for the platform is what says (its torch/version.py
+        `cuda` and the arch list torch._C._cuda_getArchFlags() returns)."""
+        found = self.section(kb).platforms.get(platform)
+        if found is None or not found.unverified:
+            return None
+        facts, newest = self.facts(kb), {}
+        for minor in sorted(found.unverified, key=parse):
+            listed = found.unverified[minor]
+            for cuda in (self.stacks(kb, minor) if "*" in listed else listed):
+                if cuda in facts.archs.get(minor, {}) and compare_driver(driver, facts.mvc_floor(cuda)) >= 0:
+                    newest[cuda] = minor
+        if not newest:
+            return None
+        order = sorted(newest, key=parse)
+        builds = ", ".join(f"CUDA {cuda} (torch {newest[cuda]})" for cuda in order)
+        indexes = " or ".join(f"download.pytorch.org/whl/cu{cuda.replace('.', '')}" for cuda in order)
+        machine = kb.platforms[platform].machines[0] if platform in kb.platforms else platform
+        return (f"no {platform} image runs on driver {driver} without forward compatibility; builds that would are"
+                f" unverified ({kb_row(self.kb_file, 'platforms', platform, 'unverified')}): {builds}; what would"
+                f" verify one: torch/version.py and the arch list of its {machine} wheel on {indexes} (the package"
+                f" index's {machine} wheels are other builds: cuda.yaml package_index)")
 
     def compat_branches(self, kb: Knowledge, variant: Variant) -> tuple[str, ...]:
         """The older driver branches the image serves through CUDA forward compatibility: those
@@ -388,6 +421,9 @@ SASS_PREFIX = "sm_"
 PTX_PREFIX = "compute_"
 """How torch._C._cuda_getArchFlags() names a SASS target (sm_90) and a PTX one (compute_90)."""
 
+
+FORWARD_COMPAT = "CUDA forward compatibility"
+"""Fit.through of an image that runs on the host only through its cuda-compat libraries."""
 
 CONSUMER_BRANDS = ("GeForce", "TITAN", "NVS")
 """GPU brands CUDA forward compatibility does not serve: the NVML brands (nvmlBrandType_t: GEFORCE,
