@@ -14,7 +14,8 @@
 # environment from the knowledge base. What no binary can say (driver floors, the images a refusal
 # names, ACCEL_IMAGES_TAG) always comes from the environment (the vendor module's image_env).
 # ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev, /sys and driver-tool path, so
-# the checks can be exercised against a fake host tree.
+# the checks can be exercised against a fake host tree; a production image names it when it is set
+# (find_overrides).
 
 set -u
 
