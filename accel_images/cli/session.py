@@ -132,7 +132,7 @@ def run_command(image: str | None, matrix_path: str | None, registry: str | None
                     tuple(parse_env(e) for e in env), name, engine_args)
     ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
                                  as_json, kwargs)
-    session = replace(launch(ref, vendor, session=True), user=(os.getuid(), os.getgid()),
+    session = replace(launch(ref, vendor), user=(os.getuid(), os.getgid()),
                       workspace=workspace.resolve(), command=tuple(command), interactive=sys.stdin.isatty(),
                       extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0)
     if choice is not None:

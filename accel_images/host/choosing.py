@@ -212,7 +212,8 @@ def refuse_fallback(choice: Choice, asked_vendor: str | None) -> None:
 
 def chosen_launch(choice: Choice, dev_root: Path = Path("/")) -> Launch:
     """recommend's Launch for what `choice` chose: the image (by digest where the catalogue said it), its
-    vendor's devices as the chosen-for host describes them, the image's own user; no session."""
+    vendor's devices as the chosen-for host describes them and its session settings (as `run` has them), the
+    image's own user; no host user, workspace or identity."""
     rec = choice.recommendation
     if rec.image is None or rec.variant is None:
         raise nothing_fits(choice)

@@ -8,10 +8,12 @@ Each fact has one source:
   error ... insufficient shared memory" (compat-facts §8.23). `ipc_mode` says which it is, because
   runtimes without an IPC option translate the two differently (Kubernetes: the vendor's own request
   is `hostIPC`, the shared-memory rule a memory-backed /dev/shm);
-- a development session (`run`, devcontainer) adds the vendor's SessionSettings (NVIDIA's ulimits,
-  AMD's SYS_PTRACE), the host user's UID:GID, this directory at /workspace, the user's git identity
-  and what the user passes through (`-v`, `-p`, `-e`, `--name`, raw engine arguments); `recommend`'s
-  line has none of these;
+- the vendor's SessionSettings (NVIDIA's ulimits, AMD's SYS_PTRACE, Habana's host network and memlock):
+  every Launch has them, so the line `recommend` prints and the one `run --print` prints name the same
+  container (one source: `launch`);
+- a development session (`run`, devcontainer) adds the host user's UID:GID, this directory at
+  /workspace, the user's git identity and what the user passes through (`-v`, `-p`, `-e`, `--name`,
+  raw engine arguments); `recommend`'s line has none of these;
 - the image's own user (the matrix's `user`): what a cluster runs it as, where no host user exists.
 """
 
@@ -156,17 +158,16 @@ class Launch:
         return f"{repository if repository and '/' not in tag else self.image}@{self.digest}"
 
 
-def launch(image: str, vendor: str, dev_root: Path = Path("/"), *, session: bool = False,
-           host: HostInfo | None = None) -> Launch:
+def launch(image: str, vendor: str, dev_root: Path = Path("/"), *, host: HostInfo | None = None) -> Launch:
     """The Launch of `image` for `vendor`: its device options read against `dev_root` (a fake tree in tests)
     and, where `host` describes the node it is for (recommend's --host-json), what that description decides;
-    `session` adds the vendor's session settings (a development container, not recommend's line). The rest
-    (user, workspace, command, what is passed through) the caller sets with dataclasses.replace."""
+    and its session settings, the one source of what `recommend` prints and `run` starts (a line without
+    the vendor's `--network host` or `--cap-add SYS_PTRACE` would be another container than the one `run`
+    starts). The rest (user, workspace, command, what is passed through) the caller sets with
+    dataclasses.replace."""
     options = vendors.device_options(vendor, dev_root, host)
-    settings = SessionSettings()
-    if session:
-        settings = vendors.get(vendor).session_settings()
-        settings = replace(settings, cap_add=tuple(c for c in settings.cap_add if c not in options.cap_add))
+    settings = vendors.get(vendor).session_settings()
+    settings = replace(settings, cap_add=tuple(c for c in settings.cap_add if c not in options.cap_add))
     return Launch(image, vendor, options, settings)
 
 

@@ -5,8 +5,14 @@ accel_images/vendors/<vendor>.py, each citing compat-facts.md), and the judgemen
 things: it cannot work (a rejection, with the reason), it works with a reservation that is specific
 to this image (a caveat), or it fits. The newest image that fits wins:
 
-    preferred flavor, then newest torch, then an image without caveats, then one compiled for the
-    GPU's own architecture, then newest stack, newest Python, newest OS.
+    preferred flavor, then one that runs on the host's own driver (not through a compatibility layer
+    the image ships: CUDA forward compatibility), then newest torch, then an image without caveats,
+    then one compiled for the GPU's own architecture, then newest stack, newest Python, newest OS.
+
+An image that runs natively beats a newer torch that needs forward compatibility: NVIDIA supports
+forward compatibility on data-center GPUs only and for the driver branches each base names, and the
+container toolkit's cuda-compat mode must be on (its default); the native image depends on none of it
+(docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html).
 
 A clean fit beats a newer stack of the same torch that only fits with a caveat: both carry the same
 torch, so nothing is lost, while the caveat (PTX/JIT paths, a runtime that may refuse to start the
@@ -136,8 +142,9 @@ def unusable_warning(host: HostInfo) -> str:
 
 
 def docker_run_line(vendor: str, ref: str, dev_root: Path = Path("/")) -> str:
-    """`docker run --rm -it <device flags> --ipc host <ref>`: the docker renderer's line of the Launch
-    (accel_images.host.launch) without a session's part."""
+    """`docker run --rm -it <device flags> --ipc host <vendor's settings> <ref>`: the docker renderer's line
+    of the Launch (accel_images.host.launch), the container `run --print` names less the session's user,
+    workspace and identity."""
     from accel_images.host.launch import launch
     from accel_images.host.runtimes import docker
     return docker.render(launch(ref, vendor, dev_root)).text.rstrip("\n")
@@ -164,8 +171,8 @@ def judge(host: HostInfo, variant: Variant, kb: KnowledgeBase) -> Fit:
 
 def _rank(fit: Fit, host: HostInfo, prefer_flavor: str) -> tuple[Any, ...]:
     v = fit.variant
-    return (v.vendor != host.vendor, v.flavor != prefer_flavor, newest_first(v.torch), bool(fit.caveats),
-            not fit.exact_arch, newest_first(v.stack), newest_first(v.python),
+    return (v.vendor != host.vendor, v.flavor != prefer_flavor, bool(fit.through), newest_first(v.torch),
+            bool(fit.caveats), not fit.exact_arch, newest_first(v.stack), newest_first(v.python),
             -OS_ORDER.index(v.os) if v.os in OS_ORDER else 0, v.tag)
 
 
@@ -180,6 +187,9 @@ def _passed_over(chosen: Fit, fits: list[Fit]) -> list[str]:
             continue
         if fit.rejections:
             lines.append(f"{v.tag}: {'; '.join(fit.rejections)}")
+        elif fit.through and not chosen.through:
+            lines.append(f"{v.tag}: passed over for {chosen.variant.tag}, which runs on the host's driver without"
+                         f" {fit.through}: {'; '.join(fit.caveats)}")
         elif fit.caveats:
             lines.append(f"{v.tag}: passed over for {chosen.variant.tag}: {'; '.join(fit.caveats)}")
     return lines

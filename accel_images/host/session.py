@@ -2,10 +2,11 @@
 `.devcontainer/devcontainer.json` of `accel-images devcontainer`, from the same Launch
 (accel_images.host.launch) and the same Docker flags (accel_images.host.runtimes.docker).
 
-A session adds to what every container of the vendor needs: the vendor's session settings, the host
-user's UID:GID (so files written to the workspace belong to whoever started the session; the image's
-own user has the matrix's UID, 1000, which is often but not always the host's), the current directory
-at /workspace, the images' working directory, and the user's git identity.
+A session adds to what every container of the vendor needs (its devices and session settings, the
+same as the line `recommend` prints: accel_images.host.launch.launch) the host user's UID:GID (so files
+written to the workspace belong to whoever started the session; the image's own user has the matrix's
+UID, 1000, which is often but not always the host's), the current directory at /workspace, the images'
+working directory, and the user's git identity.
 
 A devcontainer is started by VS Code or the devcontainers CLI, which replace the image's entry point
 with their own (`overrideCommand` defaults to true for an image: devcontainer.json reference; the CLI
@@ -53,13 +54,13 @@ class Session:
 
 
 def session_launch(session: Session, dev_root: Path = Path("/")) -> Launch:
-    return replace(launch(session.image, session.vendor, dev_root, session=True), user=(session.uid, session.gid),
+    return replace(launch(session.image, session.vendor, dev_root), user=(session.uid, session.gid),
                    workspace=session.workspace, command=session.command, interactive=session.interactive)
 
 
 def container_flags(vendor: str, dev_root: Path = Path("/")) -> list[str]:
     """Device options, the IPC mode and the vendor's session settings: what both `run` and a devcontainer pass."""
-    return docker.container_flags(launch("", vendor, dev_root, session=True))
+    return docker.container_flags(launch("", vendor, dev_root))
 
 
 def docker_run_argv(session: Session, dev_root: Path = Path("/")) -> list[str]:

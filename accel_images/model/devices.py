@@ -5,9 +5,10 @@ printed for a person come from the same DeviceOptions, so the two can never disa
 module (accel_images/vendors/) says which options its accelerator needs, citing the vendor
 document it follows; this module only holds the value and the host look-ups vendors share.
 
-The options are the minimum a container needs to use the device; conveniences that the
-vendors also suggest for training jobs (host networking, --ipc=host for DataLoader shared
-memory on NVIDIA/XPU, SYS_PTRACE for debuggers) are left to the user.
+The options are the minimum a container needs to use the device; what the vendors also suggest
+for training jobs (host networking, ulimits, SYS_PTRACE for debuggers) is each vendor's
+SessionSettings, which the lines printed for a person carry (accel_images.host.launch) and the
+smoke run does not.
 """
 
 from __future__ import annotations

@@ -56,6 +56,9 @@ class ImageFacts:
     companions: Mapping[str, str]            # torchvision, torchaudio, numpy as installed
     distributions: Mapping[str, str] = field(default_factory=dict)   # every one, by normalized name
     platform: Mapping[str, str] = field(default_factory=dict)        # os, machine
+    cuda_compat: str | None = None
+    """The CUDA forward-compatibility libcuda's version ('595.58.03'); '' when the build found none under
+    /usr/local/cuda/compat; None when the facts do not say (written before the field was read)."""
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> ImageFacts:
@@ -67,7 +70,7 @@ class ImageFacts:
                    local=document["torch"]["local"], python=document["python"], backend=document["backend"],
                    toolkit=dict(document["toolkit"]), archs=_targets(document["archs"]), ptx=_targets(document["ptx"]),
                    companions=dict(document["companions"]), distributions=dict(document["distributions"]),
-                   platform=dict(document["platform"]))
+                   platform=dict(document["platform"]), cuda_compat=_measured(document, "cuda_compat"))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ImageFacts:
@@ -87,18 +90,21 @@ class ImageFacts:
                        toolkit={str(k): (None if v is None else str(v)) for k, v in dict(compact["toolkit"]).items()},
                        archs=_targets(compact.get("archs")), ptx=_targets(compact.get("ptx")),
                        companions={str(k): str(v) for k, v in dict(compact["companions"]).items()},
-                       platform={"machine": str(compact.get("machine") or "")})
+                       platform={"machine": str(compact.get("machine") or "")},
+                       cuda_compat=_measured(compact, "cuda_compat"))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def compact(self) -> dict[str, Any]:
-        """What travels with the image (smoke record, catalogue, reports): everything but the distributions."""
+        """What travels with the image (smoke record, catalogue, reports): everything but the distributions;
+        cuda_compat only where the facts said it."""
+        compat = {} if self.cuda_compat is None else {"cuda_compat": self.cuda_compat or None}
         return {"torch": self.torch, "python": self.python, "backend": self.backend,
                 "machine": self.platform.get("machine") or None,
                 "toolkit": {key: value for key, value in sorted(self.toolkit.items()) if value is not None},
                 "archs": None if self.archs is None else list(self.archs),
                 "ptx": None if self.ptx is None else list(self.ptx),
-                "companions": dict(sorted(self.companions.items()))}
+                "companions": dict(sorted(self.companions.items())), **compat}
 
     def summary(self) -> str:
         """One line for people: 'torch 2.15.0+cu132 · Python 3.12.3 · cuda 13.2 · … · sm_75 … sm_120 · …'."""
@@ -110,6 +116,13 @@ class ImageFacts:
             parts.append("PTX " + " ".join(self.ptx))
         parts += [f"{name} {version}" for name, version in sorted(self.companions.items())]
         return " · ".join(parts)
+
+
+def _measured(document: Mapping[str, Any], key: str) -> str | None:
+    """An optional field as a Claim compares it: absent -> None (not measured), null -> '' (measured: none)."""
+    if key not in document:
+        return None
+    return "" if document[key] is None else str(document[key])
 
 
 def _targets(value: Any) -> tuple[str, ...] | None:

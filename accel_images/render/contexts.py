@@ -160,6 +160,21 @@ FINAL_STAGE = "image"
 """The name of the final stage when platform stages follow it."""
 
 
+TEMPLATE_ENV = ("ACCEL_IMAGES_HOME", "ACCEL_IMAGES_TAG", "ACCEL_IMAGES_VENDOR")
+"""The ACCEL_IMAGES_* variables templates/partials/common.j2's finish() sets in every image."""
+OWN_ENV = "ACCEL_IMAGES_OWN_ENV"
+
+
+def with_own_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A vendor's image environment plus OWN_ENV, the names of every ACCEL_IMAGES_* variable the image
+    sets: the guard names the others it finds set (a job's environment leaking in, a test hook) as
+    overrides, since Pyxis hands the submitting user's environment to the container under the image's own
+    variables (NVIDIA/pyxis#124), and a variable the image leaves unset (a runtime image's
+    ACCEL_IMAGES_COMPAT_BRANCHES) would otherwise change its decisions unseen."""
+    names = sorted({*TEMPLATE_ENV, OWN_ENV, *(key for key in env if key.startswith("ACCEL_IMAGES_"))})
+    return {**env, OWN_ENV: " ".join(names)}
+
+
 def _shared(facts: list[dict[str, str]]) -> dict[str, str]:
     """The keys every platform has with the same value."""
     first = facts[0]
@@ -309,7 +324,7 @@ class Renderer:
                       f"{LABEL_PREFIX}.companions": ",".join(plan.names)}
             if plan.left_out:
                 labels[f"{LABEL_PREFIX}.{companions.WITHOUT_LABEL}"] = ",".join(plan.left_out)
-            env = dict(vendors.get(sibling.vendor).image_env(self.kb, sibling, expansion.variants))
+            env = with_own_env(vendors.get(sibling.vendor).image_env(self.kb, sibling, expansion.variants))
             per_platform[sibling.platform] = (labels, env)
         if len(per_platform) == 1:
             labels, env = next(iter(per_platform.values()))

@@ -26,13 +26,17 @@ JSON schema 1 (accel_images/smoke/facts.schema.json; every key always present):
                                  # [] for a CPU build, null where torch cannot say
      "ptx": [],                  # JIT-able targets (compute_XX); [] when the build carries none
      "companions": {"torchvision": "0.29.2", ...},   # those of torchvision, torchaudio, numpy installed
-     "distributions": {"torch": "2.15.0+cu132", ...}} # every distribution importlib.metadata finds,
+     "distributions": {"torch": "2.15.0+cu132", ...}, # every distribution importlib.metadata finds,
                                                       # by normalized name (PEP 503)
+     "cuda_compat": "595.58.03"}  # the CUDA forward-compatibility libcuda under /usr/local/cuda/compat,
+                                  # by the version in its name; null where there is none. Optional in
+                                  # the schema: files written before it was read lack it (unknown).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -49,6 +53,11 @@ GAUDI_PLUGIN = "habana-torch-plugin"
 """The distribution of Intel Gaudi's PyTorch bridge (habana_frameworks.torch)."""
 PTX_PREFIX = "compute_"
 """An arch flag that names PTX (JIT-compiled by the driver) rather than compiled SASS: compute_120."""
+CUDA_COMPAT_DIR = "usr/local/cuda/compat"
+"""Where nvidia/cuda's bases put the cuda-compat package's libraries (through the /usr/local/cuda link),
+and where the NVIDIA Container Toolkit looks for them (its enable-cuda-compat hook:
+NVIDIA/nvidia-container-toolkit cmd/nvidia-cdi-hook/cudacompat/cudacompat.go, cudaCompatPath)."""
+COMPAT_LIBCUDA = re.compile(r"libcuda\.so\.(\d+(?:\.\d+)+)")
 
 EXIT_OK = 0
 EXIT_NO_TORCH = 1
@@ -150,8 +159,23 @@ def arch_flags(torch: Any, backend: str) -> list[str] | None:
     return None
 
 
-def collect(torch: Any, dists: dict[str, str]) -> dict[str, Any]:
-    """The facts document of the installed torch and distributions."""
+def cuda_compat(root: str = "/") -> str | None:
+    """The driver version of the CUDA forward-compatibility libcuda in this image, else None.
+
+    Read as the container toolkit reads it, so the facts say what the toolkit will do: exactly one
+    `libcuda.so.X.Y[.Z]` under /usr/local/cuda/compat, its version from the name (the hook takes the
+    version so, and adds nothing when it finds none or several: cudacompat.go). nvidia/cuda's bases
+    install cuda-compat only "if available", so a devel base may lack it; the knowledge base's promise
+    of forward compatibility is checked against this value (accel_images/kb/claims.py).
+    """
+    found = {match.group(1) for path in glob.glob(os.path.join(root, CUDA_COMPAT_DIR, "libcuda.so.*.*"))
+             if (match := COMPAT_LIBCUDA.fullmatch(os.path.basename(path)))}
+    return found.pop() if len(found) == 1 else None
+
+
+def collect(torch: Any, dists: dict[str, str], root: str = "/") -> dict[str, Any]:
+    """The facts document of the installed torch and distributions (and of the file system under `root`:
+    the CUDA forward-compatibility library)."""
     version = str(torch.__version__)
     public, plus, local = version.partition("+")
     backend = backend_of(torch, local if plus else None, dists)
@@ -167,6 +191,7 @@ def collect(torch: Any, dists: dict[str, str]) -> dict[str, Any]:
         "ptx": None if flags is None else [flag for flag in flags if flag.startswith(PTX_PREFIX)],
         "companions": {name: dists[name] for name in COMPANIONS if name in dists},
         "distributions": dists,
+        "cuda_compat": cuda_compat(root),
     }
 
 

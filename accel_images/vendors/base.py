@@ -41,6 +41,9 @@ class Fit:
     caveats: tuple[str, ...] = ()
     exact_arch: bool = False
     why: str = ""
+    through: str = ""
+    """The compatibility layer the image ships that it runs through on this host ('CUDA forward
+    compatibility'); '' when it runs on the host's own driver. recommend prefers '' (`_rank`)."""
 
     @property
     def fits(self) -> bool:

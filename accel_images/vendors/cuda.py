@@ -87,6 +87,17 @@ class CudaFacts:
         """Driver branches nvidia/cuda's base for this CUDA serves through its cuda-compat package."""
         return tuple(str(b) for b in self.families.get(cuda, {}).get("compat_branches", ()))
 
+    def compat_driver(self, cuda: str) -> str | None:
+        """The driver whose libcuda nvidia/cuda's base for this CUDA puts under /usr/local/cuda/compat, where
+        the base declares forward-compatibility branches: its toolkit release's driver (cuda-compat-X-Y
+        carries the driver branch of its toolkit: the 12.8.1 base's compat libcuda is 570.124.06,
+        NVIDIA/nvidia-container-toolkit#1084; a later point release of that branch may be what is
+        installed, so only the branch is compared). Inferred beyond that one reading."""
+        family = self.families.get(cuda, {})
+        if not family.get("compat_branches"):
+            return None
+        return self.driver_min(str(family["base_version"]))
+
     def require_cuda(self, cuda: str, devel: bool) -> str:
         """NVIDIA_REQUIRE_CUDA: `cuda>=X.0`, the major this CUDA's wheels run on under minor-version
         compatibility (R525 reports 12.0, R580 13.0), OR'ed, where the image sits on nvidia/cuda
@@ -230,6 +241,7 @@ class Cuda(VendorBase):
         if variant.toolkit:
             claims.append(Claim("toolkit", kb_row(self.kb_file, "toolkits", minor, stack), variant.toolkit,
                                 facts.distributions.get("cuda-toolkit"), "release"))
+        claims += self._compat_claims(kb, variant, facts)
         platform = variant.platform
         machines = kb.platforms[platform].machines if platform in kb.platforms else ()
         if variant.gpu_archs and facts.platform.get("machine") in machines:
@@ -239,6 +251,17 @@ class Cuda(VendorBase):
             claims.append(Claim("archs", row, tuple(SASS_PREFIX + _digits(a) for a in sass), facts.archs))
             claims.append(Claim("ptx", row, (PTX_PREFIX + _digits(ptx),) if ptx else (), facts.ptx))
         return claims
+
+    def _compat_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
+        """A devel image whose base the knowledge base says serves older driver branches (`compat_branches`)
+        holds the cuda-compat libcuda of its toolkit's driver branch (facts.json cuda_compat): nvidia/cuda
+        installs it only "if available" (its base Dockerfiles), and without it the guard and recommend
+        would admit hosts the image fails on. The branch is compared, as the container toolkit compares it."""
+        driver = self.compat_driver(kb, variant)
+        if driver is None:
+            return []
+        row = kb_row(self.kb_file, "families", variant.stack or "", "compat_branches")
+        return [Claim("compat", row, driver.split(".")[0], facts.cuda_compat, "release")]
 
     def archs_of(self, facts: ImageFacts) -> tuple[str, ...] | None:
         """sm_75 ... sm_120 (+ compute_120) -> 7.5 ... 12.0 (+ 12.0+PTX); arch-specific targets (sm_90a)
@@ -287,11 +310,44 @@ class Cuda(VendorBase):
         if elsewhere:
             return Fit(variant, (elsewhere,))
         decision = decide(host.driver_version, host.gpu_archs, variant, host.gpu_names,
-                          self.compat_branches(kb, variant))
+                          self.compat_branches(kb, variant), self.compat_driver(kb, variant))
         rejections, caveats = list(decision.refusals), list(decision.warnings)
         if not rejections and host.stack_version and not decision.forward_compat:
             rejections += _reported_cuda_rules(host.stack_version, variant.stack or "")
-        return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why)
+        if decision.forward_compat and host.driver_version and (unverified := self.unverified_native(
+                kb, variant.platform, host.driver_version)):
+            caveats.append(unverified)
+        return Fit(variant, tuple(rejections), tuple(caveats), decision.exact_arch, decision.why,
+                   FORWARD_COMPAT if decision.forward_compat else "")
+
+    def unverified_native(self, kb: Knowledge, platform: str, driver: str) -> str | None:
+        """For a host this platform's images serve only through forward compatibility: the builds that would
+        run on its driver natively (their CUDA major's floor met) but which the knowledge base leaves
+        unverified for the platform (`platforms.<p>.unverified`), newest torch per CUDA, and what would
+        verify one. Only releases whose wheels the knowledge base knows (`archs`) are named. The package
+        index cannot stand in: its aarch64 wheels of 2.9.1 and 2.10.0 are +cpu builds, 2.11.0's is
+        +cu130 (torch/version.py read from pypi.org's cp312 manylinux_2_28_aarch64 wheels; cuda.yaml
+        package_index); the cuXY index's own wheel for the platform is what says (its torch/version.py
+        `cuda` and the arch list torch._C._cuda_getArchFlags() returns)."""
+        found = self.section(kb).platforms.get(platform)
+        if found is None or not found.unverified:
+            return None
+        facts, newest = self.facts(kb), {}
+        for minor in sorted(found.unverified, key=parse):
+            listed = found.unverified[minor]
+            for cuda in (self.stacks(kb, minor) if "*" in listed else listed):
+                if cuda in facts.archs.get(minor, {}) and compare_driver(driver, facts.mvc_floor(cuda)) >= 0:
+                    newest[cuda] = minor
+        if not newest:
+            return None
+        order = sorted(newest, key=parse)
+        builds = ", ".join(f"CUDA {cuda} (torch {newest[cuda]})" for cuda in order)
+        indexes = " or ".join(f"download.pytorch.org/whl/cu{cuda.replace('.', '')}" for cuda in order)
+        machine = kb.platforms[platform].machines[0] if platform in kb.platforms else platform
+        return (f"no {platform} image runs on driver {driver} without forward compatibility; builds that would are"
+                f" unverified ({kb_row(self.kb_file, 'platforms', platform, 'unverified')}): {builds}; what would"
+                f" verify one: torch/version.py and the arch list of its {machine} wheel on {indexes} (the package"
+                f" index's {machine} wheels are other builds: cuda.yaml package_index)")
 
     def compat_branches(self, kb: Knowledge, variant: Variant) -> tuple[str, ...]:
         """The older driver branches the image serves through CUDA forward compatibility: those
@@ -300,6 +356,13 @@ class Cuda(VendorBase):
         if variant.flavor == "runtime":
             return ()
         return self.facts(kb).compat_branches(variant.stack or "")
+
+    def compat_driver(self, kb: Knowledge, variant: Variant) -> str | None:
+        """The driver of the image's CUDA forward-compatibility libcuda (`CudaFacts.compat_driver`); None
+        for the runtime flavor, whose plain Ubuntu base has none."""
+        if variant.flavor == "runtime":
+            return None
+        return self.facts(kb).compat_driver(variant.stack or "")
 
     def not_served(self, kb: Knowledge, variant: Variant, gpu_archs: Sequence[str]) -> str | None:
         """Why the GPU is not served at all on the variant's platform (a Jetson module, whose compute
@@ -319,7 +382,8 @@ class Cuda(VendorBase):
         a fallback for an image without its facts file), and the sibling images a refusal may name
         with the facts the guard tries them by (vendors.base.alternatives)."""
         def facts(v: Variant) -> tuple[str, ...]:
-            return v.mvc_driver or "", ",".join(v.gpu_archs), ",".join(self.compat_branches(kb, v))
+            return (v.mvc_driver or "", ",".join(v.gpu_archs), ",".join(self.compat_branches(kb, v)),
+                    self.compat_driver(kb, v) or "")
 
         unserved = self.facts(kb).not_served.get(variant.platform, {})
         env = {
@@ -330,6 +394,7 @@ class Cuda(VendorBase):
             "ACCEL_IMAGES_DRIVER_FLOOR": variant.mvc_driver or "",
             "ACCEL_IMAGES_GPU_ARCHS": ",".join(variant.gpu_archs),
             "ACCEL_IMAGES_COMPAT_BRANCHES": ",".join(self.compat_branches(kb, variant)),
+            "ACCEL_IMAGES_COMPAT_DRIVER": self.compat_driver(kb, variant) or "",
             ALTERNATIVES_ENV: alternatives(variant, variants, facts),
         }
         return {key: value for key, value in env.items() if value}
@@ -356,6 +421,9 @@ SASS_PREFIX = "sm_"
 PTX_PREFIX = "compute_"
 """How torch._C._cuda_getArchFlags() names a SASS target (sm_90) and a PTX one (compute_90)."""
 
+
+FORWARD_COMPAT = "CUDA forward compatibility"
+"""Fit.through of an image that runs on the host only through its cuda-compat libraries."""
 
 CONSUMER_BRANDS = ("GeForce", "TITAN", "NVS")
 """GPU brands CUDA forward compatibility does not serve: the NVML brands (nvmlBrandType_t: GEFORCE,
@@ -393,15 +461,20 @@ def split_archs(archs: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
 
 
 def decide(driver: str | None, gpu_archs: Sequence[str], variant: Variant,
-           gpu_names: Sequence[str] = (), compat_branches: Sequence[str] = ()) -> Decision:
+           gpu_names: Sequence[str] = (), compat_branches: Sequence[str] = (),
+           compat_driver: str | None = None) -> Decision:
     """The rules, applied to what is known (a missing driver or architecture checks nothing):
 
     - driver below the minor-version-compatibility floor of the wheel's CUDA major (525.60.13 for
-      12.x, 580 for 13.x): refused, unless the image carries NVIDIA's cuda-compat package and
-      declares the driver's branch among those it serves (`compat_branches`, from nvidia/cuda's
-      NVIDIA_REQUIRE_CUDA) and no GPU is a GeForce, TITAN or NVS: then it runs through forward
-      compatibility, warned; between the floor and the toolkit's own driver: runs, warned that PTX
-      JIT of newer code (torch.compile, Triton) may fail (NVIDIA's MVC document);
+      12.x, 580 for 13.x): refused, unless the image carries NVIDIA's cuda-compat library
+      (`compat_driver`, its libcuda's driver) and declares the driver's branch among those it serves
+      (`compat_branches`, from nvidia/cuda's NVIDIA_REQUIRE_CUDA) and no GPU is a GeForce, TITAN or NVS:
+      then it runs through forward compatibility, warned;
+    - a GeForce, TITAN or NVS whose driver branch is older than the image's compat libcuda: refused
+      above the floor too, since the container toolkit loads that libcuda whenever its branch is the
+      newer one (CUDA error 804; `COMPAT_LOADED`);
+    - between the floor and the toolkit's own driver: runs, warned that PTX JIT of newer code
+      (torch.compile, Triton) may fail (NVIDIA's MVC document);
     - GPU architecture: SASS for the GPU's compute capability or a lower minor of the same major
       runs (8.6 code on 8.9); above that, only PTX of an architecture not above it can be JIT
       compiled; older than every target, or newer with no PTX for it: refused. With several GPUs,
@@ -409,36 +482,82 @@ def decide(driver: str | None, gpu_archs: Sequence[str], variant: Variant,
 
     The guard's shell `decide` (GUARD below) is the same rule, read from the same facts.
     """
-    refusals, warnings, why, compat = _driver_decision(driver, variant, gpu_names, compat_branches)
+    compat = Compat(tuple(compat_branches), compat_driver)
+    driver_part = _driver_decision(driver, variant, gpu_names, compat)
     arch = _arch_decision(gpu_archs, variant)
-    return Decision(tuple(refusals + list(arch.refusals)), tuple(warnings + list(arch.warnings)),
-                    arch.exact_arch, "; ".join(p for p in (why, arch.why) if p), compat)
+    return Decision(driver_part.refusals + arch.refusals, driver_part.warnings + arch.warnings,
+                    arch.exact_arch, "; ".join(p for p in (driver_part.why, arch.why) if p), driver_part.forward_compat)
 
 
-def _driver_decision(driver: str | None, variant: Variant, gpu_names: Sequence[str],
-                     compat_branches: Sequence[str]) -> tuple[list[str], list[str], str, bool]:
+@dataclass(frozen=True)
+class Compat:
+    """What an image holds for CUDA forward compatibility: the driver branches its base declares
+    (NVIDIA_REQUIRE_CUDA) and its compat libcuda's driver (None: no library)."""
+
+    branches: tuple[str, ...] = ()
+    driver: str | None = None
+
+
+COMPAT_LOADED = ("which the NVIDIA Container Toolkit loads from /usr/local/cuda/compat ahead of the host's in its"
+                 " default cuda-compat mode")
+WAYS_OUT = ("use a container toolkit with NVIDIA/nvidia-container-toolkit#1784, set"
+            " nvidia-container-runtime.modes.legacy.cuda-compat-mode = \"disabled\"")
+"""NVIDIA/nvidia-container-toolkit cmd/nvidia-cdi-hook/cudacompat/cudacompat.go: /etc/ld.so.conf.d/00-compat-*.conf
+when the host driver's major is below the compat libcuda's; the mode is api/config/v1/runtime.go's
+(`ldconfig` by default, `disabled` turns it off); the GPU is not asked (NVIDIA/nvidia-container-toolkit#1426,
+fixed by #1784). The runtime flavor's plain Ubuntu base has no compat library at all."""
+
+
+def compat_loaded(driver: str, compat_driver: str | None) -> bool:
+    """The container toolkit puts the image's compat libcuda first: its major (the driver branch) is
+    above the host driver's (cudacompat.go compares the majors alone)."""
+    if not compat_driver:
+        return False
+    try:
+        return parse(driver)[0] < parse(compat_driver)[0]
+    except ValueError:
+        return False
+
+
+def _driver_decision(driver: str | None, variant: Variant, gpu_names: Sequence[str], compat: Compat) -> Decision:
+    """The driver rules of `decide`: below the floor, the compat libcuda on a consumer GPU, then MVC."""
     if driver is None or variant.mvc_driver is None:
-        return [], [], "", False
-    floor, major = variant.mvc_driver, (variant.stack or "").split(".")[0]
-    if compare_driver(driver, floor) < 0:
-        below = f"host driver {driver} is below the CUDA {major}.x floor {floor} (minor-version compatibility)"
-        if driver.split(".")[0] not in compat_branches:
-            scope = (f"; forward compatibility serves the driver branches R{'/'.join(compat_branches)} only"
-                     if compat_branches else "")
-            return [below + scope], [], "", False
-        if consumer(gpu_names):
-            return [below + ", and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs "
-                    "(CUDA error 804)"], [], "", False
-        warning = (f"{below}: it runs through CUDA forward compatibility (the image's cuda-compat libraries), "
-                   "which NVIDIA supports on data-center GPUs only")
-        return [], [warning], f"driver {driver} runs CUDA {variant.toolkit} through forward compatibility", True
-    toolkit_driver = variant.min_driver
+        return Decision()
+    if compare_driver(driver, variant.mvc_driver) < 0:
+        return _below_floor(driver, variant, gpu_names, compat)
+    if compat_loaded(driver, compat.driver) and consumer(gpu_names):
+        return Decision(refusals=(f"host driver {driver} is older than the image's CUDA forward-compatibility driver"
+                                  f" {compat.driver}, {COMPAT_LOADED}, and CUDA forward compatibility does not serve"
+                                  f" GeForce, TITAN or NVS GPUs (CUDA error 804): {WAYS_OUT}, or use the runtime"
+                                  " image",))
+    floor, major, toolkit_driver = variant.mvc_driver, (variant.stack or "").split(".")[0], variant.min_driver
     if toolkit_driver and compare_driver(driver, toolkit_driver) < 0:
         warning = (f"host driver {driver} is below the CUDA {variant.toolkit} toolkit driver {toolkit_driver}: "
                    f"it runs under minor-version compatibility (floor {floor}), which covers the compiled kernels "
                    "but not PTX JIT of newer code (torch.compile, Triton)")
-        return [], [warning], f"driver {driver} is above the CUDA {major}.x floor {floor}", False
-    return [], [], f"driver {driver} meets the CUDA {variant.toolkit} toolkit driver {toolkit_driver}", False
+        return Decision(warnings=(warning,), why=f"driver {driver} is above the CUDA {major}.x floor {floor}")
+    return Decision(why=f"driver {driver} meets the CUDA {variant.toolkit} toolkit driver {toolkit_driver}")
+
+
+def _below_floor(driver: str, variant: Variant, gpu_names: Sequence[str], compat: Compat) -> Decision:
+    """Below the MVC floor only forward compatibility runs the image: a branch the base declares, its
+    compat library present, a data-center GPU (CUDA error 804 elsewhere)."""
+    major = (variant.stack or "").split(".")[0]
+    below = f"host driver {driver} is below the CUDA {major}.x floor {variant.mvc_driver} (minor-version compatibility)"
+    if driver.split(".")[0] not in compat.branches:
+        scope = (f"; forward compatibility serves the driver branches R{'/'.join(compat.branches)} only"
+                 if compat.branches else "")
+        return Decision(refusals=(below + scope,))
+    if not compat.driver:
+        return Decision(refusals=(f"{below}; forward compatibility would serve it, but the image has no CUDA"
+                                  " forward-compatibility library (/usr/local/cuda/compat)",))
+    if consumer(gpu_names):
+        return Decision(refusals=(below + ", and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs "
+                                  "(CUDA error 804)",))
+    warning = (f"{below}: it runs through CUDA forward compatibility (the image's cuda-compat libcuda {compat.driver}),"
+               " which NVIDIA supports on data-center GPUs only")
+    why = f"driver {driver} runs CUDA {variant.toolkit} through forward compatibility"
+    return Decision(warnings=(warning,), why=why, forward_compat=True)
 
 
 def _arch_decision(gpu_archs: Sequence[str], variant: Variant) -> Decision:
@@ -881,12 +1000,20 @@ refuse_jetson() {
     done
 }
 
-# decide FLOOR ARCHS BRANCHES: whether an image whose wheel needs the driver FLOOR (minor-version
-# compatibility), has kernels for ARCHS and serves the driver BRANCHES through forward
-# compatibility runs on this host. Sets `problem` (arch, consumer, driver; empty when it runs) and
-# `compat` (1 when it runs only through forward compatibility). `vendor.decide` is the same rule.
+# compat_loaded COMPAT: the container toolkit puts the image's compat libcuda (driver COMPAT) ahead of the
+# host's: its driver branch is newer than the host driver's (the majors alone, as NVIDIA/nvidia-container-toolkit
+# cmd/nvidia-cdi-hook/cudacompat/cudacompat.go compares them; the GPU is not asked: #1426, fixed by #1784).
+compat_loaded() {
+    is_version "$1" && [ -n "$driver" ] && version_lt "${driver%%.*}" "${1%%.*}"
+}
+
+# decide FLOOR ARCHS BRANCHES COMPAT: whether an image whose wheel needs the driver FLOOR (minor-version
+# compatibility), has kernels for ARCHS, declares the driver BRANCHES for forward compatibility and holds
+# the compat libcuda of driver COMPAT (empty: none) runs on this host. Sets `problem` (arch, driver,
+# no_compat, consumer, compat_consumer; empty when it runs) and `forward` (1 when it runs only through
+# forward compatibility). `vendor.decide` is the same rule.
 decide() {
-    problem="" compat=""
+    problem="" forward=""
     if [ -n "$2" ] && [ -n "$capabilities" ]; then
         runs=""
         for capability in $capabilities; do
@@ -894,16 +1021,31 @@ decide() {
         done
         if [ -z "$runs" ]; then problem=arch; return 1; fi
     fi
-    if [ -z "$driver" ] || [ -z "$1" ] || ! version_lt "$driver" "$1"; then return 0; fi
+    if [ -z "$driver" ] || [ -z "$1" ]; then return 0; fi
+    if ! version_lt "$driver" "$1"; then
+        if compat_loaded "$4" && consumer_gpu; then problem=compat_consumer; return 1; fi
+        return 0
+    fi
     if ! in_list "${driver%%.*}" "$3"; then problem=driver; return 1; fi
+    if [ -z "$4" ]; then problem=no_compat; return 1; fi
     if consumer_gpu; then problem=consumer; return 1; fi
-    compat=1
+    forward=1
 }
 
-# admits "FLOOR|ARCHS|BRANCHES": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
+# admits "FLOOR|ARCHS|BRANCHES|COMPAT": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
 admits() {
     a_rest=${1#*|}
-    decide "${1%%|*}" "${a_rest%%|*}" "${a_rest#*|}"
+    a_archs=${a_rest%%|*}
+    a_rest=${a_rest#*|}
+    decide "${1%%|*}" "$a_archs" "${a_rest%%|*}" "${a_rest#*|}"
+}
+
+# own_compat: the driver of this image's CUDA forward-compatibility libcuda, empty when it has none: what
+# its build found under /usr/local/cuda/compat (facts.json cuda_compat) when the facts file was read (an
+# older branch is admitted only on the image's own word), else the knowledge base's (rendered) value.
+own_compat() {
+    read_facts
+    if [ -n "$facts_read" ]; then printf '%s' "$facts_compat"; else printf '%s' "${ACCEL_IMAGES_COMPAT_DRIVER:-}"; fi
 }
 
 check_vendor() {
@@ -925,23 +1067,28 @@ check_vendor() {
     done
     [ -n "$capabilities" ] || jetson_capabilities
     refuse_jetson
+    read_facts  # here, not in the subshells below: once a container start
     archs=$(own_archs)
+    compat_driver=$(own_compat)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
     branches="${ACCEL_IMAGES_COMPAT_BRANCHES:-}"
     tag="${ACCEL_IMAGES_TAG:-this image}"
     major="${ACCEL_IMAGES_CUDA:-}"
     major="CUDA ${major%%.*}.x"
-    if decide "$floor" "$archs" "$branches"; then
+    if decide "$floor" "$archs" "$branches" "$compat_driver"; then
         warn_runs
         return 0
     fi
     reason=$problem
     pick_alternative
     install="install an NVIDIA driver >= $floor$(or_use)"
+    below="host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag"
     case "$reason" in
         arch) refuse_arch ;;
-        consumer) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
-        *) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag$(compat_scope): $install" ;;
+        consumer) refuse "$below, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
+        compat_consumer) refuse "host NVIDIA driver $driver is older than the CUDA forward-compatibility driver $compat_driver of $tag, @COMPAT_LOADED@, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): @WAYS_OUT@, or use ${alt:-a runtime image}" ;;
+        no_compat) refuse "$below; forward compatibility would serve it, but the image has no CUDA forward-compatibility library (/usr/local/cuda/compat, facts.json cuda_compat): $install" ;;
+        *) refuse "$below$(compat_scope): $install" ;;
     esac
 }
 
@@ -981,13 +1128,14 @@ warn_runs() {
     if [ -n "$archs" ] && [ -n "$unserved" ]; then
         warn "no kernels in $tag for the GPUs of compute capability${unserved}: only those of${served} can use it"
     fi
-    if [ -n "$compat" ]; then
-        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libraries), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
+    if [ -n "$forward" ]; then
+        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libcuda $compat_driver), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
     elif [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
         warn "host NVIDIA driver $driver is below the CUDA ${ACCEL_IMAGES_CUDA:-} toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
     fi
 }
 """  # noqa: E501 - each message is one line of shell
+GUARD = GUARD.replace("@COMPAT_LOADED@", COMPAT_LOADED).replace("@WAYS_OUT@", WAYS_OUT.replace('"', '\\"'))
 GUARD = GUARD.replace("@CONSUMER@", "|".join(brand.lower() for brand in CONSUMER_BRANDS)).replace(
     "@JETSON_CASES@", "\n            ".join(f'{model}) capabilities="$capabilities {cc}" ;;'
                                           for model, cc in JETSON_GPU_CC.items()))

@@ -189,3 +189,28 @@ def test_an_image_of_another_machine_than_its_platform_is_named(kb: KnowledgeBas
     assert not {claim.key: claim for claim in claims.claims(kb, amd64, CUDA_215)}["machine"].contradicted
     unmeasured = replace(CUDA_215, platform={})
     assert not {claim.key: claim for claim in claims.claims(kb, variant, unmeasured)}["machine"].contradicted
+
+
+# ---- the devel base's CUDA forward-compatibility library ---------------------------------------------
+# cuda.yaml families."13.2".compat_branches promises forward compatibility for older driver branches,
+# which needs the cuda-compat package the nvidia/cuda base installs only "if available" (its base
+# Dockerfile); the image's facts say whether it is there (facts.json cuda_compat).
+CU132_DEVEL = ("cuda", "13.2", "2.15", "3.11", "ubuntu24.04", "devel")
+
+
+def test_a_devel_base_without_the_compat_library_the_knowledge_base_promises_fails_the_build(
+        kb: KnowledgeBase) -> None:
+    variant = make_variant(kb, *CU132_DEVEL)
+    assert claims.contradiction(kb, variant, replace(CUDA_215, cuda_compat="")) == (
+        "the image's facts contradict the knowledge base: accel_images/data/vendors/cuda.yaml"
+        ' families."13.2".compat_branches says 595; the image has nothing')
+    assert claims.contradiction(kb, variant, replace(CUDA_215, cuda_compat="590.48.01")) == (
+        "the image's facts contradict the knowledge base: accel_images/data/vendors/cuda.yaml"
+        ' families."13.2".compat_branches says 595; the image has 590.48.01')
+    assert claims.contradiction(kb, variant, replace(CUDA_215, cuda_compat="595.58.03")) is None
+    assert claims.contradiction(kb, variant, CUDA_215) is None   # facts from before the field: not measured
+
+
+def test_a_runtime_image_promises_no_compat_library(kb: KnowledgeBase) -> None:
+    variant = make_variant(kb, *CU132_PY311)
+    assert "compat" not in {claim.key for claim in claims.claims(kb, variant, replace(CUDA_215, cuda_compat=""))}

@@ -147,3 +147,51 @@ def test_the_compact_form_travels_and_reads_back() -> None:
     again = ImageFacts.from_compact(json.loads(json.dumps(compact)))
     assert again is not None and again.compact() == compact
     assert ImageFacts.from_compact({"torch": "2.15.0"}) is None
+
+
+# ---- the CUDA forward-compatibility library ---------------------------------------------------------
+# nvidia/cuda's bases install cuda-compat-X-Y "if available": /usr/local/cuda-X.Y/compat/libcuda.so.<driver>,
+# reached through the /usr/local/cuda link (NVIDIA's cuda-compat layout; the container toolkit's
+# enable-cuda-compat hook globs /usr/local/cuda/compat/libcuda.so.*.* and takes the version from the name:
+# NVIDIA/nvidia-container-toolkit cmd/nvidia-cdi-hook/cudacompat/cudacompat.go).
+
+def compat_tree(root: Path, *versions: str) -> Path:
+    """/usr/local/cuda -> cuda-13.2, its compat/ holding libcuda.so.<version> and the soname links."""
+    compat = root / "usr" / "local" / "cuda-13.2" / "compat"
+    compat.mkdir(parents=True)
+    (root / "usr" / "local" / "cuda").symlink_to("cuda-13.2")
+    for version in versions:
+        (compat / f"libcuda.so.{version}").write_bytes(b"\x7fELF")
+    if versions:
+        (compat / "libcuda.so.1").symlink_to(f"libcuda.so.{versions[0]}")
+        (compat / "libcuda.so").symlink_to("libcuda.so.1")
+    return root
+
+
+def test_the_compat_driver_is_the_version_of_the_libcuda_under_usr_local_cuda_compat(tmp_path: Path) -> None:
+    root = compat_tree(tmp_path, "595.58.03")
+    assert script.cuda_compat(str(root)) == "595.58.03"
+    torch = fake_torch("2.15.0+cu132", cuda="13.2", flags="sm_90")
+    assert valid(script.collect(torch, DISTS, root=str(root)))["cuda_compat"] == "595.58.03"
+
+
+def test_no_compat_library_is_null(tmp_path: Path) -> None:
+    assert script.cuda_compat(str(tmp_path)) is None
+    assert script.cuda_compat(str(compat_tree(tmp_path / "empty"))) is None
+    assert valid(script.collect(fake_torch("2.13.0+cpu"), DISTS, root=str(tmp_path)))["cuda_compat"] is None
+
+
+def test_two_compat_libraries_are_none_as_the_toolkit_takes_none(tmp_path: Path) -> None:
+    # the hook warns "Unexpected number of CUDA compat libraries" and adds nothing
+    assert script.cuda_compat(str(compat_tree(tmp_path, "595.58.03", "590.48.01"))) is None
+
+
+def test_facts_without_the_compat_field_still_read() -> None:
+    """Files written before the field existed parse: unknown (None) is not the same as measured absent ('')."""
+    document = json.loads(CUDA_215.read_text())
+    assert "cuda_compat" not in document
+    assert ImageFacts.from_document(document).cuda_compat is None
+    assert ImageFacts.from_document({**document, "cuda_compat": None}).cuda_compat == ""
+    assert ImageFacts.from_document({**document, "cuda_compat": "595.58.03"}).cuda_compat == "595.58.03"
+    with pytest.raises(FactsError, match="cuda_compat"):
+        ImageFacts.from_document({**document, "cuda_compat": "595; id"})

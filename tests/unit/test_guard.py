@@ -479,3 +479,82 @@ def test_the_banner_says_so_when_no_python_is_on_path(tmp_path: Path) -> None:
     (bin_dir / "sed").symlink_to(shutil.which("sed") or "sed")
     said = shell_with_banner("true", interactive=True, PATH=str(bin_dir))
     assert said == "accel-images 2.13.0-cpu-py3.11-debian12: PyTorch unknown, no python on PATH, device: cpu\n"
+
+
+# ---- what the environment changes: said in a production image ---------------------------------
+# Pyxis passes the submitting user's environment into the container, the image's own variables taking
+# precedence over the job's ("the environment variables in the container have precedence over the
+# environment variables from the job", NVIDIA/pyxis#124): what a login node exported and the image does
+# not set reaches the guard. A production image runs its guard as /opt/accel-images/guard.sh (the
+# ENTRYPOINT); the tests here run copies elsewhere, where the fake host tree is the point.
+PRODUCTION_GUARD = "/opt/accel-images/guard.sh"
+
+
+def as_production(host: Host, vendor: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The guard sourced with $0 set to where a production image holds it, its command ECHO_ARGS."""
+    guard = host.bin.parent / f"guard-{vendor}.sh"
+    guard.write_bytes(guard_script(vendor))
+    environment = {"PATH": str(host.bin), "LC_ALL": "C", "TMPDIR": str(host.tmp), "GUARD_COPY": str(guard), **env}
+    return subprocess.run([host.shell, "-c", '. "$GUARD_COPY"', PRODUCTION_GUARD, *ECHO_ARGS],
+                          env=environment, capture_output=True, text=True, timeout=60)
+
+
+def test_a_production_guard_names_the_overrides_in_effect_in_one_line(host: Host) -> None:
+    result = as_production(host, "cpu", ACCEL_IMAGES_VENDOR="cpu", ACCEL_IMAGES_OWN_ENV="ACCEL_IMAGES_OWN_ENV ACCEL_IMAGES_VENDOR",
+                           ACCEL_IMAGES_REQUIRE_ACCELERATOR="1", HSA_OVERRIDE_GFX_VERSION="10.3.0",
+                           ACCEL_IMAGES_COMPAT_BRANCHES="535")
+    assert_ran(result)
+    [line] = result.stderr.splitlines()
+    assert line.startswith("accel-images: note: set in the environment, not by the image: ")
+    for name in ("ACCEL_IMAGES_REQUIRE_ACCELERATOR=1", "HSA_OVERRIDE_GFX_VERSION=10.3.0",
+                 "ACCEL_IMAGES_COMPAT_BRANCHES=535"):
+        assert name in line
+    assert "ACCEL_IMAGES_VENDOR" not in line
+
+
+def test_a_refusal_carries_the_overrides_on_its_one_line(host: Host) -> None:
+    result = as_production(host, "cuda", ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    line = assert_refused(result, "no NVIDIA GPU visible in the container")
+    assert line.endswith("; set in the environment, not by the image: ACCEL_IMAGES_REQUIRE_ACCELERATOR=1")
+
+
+def test_the_dev_root_test_hook_is_said_in_a_production_image(host: Host) -> None:
+    result = as_production(host, "cpu", ACCEL_IMAGES_DEV_ROOT=str(host.dev_root))
+    assert_ran(result)
+    [line] = result.stderr.splitlines()
+    assert f"ACCEL_IMAGES_DEV_ROOT={host.dev_root} (a test hook: devices and driver tools are read under it)" in line
+
+
+def test_the_production_path_is_the_images_entry_point() -> None:
+    from accel_images.model.variant import GUARD_PATH
+    assert GUARD_PATH == PRODUCTION_GUARD and f'[ "$0" = {GUARD_PATH} ]'.encode() in guard_script("cpu")
+
+
+@pytest.mark.parametrize("dockerfile", sorted((ROOT / "images").glob("*/*/Dockerfile")), ids=lambda p: p.parent.name)
+def test_every_image_names_the_accel_images_variables_it_sets(dockerfile: Path) -> None:
+    """ACCEL_IMAGES_OWN_ENV, per platform: exactly the ACCEL_IMAGES_* names the image's ENV sets there."""
+    vendor, tag = dockerfile.parent.parent.name, dockerfile.parent.name
+    for platform in ("linux/amd64", "linux/arm64"):   # a one-platform Dockerfile has one ENV for both
+        env = rendered_env(vendor, tag, platform)
+        assert set(env["ACCEL_IMAGES_OWN_ENV"].split()) == {*env, "ACCEL_IMAGES_VENDOR"}, platform
+
+
+def test_a_production_guard_with_nothing_overridden_says_nothing(host: Host) -> None:
+    result = as_production(host, "cpu", ACCEL_IMAGES_VENDOR="cpu", ACCEL_IMAGES_OWN_ENV="ACCEL_IMAGES_OWN_ENV ACCEL_IMAGES_VENDOR")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_an_override_value_stays_on_its_line(host: Host) -> None:
+    result = as_production(host, "cpu", HSA_OVERRIDE_GFX_VERSION="10.3.0\naccel-images: error: forged")
+    assert_ran(result)
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_every_fact_the_guard_reads_is_used() -> None:
+    """The facts reader assigns facts_<name> for each field; a field no check reads is not read."""
+    source = GUARD_SOURCE.read_text()
+    fields = re.findall(r'field\("(\w+)"', source)
+    checks = b"".join(guard_script(vendor) for vendor in ("cuda", "rocm", "xpu", "gaudi", "cpu")).decode()
+    unused = [name for name in fields if not re.search(rf"\$\{{?facts_{name}\b", checks)]
+    assert fields and unused == []

@@ -141,6 +141,86 @@ def test_forward_compatibility_is_the_same_decision_in_recommend(kb, expansion) 
     assert "CUDA error 804" in judge(geforce, variants[DEVEL_132], kb).rejections[0]
 
 
+# ---- CUDA forward compatibility above the floor: the toolkit loads the compat libcuda by branch ------
+# The container toolkit's enable-cuda-compat hook puts /usr/local/cuda/compat ahead of the host's
+# libraries (/etc/ld.so.conf.d/00-compat-*.conf) whenever the host driver's major version is below
+# that of the image's compat libcuda.so.X.Y.Z, whatever the GPU (NVIDIA/nvidia-container-toolkit
+# cmd/nvidia-cdi-hook/cudacompat/cudacompat.go; its default cuda-compat mode `ldconfig`,
+# api/config/v1/runtime.go; NVIDIA/nvidia-container-toolkit#1426, fixed by #1784). On a GeForce,
+# TITAN or NVS that is CUDA error 804 even above the minor-version-compatibility floor.
+DEVEL_126 = "2.14.1-cuda12.6-py3.12-ubuntu24.04-devel"
+RTX_3090 = "NVIDIA GeForce RTX 3090|GeForce"
+
+
+@pytest.mark.parametrize("driver, gpu, cc, tag", [
+    ("580.95.05", RTX_4090, "8.9", DEVEL_132),    # R580 < the 13.2 base's compat R595
+    ("550.163.01", RTX_3090, "8.6", DEVEL_126),   # R550 < the 12.6 base's compat R560
+])
+def test_a_geforce_above_the_floor_is_refused_by_a_devel_image_with_a_newer_compat_driver(
+        host: Host, driver: str, gpu: str, cc: str, tag: str) -> None:
+    nvidia(host, f"{driver}|{cc}|{gpu}")
+    assert_refused(host.run("cuda", **image_env(tag)), driver, "CUDA error 804", "GeForce",
+                   "forward-compatibility driver", "nvidia-container-toolkit#1784", "cuda-compat-mode", "or use ")
+
+
+def test_the_named_way_out_starts_on_that_geforce(host: Host) -> None:
+    nvidia(host, f"580.95.05|8.9|{RTX_4090}")
+    line = assert_refused(host.run("cuda", **image_env(DEVEL_132)), "or use ")
+    named = line.split("or use ")[1].split()[0].rstrip(",;")
+    assert_ran(host.run("cuda", **image_env(named)))
+
+
+def test_a_geforce_on_the_compat_drivers_branch_runs_the_devel_image(host: Host) -> None:
+    nvidia(host, f"595.71.05|8.9|{RTX_4090}")
+    result = host.run("cuda", **image_env(DEVEL_132))
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_facts_without_a_compat_library_spare_a_geforce_the_brand_rule(python_host: Host) -> None:
+    nvidia(python_host, f"580.95.05|8.9|{RTX_4090}")
+    facts = facts_file(python_host.bin.parent, cuda_compat=None)
+    assert_warned(python_host.run("cuda", **image_env(DEVEL_132) | {"ACCEL_IMAGES_FACTS": str(facts)}),
+                  "minor-version compatibility")
+
+
+def test_the_brand_rule_above_the_floor_is_recommends_too(kb, expansion) -> None:
+    from accel_images.host.recommend import judge
+    from accel_images.model.hostinfo import HostInfo
+
+    variants = {v.tag: v for v in expansion.variants}
+    geforce = HostInfo(vendor="cuda", driver_version="580.95.05", stack_version="13.0", device_count=1,
+                       gpu_names=("NVIDIA GeForce RTX 4090",), gpu_archs=("8.9",))
+    devel = judge(geforce, variants[DEVEL_132], kb)
+    assert not devel.fits and "CUDA error 804" in devel.rejections[0] and "#1784" in devel.rejections[0]
+    assert judge(geforce, variants[RUNTIME_132], kb).fits
+    h100 = HostInfo(vendor="cuda", driver_version="580.95.05", stack_version="13.0", device_count=1,
+                    gpu_names=("NVIDIA H100 80GB HBM3",), gpu_archs=("9.0",))
+    assert judge(h100, variants[DEVEL_132], kb).fits
+
+
+# ---- CUDA forward compatibility from the image's own facts -------------------------------------------
+# nvidia/cuda's base Dockerfiles install cuda-compat "if available" (gitlab.com/nvidia/container-images/cuda
+# dist/*/ubuntu2404/base/Dockerfile); facts.json's cuda_compat is the version of the libcuda the build
+# found under /usr/local/cuda/compat (accel_images/smoke/facts.py), null where there is none.
+
+def test_a_devel_image_whose_facts_show_the_compat_library_runs_an_older_branch(python_host: Host) -> None:
+    nvidia(python_host, f"535.104.05|9.0|{H100}")
+    facts = facts_file(python_host.bin.parent, cuda_compat="595.58.03")
+    assert_warned(python_host.run("cuda", **image_env(DEVEL_132) | {"ACCEL_IMAGES_FACTS": str(facts)}),
+                  "535.104.05", "CUDA forward compatibility", "595.58.03")
+
+
+@pytest.mark.parametrize("compat", [None, "absent"])
+def test_a_devel_image_whose_facts_show_no_compat_library_admits_no_older_branch(python_host: Host,
+                                                                                 compat: str | None) -> None:
+    nvidia(python_host, f"535.104.05|9.0|{H100}")
+    fields = {} if compat == "absent" else {"cuda_compat": compat}
+    facts = facts_file(python_host.bin.parent, **fields)
+    assert_refused(python_host.run("cuda", **image_env(DEVEL_132) | {"ACCEL_IMAGES_FACTS": str(facts)}),
+                   "535.104.05", "below 580", "no CUDA forward-compatibility library", "/usr/local/cuda/compat")
+
+
 # ---- GKE: the driver under /usr/local/nvidia ---------------------------------------------------
 
 def test_nvidia_smi_under_usr_local_nvidia_is_found_off_path(host: Host) -> None:

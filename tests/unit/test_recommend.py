@@ -97,7 +97,7 @@ def test_h100_on_driver_535_gets_cuda_12_6_and_why_not_13(tmp_path, expansion, k
     # the images require only cuda>=12.0 of the driver (NVIDIA_REQUIRE_CUDA), so 12.2 is no caveat
     assert not any("NVIDIA_REQUIRE_CUDA" in w for w in rec.warnings)
     assert any("compute capability is unknown" in w for w in rec.warnings)  # the table has none
-    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
+    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
                               "accel-images/pytorch:2.14.1-cuda12.6-py3.12-ubuntu24.04")
 
 
@@ -142,7 +142,7 @@ def test_b200_on_r610_gets_the_newest_cuda_13_2(tmp_path, expansion, kb):
     assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04"
     assert rec.reasons == ("2.15.0-cuda13.2-py3.12-ubuntu24.04: driver 610.43.02 meets the CUDA 13.2.2 "
                            "toolkit driver 595.71.05",)
-    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host "
+    assert rec.docker_run == ("docker run --rm -it --gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864 "
                               "accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
 
 
@@ -207,6 +207,45 @@ def test_devel_preference(tmp_path, expansion, kb):
     host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-b200-r610.txt")})
     rec = choose(host, expansion, kb, tmp_path, prefer_flavor="devel")
     assert rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04-devel"
+
+
+def test_h100_asking_for_devel_prefers_native_compatibility_over_forward_compatibility(tmp_path, expansion, kb):
+    """An H100 on R535: 2.15's CUDA 13.2 devel image runs only through forward compatibility (the
+    image's cuda-compat libcuda, NVIDIA: supported on data-center GPUs, "only ... to enable newer CUDA
+    on older drivers", docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html), 2.14's
+    CUDA 12.6 devel image on the driver itself (minor-version compatibility): the second is chosen."""
+    host = host_from(tmp_path, {NVIDIA_TABLE: recorded("nvidia-smi-h100-535.txt"),
+                                NVIDIA_QUERY: "535.129.03, 9.0, NVIDIA H100 80GB HBM3\n"})
+    rec = choose(host, expansion, kb, tmp_path, prefer_flavor="devel")
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04-devel"
+    passed = next(r for r in rec.reasons if r.startswith("2.15.0-cuda13.2-py3.12-ubuntu24.04-devel: "))
+    assert ("passed over for 2.14.1-cuda12.6-py3.12-ubuntu24.04-devel, which runs on the host's driver without"
+            " CUDA forward compatibility") in passed
+    assert not any("forward compatibility" in w for w in rec.warnings)
+
+
+def test_forward_compatibility_is_still_chosen_where_nothing_runs_natively(expansion, kb):
+    host = HostInfo(vendor="cuda", driver_version="470.182.03", stack_version="11.4", gpu_names=("NVIDIA A10",),
+                    gpu_archs=("8.6",), device_count=1)
+    rec = recommend(host, select(expansion.variants, {"vendor": "cuda"}), kb, image=expansion.image,
+                    prefer_flavor="devel")
+    assert rec.variant is not None and rec.variant.tag == "2.14.1-cuda12.6-py3.12-ubuntu24.04-devel"
+
+
+def test_a_gh200_on_r570_is_told_what_would_verify_a_native_arm64_build(tmp_path, expansion, kb):
+    """No linux/arm64 image of the matrix runs on R570 natively (the 13.x wheels need R580); the knowledge base
+    leaves the arm64 CUDA 12.x builds unverified (torch 2.11's cu128, 2.14's cu126). The package index cannot
+    settle it: its aarch64 wheels of 2.9.1 and 2.10.0 are +cpu builds and 2.11.0's is +cu130 (torch/version.py
+    read from pypi.org's torch-2.9.1/2.10.0/2.11.0-cp312-cp312-manylinux_2_28_aarch64.whl): the cuXY index's
+    own aarch64 wheel is what would."""
+    gh200 = replace(GH200, driver_version="570.172.08", stack_version="12.8")
+    rec = choose(gh200, expansion, kb, tmp_path)
+    assert rec.variant is not None and rec.variant.tag == "2.15.0-cuda13.2-py3.12-ubuntu24.04-devel"
+    [line] = [w for w in rec.warnings if "unverified" in w]
+    for fragment in ("linux/arm64", "CUDA 12.8 (torch 2.11)", "CUDA 12.6 (torch 2.14)", "without forward compatibility",
+                     'platforms."linux/arm64".unverified', "download.pytorch.org/whl/cu128",
+                     "aarch64 wheel", "torch/version.py", "the package index's aarch64 wheels"):
+        assert fragment in line, fragment
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,7 +345,8 @@ def test_a_meteor_lake_laptop_without_vendor_tools_gets_the_xpu_image(tmp_path, 
 
 
 GAUDI_RUN = ("docker run --rm -it --runtime habana -e HABANA_VISIBLE_DEVICES=all "
-             "-e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE --ipc host ")
+             "-e OMPI_MCA_btl_vader_single_copy_mechanism=none --cap-add SYS_NICE --ipc host --network host "
+             "--ulimit memlock=-1 ")
 
 
 def gaudi2_host(tmp_path: Path, driver: str) -> HostInfo:
@@ -420,12 +460,27 @@ A100 = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0"
                 gpu_names=("NVIDIA A100-SXM4-40GB",) * 2, gpu_archs=("8.0",), device_count=2)
 
 
+@pytest.mark.parametrize("vendor, flags", [
+    ("gaudi", ("--network", "host", "--ulimit", "memlock=-1")),   # Habana's `docker run --net=host`
+    ("rocm", ("--cap-add", "SYS_PTRACE")),                       # AMD's PyTorch container line
+    ("cuda", ("--ulimit", "memlock=-1", "--ulimit", "stack=67108864")),  # NGC's "Running PyTorch"
+])
+def test_recommends_line_has_the_container_flags_run_print_has(tmp_path, vendor, flags):
+    """One source: the line `recommend` prints and the container part of `run --print` (less the session's
+    user, workspace and identity) come from the same Launch."""
+    from accel_images.host.session import container_flags
+    line = docker_run_line(vendor, "r:t", tmp_path).split()
+    assert line == ["docker", "run", "--rm", "-it", *container_flags(vendor, tmp_path), "r:t"]
+    assert " ".join(flags) in " ".join(line)
+
+
 def test_recommend_command_prints_the_docker_run_line(tmp_path):
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)),
                  "--registry", "ghcr.io/acme", "--from-matrix")
     assert result.exit_code == 0, result.output
     comment, line = result.stdout.strip().splitlines()
-    assert line == "docker run --rm -it --gpus all --ipc host ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04"
+    assert line == ("docker run --rm -it --gpus all --ipc host --ulimit memlock=-1 --ulimit stack=67108864"
+                    " ghcr.io/acme/accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
     assert comment.startswith("# chosen from the matrix, not checked against ghcr.io/acme: if it does not publish")
     assert "host: cuda, driver 580.126.09, CUDA up to 13.0" in result.stderr
 

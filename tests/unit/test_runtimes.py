@@ -36,12 +36,13 @@ K8S_VERSION = "1.30"
 
 def session(vendor: str, dev_root: Path, **changes: object) -> Launch:
     """`accel-images run --print -- python -V` as user 1234:5678 in /src, standard input not a terminal."""
-    return replace(launch(IMAGE, vendor, dev_root, session=True), user=(1234, 5678), workspace=Path("/src"),
+    return replace(launch(IMAGE, vendor, dev_root), user=(1234, 5678), workspace=Path("/src"),
                    command=("python", "-V"), interactive=False, **changes)  # type: ignore[arg-type]
 
 
 def chosen(vendor: str, dev_root: Path) -> Launch:
-    """What `recommend --engine ... --registry REG` renders: no session, the image by digest."""
+    """What `recommend --engine ... --registry REG` renders: the vendor's container as `run --print` has it
+    (its session settings too: one Launch), no user or workspace, the image by digest."""
     return replace(launch(IMAGE, vendor, dev_root), digest=DIGEST)
 
 
@@ -246,6 +247,9 @@ POD = {
       limits:
         amd.com/gpu: 1
     securityContext:
+      capabilities:
+        add:
+        - SYS_PTRACE
       seccompProfile:
         type: Unconfined
 """,
@@ -253,7 +257,7 @@ POD = {
       limits:
         gpu.intel.com/i915: 1
 """ + SHM_MOUNT,
-    "gaudi": POD_HEAD + "  hostIPC: true\n" + CONTAINER + """    env:
+    "gaudi": POD_HEAD + "  hostIPC: true\n  hostNetwork: true\n" + CONTAINER + """    env:
     - name: OMPI_MCA_btl_vader_single_copy_mechanism
       value: none
     resources:
@@ -266,8 +270,11 @@ POD = {
 """,
 }
 GROUP_NOTE = "supplementalGroups are this host's device groups; a node's ids may differ"
-POD_NOTES = {"cpu": (), "cuda": (), "rocm": (GROUP_NOTE,), "xpu": (GROUP_NOTE,),
-             "gaudi": ("the node's container runtime must be habana's (its operator makes it the default)",)}
+POD_NOTES = {"cpu": (), "cuda": ("ulimits memlock=-1 stack=67108864 cannot be set in a Pod: the node's runtime"
+                                  " defaults apply",),
+             "rocm": (GROUP_NOTE,), "xpu": (GROUP_NOTE,),
+             "gaudi": ("the node's container runtime must be habana's (its operator makes it the default)",
+                       "ulimits memlock=-1 cannot be set in a Pod: the node's runtime defaults apply")}
 
 
 @pytest.mark.parametrize("vendor", VENDORS)

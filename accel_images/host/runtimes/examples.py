@@ -30,7 +30,7 @@ FILES = ("kubernetes", "compose")
 
 
 def example(vendor: str, image: str) -> Launch:
-    base = replace(launch(image, vendor, NO_HOST, session=True), user=USER, workspace=WORKSPACE, command=COMMAND,
+    base = replace(launch(image, vendor, NO_HOST), user=USER, workspace=WORKSPACE, command=COMMAND,
                    interactive=True)
     if base.devices.devices:
         base = replace(base, devices=replace(base.devices, group_add=DEVICE_GROUPS))

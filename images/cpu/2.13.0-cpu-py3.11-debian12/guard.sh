@@ -14,7 +14,8 @@
 # environment from the knowledge base. What no binary can say (driver floors, the images a refusal
 # names, ACCEL_IMAGES_TAG) always comes from the environment (the vendor module's image_env).
 # ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev, /sys and driver-tool path, so
-# the checks can be exercised against a fake host tree.
+# the checks can be exercised against a fake host tree; a production image names it when it is set
+# (find_overrides).
 
 set -u
 
@@ -31,7 +32,7 @@ seen_device="${ACCEL_IMAGES_VENDOR:-unknown}"
 # A missing device: warn and go on in CPU mode, or fail when an accelerator is required.
 missing() {
     if [ "${ACCEL_IMAGES_REQUIRE_ACCELERATOR:-0}" = "1" ]; then
-        say "error: $1"
+        say "error: $1$(in_effect)"
         exit 78
     fi
     seen_device="CPU only ($1)"
@@ -45,7 +46,7 @@ warn() {
 
 # An unusable device: stop with the reason.
 refuse() {
-    say "error: $1 (set ACCEL_IMAGES_GUARD=off to start anyway)"
+    say "error: $1 (set ACCEL_IMAGES_GUARD=off to start anyway)$(in_effect)"
     exit 78
 }
 
@@ -99,12 +100,13 @@ open_or_group_add() {
 
 # The facts file, read at most once, by the vendor checks that need it (a python start costs tens of
 # milliseconds on every container start), with the image's own Python (json from the standard library; -I -S:
-# nothing from the environment or site-packages) into facts_* variables: facts_archs (compiled
-# targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX), facts_torch, facts_backend,
-# facts_cuda, facts_hip, facts_xpu. Every value is checked against a plain character set before the
-# shell sees it, so the file cannot inject shell code. facts_read is 1 when they came from the file.
+# nothing from the environment or site-packages) into facts_* variables, only those a check decides
+# with: facts_archs (compiled targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX) and
+# facts_compat (the CUDA forward-compatibility libcuda's driver, empty: none or not recorded). Every value
+# is checked against a plain character set before the shell sees it, so the file cannot inject shell
+# code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
-facts_read="" facts_archs="" facts_ptx="" facts_torch="" facts_backend="" facts_cuda="" facts_hip="" facts_xpu=""
+facts_read="" facts_archs="" facts_ptx="" facts_compat=""
 FACTS_READER='
 import json, re, sys
 safe = re.compile(r"[A-Za-z0-9_.+-]*")
@@ -119,13 +121,9 @@ def main():
         facts = json.load(handle)
     if not isinstance(facts, dict) or type(facts.get("schema")) is not int or facts["schema"] != 1:
         sys.exit("not a schema 1 facts file")
-    torch, toolkit = facts.get("torch") or {}, facts.get("toolkit") or {}
-    field("torch", torch.get("public") or torch.get("version"))
-    field("backend", facts.get("backend"))
     field("archs", facts.get("archs") or [])
     field("ptx", facts.get("ptx") or [])
-    for name in ("cuda", "hip", "xpu"):
-        field(name, toolkit.get(name))
+    field("compat", facts.get("cuda_compat"))
 try:
     main()
 except (OSError, ValueError, AttributeError, TypeError) as error:
@@ -213,11 +211,54 @@ if [ -n "${ACCEL_IMAGES_HOME:-}" ]; then
     name_unknown_user
 fi
 
+# find_overrides: in a production image (this file run as its ENTRYPOINT, /opt/accel-images/guard.sh:
+# accel_images/model/variant.py GUARD_PATH), set `overrides` to what the environment sets that the image
+# does not and that changes what the guard decides or where it looks: every ACCEL_IMAGES_* variable not in
+# ACCEL_IMAGES_OWN_ENV (the names the image's ENV sets, rendered with it) and every HSA_OVERRIDE_* (ROCr's),
+# as NAME=VALUE, comma-separated. Pyxis hands the submitting user's environment to the container, the
+# image's own variables winning (NVIDIA/pyxis#124), so what a login node exported arrives here unseen
+# otherwise. ACCEL_IMAGES_DEV_ROOT, the test hook that moves /dev, /sys and the driver tools, is named as
+# one. Copies run from elsewhere (tests over a fake host tree) find nothing.
+overrides=""
+find_overrides() {
+    [ "$0" = /opt/accel-images/guard.sh ] || return 0
+    for name in $(export -p | while IFS= read -r line; do
+        case "$line" in
+            "export "*) line=${line#export } ;;
+            "declare -x "*) line=${line#declare -x } ;;
+            *) continue ;;
+        esac
+        printf '%s\n' "${line%%=*}"
+    done); do
+        case "$name" in
+            *[!A-Za-z0-9_]*|ACCEL_IMAGES_DEVICE) continue ;;  # ACCEL_IMAGES_DEVICE: set below, for the banner
+            ACCEL_IMAGES_*|HSA_OVERRIDE_*) ;;
+            *) continue ;;
+        esac
+        case " ${ACCEL_IMAGES_OWN_ENV:-} " in *" $name "*) continue ;; esac
+        eval "[ -n \"\${$name+set}\" ]" || continue
+        eval "value=\${$name}"
+        value=$(printf '%s' "$value" | tr '\n\r' '  ')
+        case "$name" in
+            ACCEL_IMAGES_DEV_ROOT) value="$value (a test hook: devices and driver tools are read under it)" ;;
+        esac
+        overrides="${overrides:+$overrides, }$name=$value"
+    done
+}
+
+# in_effect: the overrides, for the end of a refusal's one line.
+in_effect() {
+    if [ -n "$overrides" ]; then printf '; set in the environment, not by the image: %s' "$overrides"; fi
+}
+
+find_overrides
 if ! guard_off; then
     check_vendor
 else
     seen_device="not checked (ACCEL_IMAGES_GUARD=off)"
 fi
+# Started: the overrides on a line of their own (a refusal carried them on its line).
+if [ -n "$overrides" ]; then say "note: set in the environment, not by the image: $overrides"; fi
 export ACCEL_IMAGES_DEVICE="$seen_device"
 
 exec "$@"

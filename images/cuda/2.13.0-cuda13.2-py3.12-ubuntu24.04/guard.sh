@@ -14,7 +14,8 @@
 # environment from the knowledge base. What no binary can say (driver floors, the images a refusal
 # names, ACCEL_IMAGES_TAG) always comes from the environment (the vendor module's image_env).
 # ACCEL_IMAGES_DEV_ROOT (default empty) is prepended to every /dev, /sys and driver-tool path, so
-# the checks can be exercised against a fake host tree.
+# the checks can be exercised against a fake host tree; a production image names it when it is set
+# (find_overrides).
 
 set -u
 
@@ -31,7 +32,7 @@ seen_device="${ACCEL_IMAGES_VENDOR:-unknown}"
 # A missing device: warn and go on in CPU mode, or fail when an accelerator is required.
 missing() {
     if [ "${ACCEL_IMAGES_REQUIRE_ACCELERATOR:-0}" = "1" ]; then
-        say "error: $1"
+        say "error: $1$(in_effect)"
         exit 78
     fi
     seen_device="CPU only ($1)"
@@ -45,7 +46,7 @@ warn() {
 
 # An unusable device: stop with the reason.
 refuse() {
-    say "error: $1 (set ACCEL_IMAGES_GUARD=off to start anyway)"
+    say "error: $1 (set ACCEL_IMAGES_GUARD=off to start anyway)$(in_effect)"
     exit 78
 }
 
@@ -99,12 +100,13 @@ open_or_group_add() {
 
 # The facts file, read at most once, by the vendor checks that need it (a python start costs tens of
 # milliseconds on every container start), with the image's own Python (json from the standard library; -I -S:
-# nothing from the environment or site-packages) into facts_* variables: facts_archs (compiled
-# targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX), facts_torch, facts_backend,
-# facts_cuda, facts_hip, facts_xpu. Every value is checked against a plain character set before the
-# shell sees it, so the file cannot inject shell code. facts_read is 1 when they came from the file.
+# nothing from the environment or site-packages) into facts_* variables, only those a check decides
+# with: facts_archs (compiled targets, comma-separated: sm_90, gfx942, ...), facts_ptx (compute_XX) and
+# facts_compat (the CUDA forward-compatibility libcuda's driver, empty: none or not recorded). Every value
+# is checked against a plain character set before the shell sees it, so the file cannot inject shell
+# code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
-facts_read="" facts_archs="" facts_ptx="" facts_torch="" facts_backend="" facts_cuda="" facts_hip="" facts_xpu=""
+facts_read="" facts_archs="" facts_ptx="" facts_compat=""
 FACTS_READER='
 import json, re, sys
 safe = re.compile(r"[A-Za-z0-9_.+-]*")
@@ -119,13 +121,9 @@ def main():
         facts = json.load(handle)
     if not isinstance(facts, dict) or type(facts.get("schema")) is not int or facts["schema"] != 1:
         sys.exit("not a schema 1 facts file")
-    torch, toolkit = facts.get("torch") or {}, facts.get("toolkit") or {}
-    field("torch", torch.get("public") or torch.get("version"))
-    field("backend", facts.get("backend"))
     field("archs", facts.get("archs") or [])
     field("ptx", facts.get("ptx") or [])
-    for name in ("cuda", "hip", "xpu"):
-        field(name, toolkit.get(name))
+    field("compat", facts.get("cuda_compat"))
 try:
     main()
 except (OSError, ValueError, AttributeError, TypeError) as error:
@@ -271,12 +269,20 @@ refuse_jetson() {
     done
 }
 
-# decide FLOOR ARCHS BRANCHES: whether an image whose wheel needs the driver FLOOR (minor-version
-# compatibility), has kernels for ARCHS and serves the driver BRANCHES through forward
-# compatibility runs on this host. Sets `problem` (arch, consumer, driver; empty when it runs) and
-# `compat` (1 when it runs only through forward compatibility). `vendor.decide` is the same rule.
+# compat_loaded COMPAT: the container toolkit puts the image's compat libcuda (driver COMPAT) ahead of the
+# host's: its driver branch is newer than the host driver's (the majors alone, as NVIDIA/nvidia-container-toolkit
+# cmd/nvidia-cdi-hook/cudacompat/cudacompat.go compares them; the GPU is not asked: #1426, fixed by #1784).
+compat_loaded() {
+    is_version "$1" && [ -n "$driver" ] && version_lt "${driver%%.*}" "${1%%.*}"
+}
+
+# decide FLOOR ARCHS BRANCHES COMPAT: whether an image whose wheel needs the driver FLOOR (minor-version
+# compatibility), has kernels for ARCHS, declares the driver BRANCHES for forward compatibility and holds
+# the compat libcuda of driver COMPAT (empty: none) runs on this host. Sets `problem` (arch, driver,
+# no_compat, consumer, compat_consumer; empty when it runs) and `forward` (1 when it runs only through
+# forward compatibility). `vendor.decide` is the same rule.
 decide() {
-    problem="" compat=""
+    problem="" forward=""
     if [ -n "$2" ] && [ -n "$capabilities" ]; then
         runs=""
         for capability in $capabilities; do
@@ -284,16 +290,31 @@ decide() {
         done
         if [ -z "$runs" ]; then problem=arch; return 1; fi
     fi
-    if [ -z "$driver" ] || [ -z "$1" ] || ! version_lt "$driver" "$1"; then return 0; fi
+    if [ -z "$driver" ] || [ -z "$1" ]; then return 0; fi
+    if ! version_lt "$driver" "$1"; then
+        if compat_loaded "$4" && consumer_gpu; then problem=compat_consumer; return 1; fi
+        return 0
+    fi
     if ! in_list "${driver%%.*}" "$3"; then problem=driver; return 1; fi
+    if [ -z "$4" ]; then problem=no_compat; return 1; fi
     if consumer_gpu; then problem=consumer; return 1; fi
-    compat=1
+    forward=1
 }
 
-# admits "FLOOR|ARCHS|BRANCHES": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
+# admits "FLOOR|ARCHS|BRANCHES|COMPAT": decide, for an entry of ACCEL_IMAGES_ALTERNATIVES.
 admits() {
     a_rest=${1#*|}
-    decide "${1%%|*}" "${a_rest%%|*}" "${a_rest#*|}"
+    a_archs=${a_rest%%|*}
+    a_rest=${a_rest#*|}
+    decide "${1%%|*}" "$a_archs" "${a_rest%%|*}" "${a_rest#*|}"
+}
+
+# own_compat: the driver of this image's CUDA forward-compatibility libcuda, empty when it has none: what
+# its build found under /usr/local/cuda/compat (facts.json cuda_compat) when the facts file was read (an
+# older branch is admitted only on the image's own word), else the knowledge base's (rendered) value.
+own_compat() {
+    read_facts
+    if [ -n "$facts_read" ]; then printf '%s' "$facts_compat"; else printf '%s' "${ACCEL_IMAGES_COMPAT_DRIVER:-}"; fi
 }
 
 check_vendor() {
@@ -315,23 +336,28 @@ check_vendor() {
     done
     [ -n "$capabilities" ] || jetson_capabilities
     refuse_jetson
+    read_facts  # here, not in the subshells below: once a container start
     archs=$(own_archs)
+    compat_driver=$(own_compat)
     floor="${ACCEL_IMAGES_DRIVER_FLOOR:-}"
     branches="${ACCEL_IMAGES_COMPAT_BRANCHES:-}"
     tag="${ACCEL_IMAGES_TAG:-this image}"
     major="${ACCEL_IMAGES_CUDA:-}"
     major="CUDA ${major%%.*}.x"
-    if decide "$floor" "$archs" "$branches"; then
+    if decide "$floor" "$archs" "$branches" "$compat_driver"; then
         warn_runs
         return 0
     fi
     reason=$problem
     pick_alternative
     install="install an NVIDIA driver >= $floor$(or_use)"
+    below="host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag"
     case "$reason" in
         arch) refuse_arch ;;
-        consumer) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
-        *) refuse "host NVIDIA driver $driver is below $floor, the $major floor (minor-version compatibility) of $tag$(compat_scope): $install" ;;
+        consumer) refuse "$below, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): $install" ;;
+        compat_consumer) refuse "host NVIDIA driver $driver is older than the CUDA forward-compatibility driver $compat_driver of $tag, which the NVIDIA Container Toolkit loads from /usr/local/cuda/compat ahead of the host's in its default cuda-compat mode, and CUDA forward compatibility does not serve GeForce, TITAN or NVS GPUs (CUDA error 804): use a container toolkit with NVIDIA/nvidia-container-toolkit#1784, set nvidia-container-runtime.modes.legacy.cuda-compat-mode = \"disabled\", or use ${alt:-a runtime image}" ;;
+        no_compat) refuse "$below; forward compatibility would serve it, but the image has no CUDA forward-compatibility library (/usr/local/cuda/compat, facts.json cuda_compat): $install" ;;
+        *) refuse "$below$(compat_scope): $install" ;;
     esac
 }
 
@@ -371,8 +397,8 @@ warn_runs() {
     if [ -n "$archs" ] && [ -n "$unserved" ]; then
         warn "no kernels in $tag for the GPUs of compute capability${unserved}: only those of${served} can use it"
     fi
-    if [ -n "$compat" ]; then
-        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libraries), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
+    if [ -n "$forward" ]; then
+        warn "host NVIDIA driver $driver is below $floor, the $major floor of $tag: it runs through CUDA forward compatibility (the image's cuda-compat libcuda $compat_driver), which NVIDIA supports on data-center GPUs only and the container toolkit loads unless its cuda-compat mode is disabled (nvidia-container-runtime.modes.legacy.cuda-compat-mode)"
     elif [ -n "$driver" ] && [ -n "${ACCEL_IMAGES_MIN_DRIVER:-}" ] && version_lt "$driver" "$ACCEL_IMAGES_MIN_DRIVER"; then
         warn "host NVIDIA driver $driver is below the CUDA ${ACCEL_IMAGES_CUDA:-} toolkit driver $ACCEL_IMAGES_MIN_DRIVER: it runs under minor-version compatibility, which covers the compiled kernels but not PTX JIT of newer code (torch.compile, Triton)"
     fi
@@ -413,11 +439,54 @@ if [ -n "${ACCEL_IMAGES_HOME:-}" ]; then
     name_unknown_user
 fi
 
+# find_overrides: in a production image (this file run as its ENTRYPOINT, /opt/accel-images/guard.sh:
+# accel_images/model/variant.py GUARD_PATH), set `overrides` to what the environment sets that the image
+# does not and that changes what the guard decides or where it looks: every ACCEL_IMAGES_* variable not in
+# ACCEL_IMAGES_OWN_ENV (the names the image's ENV sets, rendered with it) and every HSA_OVERRIDE_* (ROCr's),
+# as NAME=VALUE, comma-separated. Pyxis hands the submitting user's environment to the container, the
+# image's own variables winning (NVIDIA/pyxis#124), so what a login node exported arrives here unseen
+# otherwise. ACCEL_IMAGES_DEV_ROOT, the test hook that moves /dev, /sys and the driver tools, is named as
+# one. Copies run from elsewhere (tests over a fake host tree) find nothing.
+overrides=""
+find_overrides() {
+    [ "$0" = /opt/accel-images/guard.sh ] || return 0
+    for name in $(export -p | while IFS= read -r line; do
+        case "$line" in
+            "export "*) line=${line#export } ;;
+            "declare -x "*) line=${line#declare -x } ;;
+            *) continue ;;
+        esac
+        printf '%s\n' "${line%%=*}"
+    done); do
+        case "$name" in
+            *[!A-Za-z0-9_]*|ACCEL_IMAGES_DEVICE) continue ;;  # ACCEL_IMAGES_DEVICE: set below, for the banner
+            ACCEL_IMAGES_*|HSA_OVERRIDE_*) ;;
+            *) continue ;;
+        esac
+        case " ${ACCEL_IMAGES_OWN_ENV:-} " in *" $name "*) continue ;; esac
+        eval "[ -n \"\${$name+set}\" ]" || continue
+        eval "value=\${$name}"
+        value=$(printf '%s' "$value" | tr '\n\r' '  ')
+        case "$name" in
+            ACCEL_IMAGES_DEV_ROOT) value="$value (a test hook: devices and driver tools are read under it)" ;;
+        esac
+        overrides="${overrides:+$overrides, }$name=$value"
+    done
+}
+
+# in_effect: the overrides, for the end of a refusal's one line.
+in_effect() {
+    if [ -n "$overrides" ]; then printf '; set in the environment, not by the image: %s' "$overrides"; fi
+}
+
+find_overrides
 if ! guard_off; then
     check_vendor
 else
     seen_device="not checked (ACCEL_IMAGES_GUARD=off)"
 fi
+# Started: the overrides on a line of their own (a refusal carried them on its line).
+if [ -n "$overrides" ]; then say "note: set in the environment, not by the image: $overrides"; fi
 export ACCEL_IMAGES_DEVICE="$seen_device"
 
 exec "$@"

@@ -83,13 +83,17 @@ def test_guard_facts_are_the_knowledge_bases(dockerfile: Callable[..., str]) -> 
     for line in ('ACCEL_IMAGES_CUDA="12.6.3"', 'ACCEL_IMAGES_DRIVER_FLOOR="525.60.13"',
                  'ACCEL_IMAGES_MIN_DRIVER="560.35.05"', 'ACCEL_IMAGES_GPU_ARCHS="5.0,6.0,7.0,7.5,8.0,8.6,9.0"'):
         assert f"    {line}" in text, line
-    # The images a refusal may name, each with the facts the guard tries it by (floor|archs|branches):
-    # same flavor and torch first, one per distinct set of facts (vendors/base.py alternatives)
-    assert ('    ACCEL_IMAGES_ALTERNATIVES="2.14.1-cuda13.2-py3.12-ubuntu24.04|580|7.5,8.0,8.6,9.0,10.0,12.0| '
-            '2.11.0-cuda12.8-py3.12-ubuntu24.04|525.60.13|7.5,8.0,8.6,9.0,10.0,12.0| '
-            '2.14.1-cuda13.2-py3.12-ubuntu24.04-devel|580|7.5,8.0,8.6,9.0,10.0,12.0|535,570,580,590 '
-            '2.14.1-cuda13.0-py3.12-ubuntu24.04-devel|580|7.5,8.0,8.6,9.0,10.0,12.0|535,550,565,570,575 '
-            '2.14.1-cuda12.6-py3.12-ubuntu24.04-devel|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0|470,535,550"') in text
+    # The images a refusal may name, each with the facts the guard tries it by
+    # (floor|archs|branches|compat driver): same flavor and torch first, one per distinct set of facts
+    # (vendors/base.py alternatives); a devel base's compat libcuda is its toolkit release's driver
+    assert ('    ACCEL_IMAGES_ALTERNATIVES="2.14.1-cuda13.2-py3.12-ubuntu24.04|580|7.5,8.0,8.6,9.0,10.0,12.0|| '
+            '2.11.0-cuda12.8-py3.12-ubuntu24.04|525.60.13|7.5,8.0,8.6,9.0,10.0,12.0|| '
+            '2.14.1-cuda13.2-py3.12-ubuntu24.04-devel|580|7.5,8.0,8.6,9.0,10.0,12.0|535,570,580,590|595.58.03 '
+            '2.14.1-cuda13.0-py3.12-ubuntu24.04-devel|580|7.5,8.0,8.6,9.0,10.0,12.0|535,550,565,570,575|580.126.20 '
+            '2.14.1-cuda12.6-py3.12-ubuntu24.04-devel|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0|470,535,550|560.35.05"'
+            ) in text
+    assert 'ACCEL_IMAGES_COMPAT_DRIVER="595.58.03"' in dockerfile(*DEVEL_132)
+    assert "ACCEL_IMAGES_COMPAT_DRIVER" not in text  # the runtime flavor's plain Ubuntu has no compat library
     # CUDA 13.2 wheels: SASS 7.5-12.0 and no PTX (pytorch/pytorch#175567: the released wheels carry none)
     assert 'ACCEL_IMAGES_GPU_ARCHS="7.5,8.0,8.6,9.0,10.0,12.0"' in dockerfile(*DEVEL_132)
 
@@ -152,5 +156,5 @@ def test_debian_runtime_refusals_name_an_ubuntu_image_where_no_debian_one_serves
     # nearest image of the same Python that runs there (vendors.base.alternatives).
     text = dockerfile(*DEBIAN_132)
     alternatives = text.split('ACCEL_IMAGES_ALTERNATIVES="', 1)[1].split('"', 1)[0].split()
-    assert alternatives[0] == "2.14.1-cuda12.6-py3.11-ubuntu22.04|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0|"
+    assert alternatives[0] == "2.14.1-cuda12.6-py3.11-ubuntu22.04|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0||"
     assert alternatives[1].startswith("2.11.0-cuda12.8-py3.12-ubuntu24.04|525.60.13|")
