@@ -9,6 +9,7 @@ spelled in this module only:
     cache/wheels/<index>/               wheels fetched on the host, a directory per index (unless --cache-dir)
     smoke/<image id>.json               the last smoke result of an image, so an unchanged image is not re-tested
     builds/<fingerprint>.json           the interpreter's and torch's files the build found in the image it built
+    builds/images/<image name>.json     which image a build made under which local name (what `run` may start)
     verified/<digest>.json              when a nightly rebuild last found a published image identical
     reports/build-<UTC time>/           the reports of each `build`, never overwritten by the next
     reports/nightly-<UTC time>/         the reports of each `nightly` (two on one day apart)
@@ -129,6 +130,15 @@ class StateDir:
     def build_record(self, fingerprint: str) -> Path:
         """`builds/<fingerprint>.json` (accel_images.smoke.integrity), the name made file-safe."""
         return self._checked(self.root / "builds" / f"{_UNSAFE_IN_NAME.sub('_', fingerprint)}.json")
+
+    def built_image(self, ref: str) -> Path:
+        """`builds/images/<name>.json`: the image a build made under the local name `ref` (the name made
+        file-safe; the record holds the name itself, so two names made alike are still told apart)."""
+        return self._checked(self.root / "builds" / "images" / f"{_UNSAFE_IN_NAME.sub('_', ref)}.json")
+
+    @property
+    def built_images(self) -> Path:
+        return self._checked(self.root / "builds" / "images")
 
     def verified(self, digest: str) -> Path:
         """`verified/<digest>.json` (accel_images.publish.nightly), the digest's colon made file-safe."""

@@ -112,6 +112,21 @@ def apt_cache_base(docker_client: docker.DockerClient, registry: str, base_image
     return base_images.apt_cache
 
 
+UNIT_TESTS = Path(__file__).parent / "unit"
+
+
+@pytest.fixture(autouse=True)
+def _no_configured_registry(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A unit test starts with no registry configured, whatever the machine running the suite has: a
+    developer's ACCEL_IMAGES_REGISTRY or ~/.config/accel-images/config.yaml would change what `run`, `pull`,
+    `recommend` and `devcontainer` choose (accel_images.host.sources). A test that wants one names it."""
+    if not request.node.path.is_relative_to(UNIT_TESTS):
+        return
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+    monkeypatch.delenv("ACCEL_IMAGES_REGISTRY", raising=False)
+
+
 @pytest.fixture(autouse=True)
 def _marked_requirements(request: pytest.FixtureRequest) -> None:
     """A test marked `engine` or `registry` gets that fixture (and so fails or skips without it)."""

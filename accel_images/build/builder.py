@@ -35,7 +35,7 @@ from accel_images.smoke.judge import Expectation, SmokeResult
 from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
 from accel_images.kb.claims import contradiction
 from accel_images.kb.wheels import machine_of, manylinux_tags
-from accel_images.smoke.records import (built_here, last_smoke_pass, recorded_build, remember_build,
+from accel_images.smoke.records import (built_here, last_smoke_pass, recorded_build, remember_build, remember_image,
                                        remember_smoke_pass)
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
@@ -140,6 +140,7 @@ class Builder:
                 and built_here(self.settings.state_dir, prepared.fingerprint, existing.id, existing.layers):
             skipped = Outcome(variant, "skipped", ref, existing.id, existing.size, None, prepared.fingerprint,
                               prepared.base_digest, notes=prepared.notes, without_companions=prepared.left_out)
+            self.remember_name(prepared, existing.id)  # a build recorded before names were, named now
             return self.check_facts(prepared, skipped)
         return replace(self.build_prepared(prepared), notes=prepared.notes, without_companions=prepared.left_out)
 
@@ -285,6 +286,15 @@ class Builder:
         inventory = inventory_of(self.engine, info, prepared.variant.python)
         try:
             remember_build(self.settings.state_dir, prepared.fingerprint, info.id, inventory, info.layers)
+        except OSError as error:
+            raise EngineError(f"cannot keep the build record of {prepared.ref}: {error.strerror or error}") from error
+        self.remember_name(prepared, info.id)
+
+    def remember_name(self, prepared: Prepared, image_id: str) -> None:
+        """Record the local name this build gave its image: the one name `run` and `recommend` may use without
+        a registry (accel_images.host.sources), since the state directory vouches for it."""
+        try:
+            remember_image(self.settings.state_dir, prepared.ref, image_id, prepared.fingerprint)
         except OSError as error:
             raise EngineError(f"cannot keep the build record of {prepared.ref}: {error.strerror or error}") from error
 

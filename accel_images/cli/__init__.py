@@ -36,7 +36,7 @@ COMMANDS = (
     LazyCommand("nightly", "accel_images.cli.nightly:nightly_command",
                 "Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed."),
     LazyCommand("pull", "accel_images.cli.fanout:pull_command",
-                "Like recommend, then pull the image and print the `docker run` line for it."),
+                "Like recommend, then pull the image and print the line that runs it (`docker run`, or `podman run`)."),
     LazyCommand("recommend", "accel_images.cli.fanout:recommend_command",
                 "Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's"
                 " form)."),

@@ -16,12 +16,12 @@ from typing import Any
 import click
 
 from accel_images.host.choosing import (Choice, build_first, choose, chosen_launch, load_host, nothing_fits,
-                                        refuse_fallback)
+                                        refuse_fallback, refuse_unobtainable)
 from accel_images.cli.options import (choice_options, choice_request, chosen_variants, engine_option,
                                       expected_failures, filter_options, matrix_option, say, show_choice,
                                       show_rendered, variant_record)
 from accel_images.errors import InputError
-from accel_images.host.runtimes import Rendered
+from accel_images.host.runtimes import LOCAL, Rendered
 
 def recommendation_record(choice: Choice, rendered: Rendered | None = None, build: str | None = None) -> dict[str, Any]:
     host, rec = choice.host, choice.recommendation
@@ -66,7 +66,7 @@ def report(choice: Choice, as_json: bool, rendered: Rendered | None = None, buil
 def chosen(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool, flavor: str,
            host_json: Path | None, kwargs: dict[str, Any]) -> Choice:
     request = choice_request(matrix_path, registry, image_name, from_matrix, flavor, kwargs)
-    return choose(request, load_host(host_json))
+    return choose(dataclasses.replace(request, host_described=host_json is not None), load_host(host_json))
 
 
 @click.command("recommend")
@@ -96,29 +96,64 @@ def recommend_command(matrix_path: str | None, registry: str | None, image_name:
 
 @click.command("pull")
 @choice_options
+@click.option("--engine", type=click.Choice(LOCAL), default="docker", show_default=True,
+              help="The engine whose store receives the image, and whose line is printed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation as JSON.")
 @expected_failures
 def pull_command(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
-                 flavor: str, host_json: Path | None, as_json: bool, **kwargs: Any) -> None:
-    """Like recommend, then pull the image and print the `docker run` line for it.
+                 flavor: str, host_json: Path | None, engine: str, as_json: bool, **kwargs: Any) -> None:
+    """Like recommend, then pull the image and print the line that runs it (`docker run`, or `podman run`).
 
     \b
-    Example:
+    Examples:
       accel-images pull --registry ghcr.io/acme --flavor devel
+      accel-images pull --registry ghcr.io/acme --engine podman
     """
-    from accel_images.build.engine import Engine
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
     ref = report(choice, as_json)
+    refuse_unobtainable(choice, matrix_path)
+    variant = choice.recommendation.variant
+    platform = variant.platform if variant else None  # the host's own image of the tag's index
+    if choice.local:
+        say(f"{ref} is a build of this host: nothing to pull", err=True)
+    elif engine == "podman":
+        pull_with_podman(ref, platform)
+    else:
+        pull_with_docker(ref, platform)
+    if not as_json:
+        rendered = rendered_for(choice, engine)
+        say(rendered.text.rstrip("\n") if rendered is not None else "")
+    refuse_fallback(choice, kwargs.get("vendor"))
+
+
+def pull_with_docker(ref: str, platform: str | None) -> None:
+    """Through the Docker Engine API, its progress on standard error."""
+    from accel_images.build.engine import Engine
     engine = Engine.connect()
     try:
-        variant = choice.recommendation.variant
-        engine.pull(ref, on_line=lambda line: say(line, err=True),
-                    platform=variant.platform if variant else None)  # the host's own image of the tag's index
+        engine.pull(ref, on_line=lambda line: say(line, err=True), platform=platform)
     finally:
         engine.close()
-    if not as_json:
-        say(choice.recommendation.docker_run or "")
-    refuse_fallback(choice, kwargs.get("vendor"))
+
+
+def pull_with_podman(ref: str, platform: str | None) -> None:
+    """`podman pull [--platform P] REF`, what it says on standard error (Podman has no API socket by default);
+    a missing podman or a failed pull is one line."""
+    import shutil
+    import subprocess
+
+    from accel_images.errors import EngineError
+    from accel_images.host.runtimes import shell_join
+    podman = shutil.which("podman")
+    argv = ["podman", "pull", *(["--platform", platform] if platform else []), ref]
+    if podman is None:
+        raise EngineError("the podman command is not installed", hint=f"the line to run: {shell_join(argv)}")
+    done = subprocess.run([podman, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        say(line, err=True)
+    if done.returncode != 0:
+        raise EngineError(f"podman pull {ref} failed (exit status {done.returncode})",
+                          hint="its own message is above")
 
 
 @click.command("ci-matrix")

@@ -214,7 +214,19 @@ def engine_option(func: Callable[..., Any]) -> Callable[..., Any]:
     from accel_images.host.runtimes import ENGINES, LOCAL
     return click.option("--engine", type=click.Choice(ENGINES), default="docker", show_default=True,
                         help=f"The container runtime to run or print for ({', '.join(LOCAL)} run here; the others"
-                             " are printed: a command line, a Kubernetes Pod, a Compose file).")(func)
+                             " are printed: a command line, a Kubernetes Pod, a Compose file). "
+                             + pod_security_help())(func)
+
+
+def pod_security_help() -> str:
+    """Which vendors' Pods need more than the restricted Pod Security Standard, and why: from the renderer's
+    own decision (accel_images.host.runtimes.kubernetes.pod_security_level), for a `run` session."""
+    from accel_images import vendors
+    from accel_images.host.launch import launch
+    from accel_images.host.runtimes.kubernetes import vendor_levels
+    needs = vendor_levels([(name, launch("", name, Path("/nonexistent"))) for name in vendors.names()])
+    return ("Kubernetes Pods meet the restricted Pod Security Standard" + (f", except: {needs}" if needs else "")
+            + "; --volume (hostPath) needs privileged.")
 
 
 def show_rendered(rendered: Any) -> None:
@@ -440,10 +452,20 @@ def choice_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--image", "image_name", default=None, metavar="NAME",
                         help="Repository name under the registry (default: the matrix's image name).")(func)
     func = click.option("--registry", default=None, metavar="[http[s]://]HOST[:PORT][/NAMESPACE]",
-                        envvar="ACCEL_IMAGES_REGISTRY", show_envvar=True,
-                        help="Choose among the images this registry publishes and whose smoke test passed"
-                             " (its catalogue); without it, from the matrix.")(func)
+                        envvar="ACCEL_IMAGES_REGISTRY", show_envvar=True, help=registry_help())(func)
+    func = click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="The state directory whose builds come first (default: ./.accel-images).")(func)
     return matrix_option(func)
+
+
+def registry_help() -> str:
+    """--registry's help: where an image comes from when this host did not build it, and the other two ways
+    to name the registry (accel_images.host.sources)."""
+    from accel_images.host.sources import shown_config_path
+    return ("Where images this host did not build come from: choose among those this registry publishes and whose"
+            " smoke test passed (its catalogue). Also `registry: REG` in"
+            f" {shown_config_path()}. Without any, only images built here run: nothing is pulled by a name"
+            " without a registry.")
 
 
 def host_json_help() -> str:
@@ -459,9 +481,11 @@ def choice_request(matrix_path: str | None, registry: str | None, image_name: st
                    flavor: str, kwargs: dict[str, Any]) -> Any:
     """The accel_images.host.choosing.Request the choice options describe, the filter values checked."""
     from accel_images.host.choosing import Request
+    from accel_images.host.sources import configured_registry
     filters = {key: kwargs.get(key) for key in CHOICE_KEYS}
     _check_filter_values(filters)
-    return Request(matrix_path, registry or None, image_name, from_matrix, flavor, filters)
+    return Request(matrix_path, configured_registry(registry), image_name, from_matrix, flavor, filters,
+                   kwargs.get("state_dir"))
 
 
 def show_choice(choice: Any) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ import click
 
 from accel_images import vendors
 from accel_images.model import tags
-from accel_images.host.choosing import Choice, choose, load_expansion, load_host, nothing_fits
+from accel_images.host.choosing import (Choice, choose, host_devices, load_expansion, load_host, nothing_fits,
+                                        refuse_unobtainable)
 from accel_images.cli.options import (
     choice_options,
     choice_request,
@@ -32,6 +34,7 @@ from accel_images.cli.options import (
     expected_failures,
     matrix_option,
     print_table,
+    say,
     show_choice,
     show_rendered,
 )
@@ -59,18 +62,77 @@ RequestArgs = tuple[str | None, str | None, str | None, bool, str]
 """matrix_path, registry, image_name, from_matrix, flavor: the choice options, in choice_request's order."""
 
 
+@dataclass(frozen=True)
+class Target:
+    """The image a session runs, and what is known of it: whose accelerator, whether it is this host's own
+    build (never pulled), the image user's home, the choice that named it (None for an image given)."""
+
+    ref: str
+    vendor: str
+    local: bool
+    home: str
+    choice: Choice | None
+
+
 def target(image: str | None, request_args: RequestArgs, host_json: Path | None, as_json: bool,
-           kwargs: dict[str, Any]) -> tuple[str, str, Choice | None]:
-    """(image reference, its vendor, the choice when none was given)."""
+           kwargs: dict[str, Any], *, pulls_what_it_lacks: bool = False) -> Target:
+    """The image to run: IMAGE as given, or the one `recommend` would choose. Either way, one this project
+    names without a registry runs only from the local store (accel_images.host.sources); a chosen one, and
+    one given to a tool that `pulls_what_it_lacks` (a devcontainer's), only where this host built it:
+    otherwise one line names both ways to have it, before an engine could ask Docker Hub for the name."""
     if image:
-        return image, image_vendor(image, kwargs.get("vendor")), None
-    choice = choose(choice_request(*request_args, kwargs), load_host(host_json))
+        from accel_images.kb import compat
+        expansion = load_expansion(request_args[0], compat.load_kb())
+        local = given_is_local(image, request_args[2] or expansion.image, kwargs.get("state_dir"),
+                               refuse=pulls_what_it_lacks)
+        return Target(image, image_vendor(image, kwargs.get("vendor")), local, f"/home/{expansion.user.name}", None)
+    request = replace(choice_request(*request_args, kwargs), host_described=host_json is not None)
+    choice = choose(request, load_host(host_json))
     if not as_json:
         show_choice(choice)
     rec = choice.recommendation
     if rec.image is None or rec.variant is None:
         raise nothing_fits(choice)
-    return rec.image, rec.variant.vendor, choice
+    refuse_unobtainable(choice, request_args[0])
+    return Target(rec.image, rec.variant.vendor, choice.local, f"/home/{choice.user.name}", choice)
+
+
+def given_is_local(image: str, repository: str, state_dir: Path | None, *, refuse: bool) -> bool:
+    """Whether IMAGE is to run from the local store only, never pulled: a build this host recorded, or one of
+    this project's names without a registry (`repository`, the matrix's image name), which every engine
+    would look up on Docker Hub. `refuse`: such a name must be a recorded build or in the engine's store
+    already (a devcontainer's tools pull what the store lacks, with no way to forbid it). Any other name
+    is the user's to vouch for."""
+    from accel_images.host.sources import has_registry_host, not_available, ours_unqualified
+    from accel_images.smoke.records import built_images
+    from accel_images.state import StateDir
+    if has_registry_host(image):
+        return False
+    state = StateDir.at(state_dir)
+    if image in built_images(state):
+        return True
+    if not ours_unqualified(image, repository):
+        return False
+    if refuse and not in_engine_store(image):
+        raise not_available(image, state.root, None)
+    return True
+
+
+def in_engine_store(ref: str) -> bool:
+    """Whether the local Docker engine holds `ref` now (so whatever starts it finds it there and pulls
+    nothing); False where the engine cannot be asked."""
+    from accel_images.build.engine import Engine
+    from accel_images.errors import AccelError
+    try:
+        engine = Engine.connect()
+    except AccelError:
+        return False
+    try:
+        return engine.inspect_image(ref) is not None
+    except AccelError:
+        return False
+    finally:
+        engine.close()
 
 
 def image_vendor(image: str, asked: str | None) -> str:
@@ -129,28 +191,67 @@ def run_command(image: str | None, matrix_path: str | None, registry: str | None
     """
     command = click.get_current_context().meta.get(COMMAND_KEY, ())
     extras = Extras(tuple(Mount.parse(v) for v in volumes), tuple(Port.parse(p) for p in ports),
-                    tuple(parse_env(e) for e in env), name, engine_args)
-    ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
-                                 as_json, kwargs)
-    session = replace(launch(ref, vendor), user=(os.getuid(), os.getgid()),
+                    tuple(parse_env(e) for e in env), checked_name(name), engine_args)
+    chosen = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json, as_json, kwargs)
+    choice = chosen.choice
+    session = replace(launch(chosen.ref, chosen.vendor), user=(os.getuid(), os.getgid()),
                       workspace=workspace.resolve(), command=tuple(command), interactive=sys.stdin.isatty(),
-                      extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0)
+                      extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0,
+                      local=chosen.local, home=chosen.home,
+                      device_count=counted_devices(choice, host_json, engine, chosen.vendor))
     if choice is not None:
         session = replace(session, digest=choice.recommendation.digest,
                           image_user=(choice.user.uid, choice.user.gid))
     rendered = render(engine, session)
     if as_json:
-        click.echo(json.dumps({"image": ref, "vendor": vendor, "engine": engine, "argv": rendered.argv,
+        click.echo(json.dumps({"image": chosen.ref, "vendor": chosen.vendor, "engine": engine, "argv": rendered.argv,
                                "text": rendered.text, "notes": list(rendered.notes),
                                "docker_run": render("docker", session).text.rstrip("\n"),
                                "source": choice.source.record() if choice else None}, indent=2))
         return
+    moved = podman_handover(chosen.ref, print_only or rendered.argv is None) if engine == "podman" else None
     if print_only or rendered.argv is None:
-        show_rendered(rendered)
+        show_rendered(replace(rendered, notes=(*rendered.notes, *([moved] if moved else []))))
         return
     for note in rendered.notes:
-        click.echo(f"  note: {note}", err=True)
+        say(f"  note: {note}", err=True)
     sys.exit(start(rendered.argv))
+
+
+def checked_name(name: str | None) -> str | None:
+    """--name, refused in one line where Docker and Podman would refuse it ("Invalid container name"): their
+    rule, `[a-zA-Z0-9][a-zA-Z0-9_.-]*`. A Pod's name is stricter still (the kubernetes renderer checks it)."""
+    if name is not None and not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*", name):
+        raise InputError(f"{name!r} is not a container name: letters, digits, '_', '.' and '-', starting with a letter"
+                         " or digit", field="--name")
+    return name
+
+
+def counted_devices(choice: Choice | None, host_json: Path | None, engine: str, vendor: str) -> int | None:
+    """How many of `vendor`'s devices the host description counts, for the forms that ask a scheduler for them
+    (Slurm, Kubernetes): from the choice's host, else the description given or detected; None when it counts
+    none (another vendor's host, a broken driver). Other engines take every device and need no count."""
+    if engine not in ("enroot", "kubernetes"):
+        return None
+    host = choice.host if choice is not None else load_host(host_json)
+    return host_devices(host, vendor)
+
+
+def podman_handover(ref: str, print_only: bool) -> str | None:
+    """An image only Docker's store holds, handed to Podman's, which does not share it: done (and said) before
+    `run`, or with --print the exact commands named (a note). None when there is nothing to hand over
+    (Podman has it, or Docker does not, or either command is missing: Podman then says itself what it
+    cannot find)."""
+    from accel_images.host.handover import archive_name, docker_only_size, handover_command, move_to_podman
+    size = docker_only_size(ref)
+    if size is None:
+        return None
+    if print_only:
+        return (f"{ref} is in Docker's image store only; hand it to Podman's first:"
+                f" {handover_command(ref, archive_name(ref))}")
+    move_to_podman(ref, size, lambda line: say(f"  note: {ref} is in Docker's image store only: handing it to"
+                                                f" Podman's ({line})", err=True))
+    return None
 
 
 def start(argv: tuple[str, ...]) -> int:
@@ -184,11 +285,10 @@ def devcontainer_command(image: str | None, matrix_path: str | None, registry: s
     """
     if not print_only:
         refuse_existing(out_file, force)
-    ref, vendor, choice = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json,
-                                 print_only, kwargs)
-    from accel_images.kb import compat
-    user = (choice.user if choice else load_expansion(matrix_path, compat.load_kb()).user).name
-    text = devcontainer_text(devcontainer(ref, vendor, user))
+    chosen = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json, print_only, kwargs,
+                    pulls_what_it_lacks=True)
+    ref, vendor = chosen.ref, chosen.vendor
+    text = devcontainer_text(devcontainer(ref, vendor, chosen.home.rsplit("/", 1)[-1]))
     if print_only:
         click.echo(text, nl=False)
         return
@@ -213,14 +313,15 @@ def refuse_existing(out_file: Path, force: bool) -> None:
 
 
 @click.command("catalogue")
-@click.option("--registry", required=True, envvar="ACCEL_IMAGES_REGISTRY", show_envvar=True,
-              metavar="[http[s]://]HOST[:PORT][/NAMESPACE]", help="The registry whose images to list.")
+@click.option("--registry", default=None, envvar="ACCEL_IMAGES_REGISTRY", show_envvar=True,
+              metavar="[http[s]://]HOST[:PORT][/NAMESPACE]",
+              help="The registry whose images to list (default: `registry:` in ~/.config/accel-images/config.yaml).")
 @click.option("--image", "image_name", default=None, metavar="NAME",
               help="Repository name under the registry (default: the matrix's image name).")
 @matrix_option
 @click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
 @expected_failures
-def catalogue_command(registry: str, image_name: str | None, matrix_path: str | None, as_json: bool) -> None:
+def catalogue_command(registry: str | None, image_name: str | None, matrix_path: str | None, as_json: bool) -> None:
     """List what a registry publishes: each image's labels, its smoke result and where it passed.
 
     \b
@@ -229,7 +330,13 @@ def catalogue_command(registry: str, image_name: str | None, matrix_path: str | 
     """
     from accel_images.kb import compat
     from accel_images.publish.catalogue import CATALOGUE_COLUMNS, read_catalogue, table_row
+    from accel_images.host.sources import REGISTRY_ENV, configured_registry, shown_config_path
     from accel_images.registry import Destination, RegistryClient
+    registry = configured_registry(registry)
+    if registry is None:
+        raise InputError("no registry to list", field="--registry",
+                         hint=f"pass --registry REG, set {REGISTRY_ENV}=REG, or write `registry: REG` in"
+                              f" {shown_config_path()}")
     destination = Destination.parse(registry)
     image = image_name or load_expansion(matrix_path, compat.load_kb()).image
     started = time.perf_counter()

@@ -131,6 +131,14 @@ class Launch:
     """The image's manifest digest, where known (a registry's catalogue): what a cluster should pull."""
     rootless: bool = False
     """The engine runs as a user other than root (rootless Podman): groups and user ids map differently."""
+    home: str | None = None
+    """The image user's home (`/home/<matrix user>`): a session's HOME where an engine would set another."""
+    device_count: int | None = None
+    """How many of the vendor's accelerators the host description counts (None: none counted): what a
+    cluster form asks its scheduler for (Slurm's GRES, a Pod's limits)."""
+    local: bool = False
+    """The image is a build of this host, in its engine's store (accel_images.host.sources): every runtime is
+    told never to pull it, since its name without a registry is a Docker Hub name."""
 
     @property
     def environment_groups(self) -> tuple[int, ...]:

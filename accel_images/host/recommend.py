@@ -141,13 +141,15 @@ def unusable_warning(host: HostInfo) -> str:
     return f"accelerator present but unusable: {host.unusable}"
 
 
-def docker_run_line(vendor: str, ref: str, dev_root: Path = Path("/")) -> str:
+def docker_run_line(vendor: str, ref: str, dev_root: Path = Path("/"), *, local: bool = False) -> str:
     """`docker run --rm -it <device flags> --ipc host <vendor's settings> <ref>`: the docker renderer's line
     of the Launch (accel_images.host.launch), the container `run --print` names less the session's user,
-    workspace and identity."""
+    workspace and identity; `local`: a build of this host, never pulled."""
+    from dataclasses import replace
+
     from accel_images.host.launch import launch
     from accel_images.host.runtimes import docker
-    return docker.render(launch(ref, vendor, dev_root)).text.rstrip("\n")
+    return docker.render(replace(launch(ref, vendor, dev_root), local=local)).text.rstrip("\n")
 
 
 # ---------------------------------------------------------------------------------------------

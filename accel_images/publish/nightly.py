@@ -128,6 +128,10 @@ class NightlyOutcome:
         return self.outcome.ok
 
 
+FIRST_PUBLICATION = "first publication"
+"""The reason for a tag the registry does not serve yet: the outcome's one word is still `published`."""
+
+
 def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days: float,
                    now: datetime, verified: datetime | None = None) -> str | None:
     """Why the variant must be rebuilt; None when the registry's image is current.
@@ -137,7 +141,7 @@ def rebuild_reason(remote: RemoteImage | None, prepared: Prepared, max_age_days:
     unchanged is rebuilt again after `max_age_days`, not every night.
     """
     if remote is None:
-        return "not in the registry yet"
+        return FIRST_PUBLICATION
     labels = remote.labels
     published = labels.get(FINGERPRINT_LABEL)
     if not published:

@@ -35,6 +35,8 @@ from accel_images.versions import key as version_key, newest_first
 
 SCHEMA = 1
 STATUSES = ("built", "skipped", "failed")
+NIGHTLY_STATUSES = ("built", "kept", "skipped", "failed")
+"""A nightly's, in the order of its summary line: '1 published, 0 kept, 0 skipped, 0 failed'."""
 REPORT_FILES = {"json": "report.json", "markdown": "summary.md", "html": "index.html", "junit": "junit.xml"}
 TIMED_CHECKS = (("matmul_float32", "matmul fp32"), ("matmul_bfloat16", "matmul bf16"), ("mlp_training", "training"))
 """The smoke checks whose timings the reports quote, with their short names."""
@@ -157,7 +159,8 @@ class VariantView:
         if self.status == "skipped":
             parts.append("unchanged, not rebuilt")
         elif self.build_time != "–":
-            parts.append(f"built in {self.build_time}" if self.status == "built" else f"ran {self.build_time}")
+            parts.append(f"built in {self.build_time}" if self.status in ("built", "kept")
+                         else f"ran {self.build_time}")
         return " · ".join(parts)
 
     @property
@@ -184,7 +187,7 @@ def view(record: Mapping[str, Any]) -> VariantView:
         vendor=_text(record.get("vendor")) or "unknown", stack=_text(record.get("stack")),
         torch=_text(record.get("torch")) or "?", tag=_text(record.get("tag")),
         python=_text(record.get("python")) or "?", os=_text(record.get("os")) or "?",
-        flavor=_text(record.get("flavor")) or "?", status=_text(record.get("status")) or "unknown",
+        flavor=_text(record.get("flavor")) or "?", status=status_of(record),
         image=_text(record.get("image")), size_gb=size_gb(record.get("size")),
         build_time=duration_text(build_s), build_s=float(build_s) if _is_number(build_s) else 0.0,
         smoke_verdict=smoke_verdict(smoke, _text(record.get("smoke_earlier")) or None),
@@ -201,6 +204,13 @@ def view(record: Mapping[str, Any]) -> VariantView:
         without=tuple(clean_text(n) for n in record.get("without_companions") or () if isinstance(n, str)),
         packages=_text(record.get("packages")),
     )
+
+
+def status_of(record: Mapping[str, Any]) -> str:
+    """The record's status, with a nightly's rebuild whose content was identical (`kept`: nothing pushed, the
+    published image stays) told apart from a publication: the word the command's summary line uses too."""
+    status = _text(record.get("status")) or "unknown"
+    return "kept" if status == "built" and record.get("kept") is True else status
 
 
 def holds_text(facts: Any) -> str:
@@ -337,9 +347,10 @@ def meta_rows(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts per status (the three always present) and the keys of the failed variants."""
+    """Counts per status (the three always present, a nightly's `kept` too) and the keys of the failed variants."""
     views = [view(r) for r in records]
-    counts = dict.fromkeys(STATUSES, 0)
+    nightly = any("kept" in record for record in records)  # a nightly's records say whether each was kept
+    counts = dict.fromkeys(NIGHTLY_STATUSES if nightly else STATUSES, 0)
     for item in views:
         counts[item.status] = counts.get(item.status, 0) + 1
     return {"total": len(views), "counts": counts, "failed": [v.key for v in views if v.status == "failed"]}

@@ -8,12 +8,18 @@ a rebuilt image (a new ID) is always tested.
 found in it (accel_images.smoke.integrity), keyed by the fingerprint label, which an image derived
 from it or copying its labels carries too: such an image must hold the same files to pass its smoke
 test, and only the recorded image itself counts as built here (built_here).
+
+`builds/images/<name>.json`: the local name each build gave its image, with the image's ID and
+fingerprint (remember_image): how `run`, `pull`, `recommend` and `devcontainer` know an image this
+tool built here, the one image they may name without a registry (accel_images.host.sources).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
+from pathlib import Path
 
 from accel_images import untrusted
 from accel_images.smoke.integrity import Inventory, Recorded, parse_record
@@ -55,6 +61,51 @@ def remember_build(state: StateDir, fingerprint: str, image_id: str, inventory: 
     partial = path.with_name(path.name + ".tmp")
     partial.write_text(json.dumps(inventory.record(image_id, layers), sort_keys=True))
     os.replace(partial, path)
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """An image a build of this state directory made, under its local name."""
+
+    ref: str
+    image_id: str
+    fingerprint: str
+
+
+def remember_image(state: StateDir, ref: str, image_id: str, fingerprint: str) -> None:
+    """Record that the build of `fingerprint` made `image_id` under the local name `ref`; atomically, as
+    remember_build (a half-written record would read as no build)."""
+    path = state.built_image(ref)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps({"image": ref, "image_id": image_id, "fingerprint": fingerprint}, sort_keys=True))
+    os.replace(partial, path)
+
+
+def built_images(state: StateDir) -> dict[str, BuiltImage]:
+    """Every image recorded as built here, by local name; an unreadable or foreign record counts as none."""
+    found: dict[str, BuiltImage] = {}
+    try:
+        paths = sorted(state.built_images.glob("*.json"))
+    except OSError:
+        return found
+    for path in paths:
+        image = _built_image(path)
+        if image is not None and state.built_image(image.ref) == path:
+            found[image.ref] = image
+    return found
+
+
+def _built_image(path: Path) -> BuiltImage | None:
+    """One record of remember_image; None for anything else."""
+    try:
+        value = untrusted.loads(untrusted.read_limited(path, 64 * 1024))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and value.get(k)
+                                              for k in ("image", "image_id", "fingerprint")):
+        return None
+    return BuiltImage(value["image"], value["image_id"], value["fingerprint"])
 
 
 def built_here(state: StateDir, fingerprint: str | None, image_id: str, layers: tuple[str, ...]) -> bool:

@@ -66,12 +66,17 @@ def host_file(tmp_path: Path, host: HostInfo) -> str:
     return str(path)
 
 
+def no_builds(tmp_path: Path) -> tuple[str, str]:
+    """A state directory without builds: the registry is asked, whatever this checkout has built."""
+    return ("--state-dir", str(tmp_path / "no-builds"))
+
+
 @pytest.mark.registry
 def test_recommend_with_a_registry_offers_only_published_green_images(published: Published, tmp_path: Path) -> None:
     published.add(CPU_NEW, smoke=None)            # published, never smoke-tested
     published.add(CPU_OLD)
     result = CliRunner().invoke(cli_fanout.recommend_command,
-                                published.args("--host-json", host_file(tmp_path, HostInfo())))
+                                published.args(*no_builds(tmp_path), "--host-json", host_file(tmp_path, HostInfo())))
     assert result.exit_code == 0, result.output
     ref = f"{published.registry}/{published.repository}:{CPU_OLD}"
     assert result.stdout.strip() == f"docker run --rm -it --ipc host {ref}"
@@ -80,7 +85,8 @@ def test_recommend_with_a_registry_offers_only_published_green_images(published:
     assert f"not: {CPU_NEW}: published, but no smoke record vouches for its digest" in result.stderr
 
     as_json = CliRunner().invoke(cli_fanout.recommend_command,
-                                 published.args("--host-json", host_file(tmp_path, HostInfo()), "--json"))
+                                 published.args(*no_builds(tmp_path), "--host-json", host_file(tmp_path, HostInfo()),
+                                                "--json"))
     record = json.loads(as_json.stdout)
     assert record["image"] == ref and record["source"]["kind"] == "registry"
 
@@ -91,7 +97,8 @@ def test_a_gpu_host_gets_the_published_gpu_image(published: Published, tmp_path:
     published.add(CUDA, smoke=replace(PASSED, ran_on="cpu", cpu_fallback=True))
     a100 = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0",
                     gpu_names=("NVIDIA A100-SXM4-40GB",), gpu_archs=("8.0",), device_count=1)
-    result = CliRunner().invoke(cli_fanout.recommend_command, published.args("--host-json", host_file(tmp_path, a100)))
+    result = CliRunner().invoke(cli_fanout.recommend_command,
+                                published.args(*no_builds(tmp_path), "--host-json", host_file(tmp_path, a100)))
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().endswith(f"{published.repository}:{CUDA}")
     assert f"warning: {CUDA} was smoke-tested in CPU mode only: no cuda runner ran it" in result.stderr
@@ -100,7 +107,7 @@ def test_a_gpu_host_gets_the_published_gpu_image(published: Published, tmp_path:
 @pytest.mark.registry
 def test_an_empty_repository_is_one_line_naming_the_way_out(published: Published, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli_fanout.recommend_command,
-                                published.args("--host-json", host_file(tmp_path, HostInfo())))
+                                published.args(*no_builds(tmp_path), "--host-json", host_file(tmp_path, HostInfo())))
     assert result.exit_code == 1
     assert result.stderr.strip() == (f"accel-images: error: registry {published.registry}/{published.repository}"
                                      " publishes no accel-images image (check --registry and --image, or pass"

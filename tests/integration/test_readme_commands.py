@@ -36,6 +36,8 @@ ELSEWHERE = {
     "accel-images build --vendor rocm --torch 2.14": "builds ROCm images with the Docker engine",
     "export ACCEL_IMAGES_REGISTRY=ghcr.io/acme": "the block after it reads ghcr.io, out of reach here",
     "accel-images catalogue": "reads ghcr.io/acme (tests/unit/test_catalogue.py, against the local registry)",
+    "mkdir -p ~/.config/accel-images && echo 'registry: registry.example.com/ml' > ~/.config/accel-images/config.yaml":
+        "writes the user's configuration (tests/unit/test_sources.py reads such a file)",
     "accel-images run -- python train.py": "starts a container on an image from ghcr.io/acme",
     "accel-images devcontainer": "chooses from ghcr.io/acme (tests/unit/test_session.py)",
     "make device-check": "needs an accelerator and its tools (tests/unit/test_devicecheck.py runs the module against fake ones)",

@@ -347,7 +347,8 @@ def test_recommend_prints_one_pod_by_digest_for_the_detected_vendor(published: P
     host = tmp_path / "host.json"
     host.write_text(json.dumps(a100))
     result = CliRunner().invoke(fanout.recommend_command,
-                                published.args("--engine", "kubernetes", "--host-json", str(host)))
+                                published.args("--engine", "kubernetes", "--host-json", str(host),
+                                               "--state-dir", str(tmp_path / "no-builds")))
     assert result.exit_code == 0, result.output
     validate_pod(result.stdout)
     container = yaml.safe_load(result.stdout)["spec"]["containers"][0]

@@ -115,7 +115,7 @@ def test_build_smoke_tests_on_the_accelerator_then_pushes_on_green():
     assert steps.index(build) < steps.index(push)
     assert push.get("if", "success()") == "success()"  # a red build or smoke step skips the push
     assert '--registry "$REGISTRY"' in push["run"]
-    assert JOBS["build"]["env"]["REGISTRY"] == "${{ vars.REGISTRY }}"
+    assert JOBS["build"]["env"]["REGISTRY"] == "${{ needs.plan.outputs.registry }}"
     logins = [s for s in steps if s.get("uses", "").startswith("docker/login-action@")]
     assert len(logins) == 1 and steps.index(logins[0]) < steps.index(push)
 

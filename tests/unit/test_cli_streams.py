@@ -206,7 +206,7 @@ def _night(variant: Any, reused: bool) -> Any:
     from accel_images.build.outcome import Outcome
     built = Outcome(variant, "built", f"reg.example:5000/team/pytorch:{variant.tag}", "sha256:1", 10**9,
                     None if reused else 42.0, smoke=_smoke())
-    return NightlyOutcome(built, "not in the registry yet", registry_digest="sha256:" + "d" * 64)
+    return NightlyOutcome(built, "first publication", registry_digest="sha256:" + "d" * 64)
 
 
 def test_nightly_progress_and_table_say_passed_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,9 +214,9 @@ def test_nightly_progress_and_table_say_passed_and_reused(monkeypatch: pytest.Mo
     from accel_images.publish.nightly import describe
     first, second = _variants()[:2]
     assert describe(_night(first, reused=False)).startswith(
-        "published (not in the registry yet): built in 42 s, smoke passed on cpu, ")
+        "published (first publication): built in 42 s, smoke passed on cpu, ")
     assert describe(_night(second, reused=True)).startswith(
-        "published (not in the registry yet): the local build reused, smoke passed on cpu, ")
+        "published (first publication): the local build reused, smoke passed on cpu, ")
     from rich.console import Console
     console = Console(width=300, record=True)
     console.print(nightly_table([_night(first, False), _night(second, True)]))

@@ -47,7 +47,8 @@ def test_compat_list_recommend_run(cpu_host: str, tmp_path: Path) -> None:
     assert only_json(cli("compat", "torch==2.14", "cuda==13.0", "--json"))
     assert only_json(cli("list", "--vendor", "cpu", "--json"))
     assert only_json(cli("recommend", "--host-json", cpu_host, "--json"))["image"]  # type: ignore[index]
-    assert only_json(cli("run", "--host-json", cpu_host, "--json", "--", "true"))["argv"]  # type: ignore[index]
+    assert only_json(cli("run", "--host-json", cpu_host, "--registry", "ghcr.io/acme", "--from-matrix", "--json", "--",
+                         "true"))["argv"]  # type: ignore[index]
 
 
 def test_every_command_with_a_json_option_is_covered_here() -> None:

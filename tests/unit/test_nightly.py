@@ -90,7 +90,7 @@ def remote(labels: dict[str, str], created: datetime | None = None) -> RemoteIma
 
 
 @pytest.mark.parametrize("image,reason", [
-    (None, "not in the registry yet"),
+    (None, "first publication"),
     (remote({}), "the registry's image has no fingerprint label"),
     (remote({FINGERPRINT_LABEL: "sha256:old", BASE_DIGEST_LABEL: "base@sha256:aaa"}),
      "base image changed (sha256:aaa -> sha256:bbb)"),
@@ -345,7 +345,7 @@ def test_a_local_image_this_state_directory_did_not_build_is_never_published(
     assert night.status == "built" and night.publication is not None and night.publication.ok
     assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
     assert night.outcome.image_id == f"sha256:built-team/pytorch:{DEBIAN}"
-    assert describe(night).startswith("published (not in the registry yet): built in ")
+    assert describe(night).startswith("published (first publication): built in ")
 
 
 @pytest.mark.parametrize("recorded,skipped", [(True, True), (False, False)])

@@ -105,3 +105,34 @@ def test_the_install_line_for_users_works_today_and_says_which() -> None:
     assert (ROOT / ".github" / "workflows" / "release.yml").is_file()
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert version and f"accel_images-{version.group(1)}-py3-none-any.whl" in paragraph
+
+
+def test_readme_says_where_images_come_from_and_where_a_release_is() -> None:
+    """Before: README's only registry was a placeholder, and it did not say that a name without a registry is
+    a Docker Hub name (issue 41, 1)."""
+    from accel_images.host.sources import CONFIG_NAME, REGISTRY_ENV
+    text = " ".join((ROOT / "README.md").read_text().split())
+    section = text[text.index("### Where images come from"):text.index("### Mirrors and offline builds")]
+    for needed in ("an image this host built", "--pull never", "--registry REG", REGISTRY_ENV,
+                   f"~/.config/{CONFIG_NAME.as_posix()}", "`registry: REG`", "one line that names both ways",
+                   "ghcr.io/<owner>/accel-images/pytorch:TAG", "repository variable `REGISTRY`"):
+        assert needed in section, needed
+
+
+def test_readme_says_why_a_published_image_has_its_tags() -> None:
+    """Before: each published image left seven tags and nothing said why (issue 41, 5)."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("Why a published image has the tags it has"):]
+    table = table[:table.index("\n\n", table.index("| Tag |"))]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) == 6
+    for kind in ("(the full tag)", "(dated)", "(aliases)", "`…-tested`", "`sha256-<digest>.smoke`", "`sha256-<digest>`"):
+        assert any(kind in row for row in rows), kind
+
+
+def test_readme_compose_commands_work_with_compose_v2_and_debians_v1() -> None:
+    """Before: only `docker compose`, which Debian's Compose (v1, the docker-compose package) does not have."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    bullet = text[text.index("- **Docker Compose**"):text.index("- **VS Code")]
+    assert "`docker-compose.yml`" in bullet  # the file name both read
+    assert "`docker compose run --rm dev` (v2)" in bullet and "`docker-compose run --rm dev` (v1)" in bullet

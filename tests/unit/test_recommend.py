@@ -493,8 +493,13 @@ def test_an_image_from_the_matrix_is_said_to_need_building_on_the_docker_run_lin
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)))
     assert result.exit_code == 0, result.output
     comment, line = result.stdout.strip().splitlines()
+    assert line.startswith("docker run --rm -it --pull never ")  # the line for after the build: never Docker Hub
     assert line.endswith(" accel-images/pytorch:2.15.0-cuda13.2-py3.12-ubuntu24.04")
-    assert comment.startswith("# not published anywhere, only buildable: build it first with `accel-images build --matrix")
+    assert comment.startswith("# not built here, and no registry is configured: build it here with `accel-images build"
+                              " --matrix")
+    from accel_images.host.sources import config_path
+    assert comment.endswith(", or name the registry that publishes it: --registry REG, ACCEL_IMAGES_REGISTRY=REG, or"
+                            f" `registry: REG` in {config_path()}")
     build = comment.split("`")[1].split()
     filters = {build[i][2:]: build[i + 1] for i in range(2, len(build), 2) if build[i] != "--matrix"}
     expansion = expand(load_matrix(ROOT / "matrix.yaml"), compat.load_kb())
@@ -592,7 +597,7 @@ def test_recommend_command_on_an_unusable_host_prints_the_cpu_image_and_exits_6(
     result = run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, host)))
     assert result.exit_code == 6, result.output
     assert result.stdout.strip().splitlines()[-1] == \
-        "docker run --rm -it --ipc host accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
+        "docker run --rm -it --pull never --ipc host accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
     assert "host: cuda, accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
     assert "warning: accelerator present but unusable: NVIDIA driver not loaded" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("accel-images: error: accelerator present but unusable")
@@ -616,9 +621,10 @@ def test_pull_on_an_unusable_host_pulls_the_cpu_image_and_exits_6(tmp_path, monk
     monkeypatch.setattr(engine, "Engine", PullRecorder)  # pull imports it when it runs
     PullRecorder.pulled = []
     host = HostInfo(vendor="cuda", unusable="NVML Unknown Error (...)")
-    result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, host)))
+    result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, host)), "--registry", "ghcr.io/acme",
+                 "--from-matrix")
     assert result.exit_code == 6
-    assert PullRecorder.pulled == ["accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"]
+    assert PullRecorder.pulled == ["ghcr.io/acme/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"]
 
 
 @pytest.mark.parametrize("content", ['{"vendor": "cuda", "unusable": 3}', '{"vendor": "cuda", "device_count": "2"}',
@@ -707,7 +713,8 @@ def test_an_arm64_cpu_host_gets_the_newest_arm64_cpu_image(tmp_path, expansion, 
 def test_pull_asks_the_engine_for_the_hosts_platform(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "Engine", PullRecorder)  # pull imports it when it runs
     PullRecorder.pulled, PullRecorder.platforms = [], []
-    result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo(machine="aarch64"))))
+    result = run(cli_fanout.pull_command, "--host-json", str(host_file(tmp_path, HostInfo(machine="aarch64"))),
+                 "--registry", "ghcr.io/acme", "--from-matrix")
     assert result.exit_code == 0, result.output
     assert PullRecorder.platforms == ["linux/arm64"]
-    assert PullRecorder.pulled == ["accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"]
+    assert PullRecorder.pulled == ["ghcr.io/acme/accel-images/pytorch:2.14.1-cpu-py3.12-ubuntu24.04"]

@@ -449,3 +449,21 @@ def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
     for key, item in items:
         found += _paths(item, (*prefix, key))
     return found
+
+
+# ---- one outcome, one word (issue 41, 5) -----------------------------------------------------------
+
+def test_a_kept_rebuild_is_kept_in_every_report_as_the_command_says() -> None:
+    """Before: after a forced rebuild with identical content, the CLI said "0 published, 1 kept" while the HTML
+    badge and headline said "1 published" (the record's status is `built`, its `kept` was not read)."""
+    kept = {**load("nightly")[0], "status": "built", "kept": True, "pushed_tags": []}
+    summary = summarize([kept])
+    assert summary["counts"] == {"built": 0, "kept": 1, "skipped": 0, "failed": 0}
+    said = report.status_words(META, [report.view(kept)])
+    assert report.headline(summary, said) == "0 published, 1 kept, 0 skipped, 0 failed"
+    page = render_html([kept], META)
+    assert '<span class="pill s-kept">1 kept</span>' in page and '<span class="pill s-built">0 published</span>' in page
+    assert '<span class="badge s-kept">kept</span>' in page
+    assert "| kept |" in render_markdown([kept], META)
+    published = {**kept, "kept": False}
+    assert summarize([published])["counts"] == {"built": 1, "kept": 0, "skipped": 0, "failed": 0}

@@ -41,9 +41,10 @@ def session(vendor: str, dev_root: Path, **changes: object) -> Launch:
 
 
 def chosen(vendor: str, dev_root: Path) -> Launch:
-    """What `recommend --engine ... --registry REG` renders: the vendor's container as `run --print` has it
-    (its session settings too: one Launch), no user or workspace, the image by digest."""
-    return replace(launch(IMAGE, vendor, dev_root), digest=DIGEST)
+    """What `recommend --engine ... --registry REG` renders for a host with two of the vendor's devices: the
+    vendor's container as `run --print` has it (its session settings too: one Launch), no user or workspace,
+    the image by digest."""
+    return replace(launch(IMAGE, vendor, dev_root), digest=DIGEST, device_count=2)
 
 
 # ---- Podman ---------------------------------------------------------------------------------------
@@ -148,11 +149,11 @@ def test_apptainer_pulls_by_digest_where_the_catalogue_gave_one(dev_root: Path) 
 ENROOT = {
     "cpu": "srun '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
            " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
-    "cuda": "srun --gres=gpu:1 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
+    "cuda": "srun --gres=gpu:4 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
             " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
-    "rocm": "srun --gres=gpu:1 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
+    "rocm": "srun --gres=gpu:4 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
             " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
-    "xpu": "srun --gres=gpu:1 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
+    "xpu": "srun --gres=gpu:4 '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
            " --container-workdir=/workspace /usr/bin/tini -s -g -- /opt/accel-images/guard.sh python -V",
     "gaudi": "env HABANA_VISIBLE_DEVICES=all OMPI_MCA_btl_vader_single_copy_mechanism=none srun"
              " '--container-image=reg.example#ai/pytorch:T' --container-mounts=/src:/workspace"
@@ -172,7 +173,7 @@ ENROOT_NOTES = {
 
 @pytest.mark.parametrize("vendor", VENDORS)
 def test_enroot_line_for_each_vendor(vendor: str, dev_root: Path) -> None:
-    rendered = render("enroot", session(vendor, dev_root))
+    rendered = render("enroot", session(vendor, dev_root, device_count=4))
     assert rendered.text == expected(ENROOT[vendor], dev_root)
     assert rendered.notes == ENROOT_NOTES[vendor] and rendered.argv is None
 
@@ -202,13 +203,15 @@ def test_an_enroot_uri_puts_a_hash_after_the_registry(image: str, uri: str) -> N
 # The API's emptyDir: "medium ... Must be an empty string (default) or Memory"; Images: "Digests are hashes of
 #   the image's content, and are immutable".
 
+RESTRICTED = "# Pod Security Standard: restricted\n"
 POD_HEAD = """apiVersion: v1
 kind: Pod
 metadata:
-  name: accel-images
+  generateName: accel-images-
 spec:
   restartPolicy: Never
   securityContext:
+    runAsNonRoot: true
     runAsUser: 1000
     runAsGroup: 1000
     fsGroup: 1000
@@ -229,6 +232,21 @@ CONTAINER = """  containers:
     - sleep
     - infinity
 """
+
+
+def security(seccomp: str = "RuntimeDefault", add: str = "") -> str:
+    """The container's securityContext: the restricted level's settings, and what the vendor adds."""
+    added = f"        add:\n{add}" if add else ""
+    return f"""    securityContext:
+      allowPrivilegeEscalation: false
+      capabilities:
+        drop:
+        - ALL
+{added}      seccompProfile:
+        type: {seccomp}
+"""
+
+
 SHM_MOUNT = """    volumeMounts:
     - name: dshm
       mountPath: /dev/shm
@@ -238,43 +256,38 @@ SHM_MOUNT = """    volumeMounts:
       medium: Memory
 """
 POD = {
-    "cpu": POD_HEAD + CONTAINER + SHM_MOUNT,
-    "cuda": POD_HEAD + CONTAINER + """    resources:
+    "cpu": RESTRICTED + POD_HEAD + CONTAINER + security() + SHM_MOUNT,
+    "cuda": RESTRICTED + POD_HEAD + CONTAINER + """    resources:
       limits:
-        nvidia.com/gpu: 1
-""" + SHM_MOUNT,
-    "rocm": POD_HEAD + GROUPS + "  hostIPC: true\n" + CONTAINER + """    resources:
+        nvidia.com/gpu: 2
+""" + security() + SHM_MOUNT,
+    "rocm": "# Pod Security Standard: privileged (hostIPC: rocm asks for the host's IPC namespace; seccomp Unconfined:"
+            " rocm asks for it; capabilities SYS_PTRACE: rocm adds them)\n" + POD_HEAD + GROUPS + "  hostIPC: true\n" + CONTAINER + """    resources:
       limits:
-        amd.com/gpu: 1
-    securityContext:
-      capabilities:
-        add:
-        - SYS_PTRACE
-      seccompProfile:
-        type: Unconfined
-""",
-    "xpu": POD_HEAD + GROUPS + CONTAINER + """    resources:
+        amd.com/gpu: 2
+""" + security("Unconfined", add="        - SYS_PTRACE\n"),
+    "xpu": RESTRICTED + POD_HEAD + GROUPS + CONTAINER + """    resources:
       limits:
-        gpu.intel.com/i915: 1
-""" + SHM_MOUNT,
-    "gaudi": POD_HEAD + "  hostIPC: true\n  hostNetwork: true\n" + CONTAINER + """    env:
+        gpu.intel.com/i915: 2
+""" + security() + SHM_MOUNT,
+    "gaudi": "# Pod Security Standard: privileged (hostIPC: gaudi asks for the host's IPC namespace; hostNetwork:"
+             " gaudi's sessions use the host's network; capabilities SYS_NICE: gaudi adds them)\n" + POD_HEAD + "  hostIPC: true\n  hostNetwork: true\n" + CONTAINER + """    env:
     - name: OMPI_MCA_btl_vader_single_copy_mechanism
       value: none
     resources:
       limits:
-        habana.ai/gaudi: 1
-    securityContext:
-      capabilities:
-        add:
-        - SYS_NICE
-""",
+        habana.ai/gaudi: 2
+""" + security(add="        - SYS_NICE\n"),
 }
 GROUP_NOTE = "supplementalGroups are this host's device groups; a node's ids may differ"
-POD_NOTES = {"cpu": (), "cuda": ("ulimits memlock=-1 stack=67108864 cannot be set in a Pod: the node's runtime"
-                                  " defaults apply",),
-             "rocm": (GROUP_NOTE,), "xpu": (GROUP_NOTE,),
+NAME_NOTE = "generateName: `kubectl create -f` names each Pod anew (`kubectl apply` needs --name)"
+ULIMIT_NOTE = "ulimits memlock=-1 cannot be set in a Pod: the node's runtime defaults apply"
+POD_NOTES = {"cpu": (NAME_NOTE,),
+             "cuda": ("ulimits memlock=-1 stack=67108864 cannot be set in a Pod: the node's runtime defaults apply",
+                      NAME_NOTE),
+             "rocm": (GROUP_NOTE, NAME_NOTE), "xpu": (GROUP_NOTE, NAME_NOTE),
              "gaudi": ("the node's container runtime must be habana's (its operator makes it the default)",
-                       "ulimits memlock=-1 cannot be set in a Pod: the node's runtime defaults apply")}
+                       ULIMIT_NOTE, NAME_NOTE)}
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
@@ -503,7 +516,8 @@ A100 = {"vendor": "cuda", "driver_version": "580.126.09", "stack_version": "13.0
 def test_recommend_prints_one_valid_pod_naming_the_hosts_resource(tmp_path: Path) -> None:
     from accel_images.cli import fanout
     result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine",
-                                                           "kubernetes", "--host-json", host_json(tmp_path, **A100)])
+                                                           "kubernetes", "--host-json", host_json(tmp_path, **A100),
+                                                           "--registry", "ghcr.io/acme", "--from-matrix"])
     assert result.exit_code == 0, result.output
     validate_pod(result.stdout)
     pod = yaml.safe_load(result.stdout)
@@ -546,7 +560,8 @@ def test_an_intel_host_of_unknown_kernel_driver_gets_i915_and_a_note_saying_so(t
 def test_recommend_json_carries_the_rendered_engine(tmp_path: Path) -> None:
     from accel_images.cli import fanout
     result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine", "podman",
-                                                           "--host-json", host_json(tmp_path, **A100), "--json"])
+                                                           "--host-json", host_json(tmp_path, **A100), "--json",
+                                                           "--registry", "ghcr.io/acme", "--from-matrix"])
     record = json.loads(result.stdout)
     assert record["run"]["engine"] == "podman"
     assert record["run"]["text"].startswith("podman run --rm -it --device nvidia.com/gpu=all")
@@ -570,3 +585,206 @@ def test_run_refuses_a_malformed_volume_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli_session.run_command, ["img:t", "--vendor", "cpu", "-v", "/data", "--print"])
     assert result.exit_code == 2
     assert result.stderr == "accel-images: error: --volume: '/data' is not SRC:DST[:ro|rw]\n"
+
+
+# ---- Pod Security Standards (issue 41, 3) ---------------------------------------------------------
+# kubernetes.io/docs/concepts/security/pod-security-standards: Baseline forbids host namespaces (hostNetwork,
+#   hostPID, hostIPC), privileged containers, capabilities added beyond its list, hostPath volumes, hostPorts and
+#   the Unconfined seccomp profile; Restricted also requires allowPrivilegeEscalation: false, runAsNonRoot: true,
+#   a non-zero runAsUser, seccompProfile RuntimeDefault or Localhost, and capabilities drop ALL (add at most
+#   NET_BIND_SERVICE). Written here from that page, apart from the renderer's own decision.
+
+BASELINE_ADDS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+                 "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+
+def pss_level(pod: dict[str, object]) -> str:
+    """The strictest Pod Security Standard `pod` meets, by the page's checks."""
+    spec: dict = pod["spec"]  # type: ignore[assignment]
+    pod_context = spec.get("securityContext", {})
+    containers = spec["containers"]
+    contexts = [c.get("securityContext", {}) for c in containers]
+    seccomp = [c.get("seccompProfile", pod_context.get("seccompProfile", {})).get("type") for c in contexts]
+    baseline = not (spec.get("hostIPC") or spec.get("hostNetwork") or spec.get("hostPID")
+                    or any("hostPath" in volume for volume in spec.get("volumes", []))
+                    or any(c.get("privileged") for c in contexts)
+                    or any(set(c.get("capabilities", {}).get("add", [])) - BASELINE_ADDS for c in contexts)
+                    or any(port.get("hostPort") for c in containers for port in c.get("ports", []))
+                    or "Unconfined" in seccomp)
+    if not baseline:
+        return "privileged"
+    restricted = (all(c.get("allowPrivilegeEscalation") is False for c in contexts)
+                  and all(c.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is True for c in contexts)
+                  and all(c.get("runAsUser", pod_context.get("runAsUser")) != 0 for c in contexts)
+                  and all(kind in ("RuntimeDefault", "Localhost") for kind in seccomp)
+                  and all("ALL" in c.get("capabilities", {}).get("drop", []) for c in contexts)
+                  and all(set(c.get("capabilities", {}).get("add", [])) <= {"NET_BIND_SERVICE"} for c in contexts)
+                  and all(set(volume) - {"name"} <= {"emptyDir", "configMap", "secret", "persistentVolumeClaim",
+                                                     "projected", "downwardAPI", "csi", "ephemeral"}
+                          for volume in spec.get("volumes", [])))
+    return "restricted" if restricted else "baseline"
+
+
+NEEDS = {"cpu": "restricted", "cuda": "restricted", "xpu": "restricted", "rocm": "privileged", "gaudi": "privileged"}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_a_pod_meets_the_strictest_pod_security_standard_its_vendor_allows(vendor: str, dev_root: Path) -> None:
+    """Before: no runAsNonRoot, allowPrivilegeEscalation, dropped capabilities or seccomp profile, so even a CPU
+    Pod was refused by a namespace enforcing `restricted`; and nothing said which vendors need more."""
+    for form in (replace(launch(IMAGE, vendor, dev_root), digest=DIGEST), session(vendor, dev_root)):
+        text = render("kubernetes", form).text
+        pod = yaml.safe_load(text)
+        assert pss_level(pod) == NEEDS[vendor]
+        assert text.splitlines()[0].startswith(f"# Pod Security Standard: {NEEDS[vendor]}")
+        validate_pod(text)
+    with_volume = session(vendor, dev_root, extras=Extras((Mount("/data", "/data"),)))
+    assert pss_level(yaml.safe_load(render("kubernetes", with_volume).text)) == "privileged"
+
+
+def test_the_help_says_which_vendors_need_more_than_restricted_and_why() -> None:
+    from accel_images.cli import fanout, session as cli_session
+    for command in (fanout.recommend_command, cli_session.run_command):
+        shown = " ".join(CliRunner().invoke(command, ["--help"]).output.split())
+        assert "Kubernetes Pods meet the restricted Pod Security Standard, except: rocm needs privileged (hostIPC," \
+               " seccomp Unconfined, capabilities SYS_PTRACE); gaudi needs privileged (hostIPC, hostNetwork," \
+               " capabilities SYS_NICE)" in shown
+
+
+def test_every_pod_gets_a_name_of_its_own(dev_root: Path) -> None:
+    """Before: every Pod was named `accel-images`, so a second user's `kubectl apply` replaced the first's."""
+    pod = yaml.safe_load(render("kubernetes", launch(IMAGE, "cpu", dev_root)).text)
+    assert pod["metadata"] == {"generateName": "accel-images-"}
+    named = yaml.safe_load(render("kubernetes", replace(launch(IMAGE, "cpu", dev_root), extras=Extras(name="jane-1"))).text)
+    assert named["metadata"] == {"name": "jane-1"}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("my name", "--name: 'my name' is not a container name"),
+    ("My_Pod", "--name: 'My_Pod' is not a Pod name: lowercase letters, digits, '-' and '.'"),
+])
+def test_a_name_the_api_server_would_refuse_is_one_line(tmp_path: Path, name: str, message: str) -> None:
+    """Before: `--name 'my name'` became a Pod name the API server rejects."""
+    from accel_images.cli import session as cli_session
+    result = CliRunner().invoke(cli_session.run_command, ["img:t", "--vendor", "cpu", "--engine", "kubernetes",
+                                                          "--name", name, "--print"])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"accel-images: error: {message}")
+
+
+def test_slurm_and_kubernetes_ask_for_the_devices_the_host_description_counts(tmp_path: Path) -> None:
+    """Before: `--gres=gpu:1` and `nvidia.com/gpu: 1` whatever the node had."""
+    from accel_images.cli import fanout
+    node = host_json(tmp_path, **{**A100, "device_count": 4})
+    args = ["--matrix", str(ROOT / "matrix.yaml"), "--host-json", node, "--registry", "ghcr.io/acme", "--from-matrix"]
+    enroot = CliRunner().invoke(fanout.recommend_command, [*args, "--engine", "enroot"])
+    assert enroot.exit_code == 0, enroot.output
+    assert enroot.stdout.splitlines()[-1].startswith("srun --pty --gres=gpu:4 ")
+    pod = yaml.safe_load(CliRunner().invoke(fanout.recommend_command, [*args, "--engine", "kubernetes"]).stdout)
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+
+
+def test_without_a_count_one_device_is_asked_for_and_the_notes_say_why(dev_root: Path) -> None:
+    rendered = render("enroot", replace(session("cuda", dev_root), device_count=None))
+    assert "--gres=gpu:1 " in rendered.text
+    assert rendered.notes[0] == "--gres=gpu:1: the host description counts no cuda devices (pass --host-json with" \
+                                " a node's)"
+
+
+# ---- values each runtime would split or expand (issue 37, B10) -------------------------------------
+
+def test_an_apptainer_value_with_a_comma_travels_whole(dev_root: Path) -> None:
+    """Before: `--env CUDA_VISIBLE_DEVICES=0,1`, which Apptainer reads as two settings, `CUDA_VISIBLE_DEVICES=0` and `1`."""
+    form = session("cpu", dev_root, extras=Extras(environment=(("CUDA_VISIBLE_DEVICES", "0,1"), ("A", "1"))))
+    text = render("apptainer", form).text
+    assert text.startswith("env APPTAINERENV_CUDA_VISIBLE_DEVICES=0,1 apptainer run ")
+    assert "--env A=1 " in text and "--env CUDA" not in text
+
+
+@pytest.mark.parametrize("engine", ["apptainer", "enroot"])
+@pytest.mark.parametrize("where", ["workspace", "volume"])
+@pytest.mark.parametrize("path", ["/data/a,b", "/data/v:2"])
+def test_a_path_apptainer_or_enroot_would_split_is_refused_in_one_line(engine: str, where: str, path: str,
+                                                                       dev_root: Path) -> None:
+    """Before: `--bind /data/a,b:/d` bound /data/a and `b:/d`; `--container-mounts` split the same way."""
+    form = (replace(session("cpu", dev_root), workspace=Path(path)) if where == "workspace"
+            else session("cpu", dev_root, extras=Extras((Mount(path, "/d"),))))
+    with pytest.raises(InputError) as raised:
+        render(engine, form)
+    line = raised.value.one_line()
+    assert line.startswith(f"--{where}: {path!r} holds ") and f"which {engine} reads as a separator" in line
+
+
+def compose_reads(value: str) -> str:
+    """What Compose makes of a value (compose-spec 12-interpolation): `$$` is `$`; `$NAME`, `${...}` a variable;
+    `$(` an error. Raises where the value would not arrive as written."""
+    out, index = [], 0
+    while index < len(value):
+        if value[index] == "$":
+            following = value[index + 1:index + 2]
+            if following == "$":
+                out.append("$")
+                index += 2
+                continue
+            raise AssertionError(f"Compose interpolates or refuses {value[index:]!r}")
+        out.append(value[index])
+        index += 1
+    return "".join(out)
+
+
+def kubelet_reads(value: str) -> str:
+    """What the kubelet makes of a command word or env value: `$$` is `$`, `$(NAME)` the variable's value."""
+    out, index = [], 0
+    while index < len(value):
+        if value[index] == "$" and value[index + 1:index + 2] == "$":
+            out.append("$")
+            index += 2
+        elif value[index] == "$" and value[index + 1:index + 2] == "(" and ")" in value[index:]:
+            end = value.index(")", index)
+            out.append(f"<{value[index + 2:end]}>")
+            index = end + 1
+        else:
+            out.append(value[index])
+            index += 1
+    return "".join(out)
+
+
+DOLLARS = ("$HOME", "a$$b", "$(date)", "${X:-y}", "cost: 5$")
+
+
+def test_compose_receives_every_dollar_as_given(dev_root: Path) -> None:
+    """Before: Compose expanded `$HOME`, read `$$` as `$` and refused `$(`."""
+    form = replace(session("cpu", dev_root), command=("echo", *DOLLARS),
+                   extras=Extras(environment=tuple((f"V{n}", value) for n, value in enumerate(DOLLARS))))
+    service = yaml.safe_load(render("compose", form).text)["services"]["dev"]
+    assert [compose_reads(word) for word in service["command"]] == ["echo", *DOLLARS]
+    assert [compose_reads(value) for value in service["environment"].values()] == list(DOLLARS)
+
+
+def test_the_kubelet_receives_every_dollar_as_given(dev_root: Path) -> None:
+    """Before: `$(date)` in a command or an env value was a reference the kubelet expanded."""
+    form = replace(launch(IMAGE, "cpu", dev_root), command=("echo", *DOLLARS),
+                   extras=Extras(environment=tuple((f"V{n}", value) for n, value in enumerate(DOLLARS))))
+    container = yaml.safe_load(render("kubernetes", form).text)["spec"]["containers"][0]
+    assert [kubelet_reads(word) for word in container["command"]][-len(DOLLARS):] == list(DOLLARS)
+    assert [kubelet_reads(item["value"]) for item in container["env"]] == list(DOLLARS)
+
+
+def test_the_printed_line_is_the_line_that_runs(tmp_path: Path) -> None:
+    """Before: a tab or a no-break space was shown as `\\t` or `\\xa0` inside quotes, which a shell reads as
+    other characters than the ones `run` executes."""
+    import shutil
+    import subprocess
+    from accel_images.cli import session as cli_session
+    args = ["img:t", "--vendor", "cpu", "--workspace", str(tmp_path), "-e", "SEP=a\tb", "-e", "NAME=x\u00a0y"]
+    command = ["--", "python", "-c", "print('tab\\there')", "new\nline", "it's"]
+    shown = CliRunner().invoke(cli_session.run_command, [*args, "--print", *command])
+    planned = CliRunner().invoke(cli_session.run_command, [*args, "--json", *command])
+    assert shown.exit_code == 0 and planned.exit_code == 0, shown.output + planned.output
+    assert shown.stdout.endswith("\n") and shown.stdout[:-1].isprintable()  # one line, every character visible
+    bash = shutil.which("bash")
+    assert bash is not None
+    read_back = subprocess.run([bash, "-c", 'printf "%s\\0" ' + shown.stdout.rstrip("\n")], capture_output=True,
+                               check=True).stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
+    assert read_back == json.loads(planned.stdout)["argv"]

@@ -117,6 +117,10 @@ def invoke(command, *args: str):
     return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), *args])
 
 
+REGISTRY = ("--registry", "ghcr.io/acme", "--from-matrix")
+"""A registry named, choosing from the matrix: images by its name, nothing read from it."""
+
+
 @pytest.mark.parametrize("uid, gid, groups", [
     (0, 0, ""),                        # root writes the environment anyway
     (1000, 1000, " --group-add 100"),  # a host user outside the environment's group `users` (100) joins it
@@ -127,11 +131,11 @@ def test_run_print_chooses_like_recommend_and_takes_the_command_after_dashes(
     monkeypatch.setattr(os, "getuid", lambda: uid)
     monkeypatch.setattr(os, "getgid", lambda: gid)
     result = invoke(cli_session.run_command, "--host-json", host_json(tmp_path), "--workspace", str(tmp_path),
-                    "--print", "--", "python", "-c", "print(1)")
+                    *REGISTRY, "--print", "--", "python", "-c", "print(1)")
     assert result.exit_code == 0, result.output
     assert result.stdout == (f"docker run --rm -i --ipc host --user {uid}:{gid}{groups} --mount"
-                             f" type=bind,source={tmp_path},target=/workspace"
-                             " -w /workspace accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
+                             f" type=bind,source={tmp_path},target=/workspace -w /workspace"
+                             " ghcr.io/acme/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04 python -c 'print(1)'\n")
     assert "from: chosen from" in result.stderr and "not checked against a registry" in result.stderr
 
 
@@ -158,7 +162,7 @@ def test_run_with_an_image_takes_its_vendor_from_the_tag(tmp_path: Path) -> None
 
 def test_run_on_a_broken_gpu_host_starts_the_cpu_image_and_says_why(tmp_path: Path) -> None:
     broken = host_json(tmp_path, vendor="cuda", unusable="nvidia-smi: Driver/library version mismatch")
-    result = invoke(cli_session.run_command, "--host-json", broken, "--print")
+    result = invoke(cli_session.run_command, "--host-json", broken, *REGISTRY, "--print")
     assert result.exit_code == 0, result.output
     assert "--gpus" not in result.stdout and "2.15.0-cpu-py3.12-ubuntu24.04" in result.stdout
     assert "warning: accelerator present but unusable: nvidia-smi: Driver/library version mismatch" in result.stderr
@@ -166,11 +170,12 @@ def test_run_on_a_broken_gpu_host_starts_the_cpu_image_and_says_why(tmp_path: Pa
 
 def test_devcontainer_writes_the_file_once(tmp_path: Path) -> None:
     out = tmp_path / ".devcontainer" / "devcontainer.json"
-    args = ("--host-json", host_json(tmp_path), "--out", str(out))
+    args = ("--host-json", host_json(tmp_path), "--out", str(out), *REGISTRY)
     first = invoke(cli_session.devcontainer_command, *args)
     assert first.exit_code == 0, first.output
     config = json.loads(out.read_text())
-    assert config["image"] == "accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04" and config["remoteUser"] == "dev"
+    assert config["image"] == "ghcr.io/acme/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
+    assert config["remoteUser"] == "dev"
     assert config["runArgs"] == ["--ipc", "host"]
     again = invoke(cli_session.devcontainer_command, *args)
     assert again.exit_code == 2
@@ -210,7 +215,7 @@ def test_devcontainer_replaces_the_file_never_writes_into_it(tmp_path: Path) -> 
     other.write_text("precious\n")
     os.link(other, out)
     result = invoke(cli_session.devcontainer_command, "--host-json", host_json(tmp_path), "--out", str(out),
-                    "--force")
+                    "--force", *REGISTRY)
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["remoteUser"] == "dev"
     assert other.read_text() == "precious\n"
@@ -229,3 +234,77 @@ def test_an_image_whose_vendor_cannot_be_told_needs_vendor(tmp_path: Path) -> No
     ok = invoke(cli_session.run_command, "ubuntu:24.04", "--vendor", "cpu", "--print")
     assert ok.exit_code == 0 and ok.stdout.split()[-1] == "ubuntu:24.04"
 """A user id in neither the host's nor the image's /etc/passwd: the files must still be theirs."""
+
+
+# ---- Podman (issue 41, 4) -----------------------------------------------------------------------------
+
+def fake_engines(tmp_path: Path, podman_has: bool) -> Path:
+    """`docker` and `podman` for PATH that log each call (and what `podman load` read) to $LOG: Docker's store
+    holds every image, Podman's only when `podman_has`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {
+        "docker": ('echo "docker $*" >> "$LOG"\n'
+                   'case "$1 $2" in "image inspect") echo 7;; "save -o") printf archive > "$3";; esac\nexit 0\n'),
+        "podman": ('echo "podman $*" >> "$LOG"\n'
+                   f'case "$1 $2" in "image exists") exit {0 if podman_has else 1};;'
+                   ' "load -i") echo "podman load read $(wc -c < "$3" | tr -d " ") bytes" >> "$LOG";; esac\nexit 0\n'),
+    }
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_podman_session_home_is_the_image_users_home(tmp_path: Path) -> None:
+    """Before: Podman gave the session HOME=/workspace; Docker's is the image user's home."""
+    result = invoke(cli_session.run_command, "--host-json", host_json(tmp_path), *REGISTRY, "--engine", "podman",
+                    "--workspace", str(tmp_path), "--print")
+    assert result.exit_code == 0, result.output
+    assert " -e HOME=/home/dev " in result.stdout
+    mine = invoke(cli_session.run_command, "--host-json", host_json(tmp_path), *REGISTRY, "--engine", "podman",
+                  "--workspace", str(tmp_path), "-e", "HOME=/tmp/mine", "--print")
+    assert mine.stdout.index("HOME=/home/dev") < mine.stdout.index("HOME=/tmp/mine")   # the user's own -e wins
+
+
+def test_run_with_podman_hands_over_an_image_only_docker_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: Podman, not seeing Docker's store, failed with "short-name ... did not resolve"."""
+    image = "ghcr.io/acme/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"   # pulled into Docker's store
+    monkeypatch.setenv("PATH", f"{fake_engines(tmp_path, podman_has=False)}:/usr/bin:/bin")
+    monkeypatch.setenv("LOG", str(tmp_path / "calls.log"))
+    shown = invoke(cli_session.run_command, image, "--engine", "podman", "--workspace", str(tmp_path), "--print")
+    assert shown.exit_code == 0, shown.output
+    archive = "ghcr.io+acme+accel-images+pytorch+2.15.0-cpu-py3.12-ubuntu24.04.tar"
+    assert (f"note: {image} is in Docker's image store only; hand it to Podman's first: docker save -o {archive}"
+            f" {image} && podman load -i {archive}") in shown.stderr
+    assert "podman load" not in (tmp_path / "calls.log").read_text()     # --print runs nothing
+    ran = invoke(cli_session.run_command, image, "--engine", "podman", "--workspace", str(tmp_path), "--", "true")
+    assert ran.exit_code == 0, ran.output
+    assert f"note: {image} is in Docker's image store only: handing it to Podman's (docker save -o " in ran.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    saved = [line for line in calls if line.startswith("docker save -o ")]
+    assert len(saved) == 1 and saved[0].endswith(f"/{archive} {image}")
+    assert "podman load read 7 bytes" in calls                          # the file docker wrote, loaded
+    assert calls[-1].startswith("podman run --rm -i ") and calls[-1].endswith(f" {image} true")
+
+
+def test_run_with_podman_leaves_an_image_podman_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{fake_engines(tmp_path, podman_has=True)}:/usr/bin:/bin")
+    monkeypatch.setenv("LOG", str(tmp_path / "calls.log"))
+    ran = invoke(cli_session.run_command, "ghcr.io/acme/x:2.15.0-cpu-py3.12-ubuntu24.04", "--engine", "podman",
+                 "--workspace", str(tmp_path), "--", "true")
+    assert ran.exit_code == 0, ran.output
+    assert not any(line.startswith(("docker save", "podman load")) for line in
+                   (tmp_path / "calls.log").read_text().splitlines())
+
+
+def test_pull_into_podman(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `pull` had no --engine: Podman users could not pull into Podman's store."""
+    from accel_images.cli import fanout
+    monkeypatch.setenv("PATH", f"{fake_engines(tmp_path, podman_has=False)}:/usr/bin:/bin")
+    monkeypatch.setenv("LOG", str(tmp_path / "calls.log"))
+    result = invoke(fanout.pull_command, "--host-json", host_json(tmp_path), *REGISTRY, "--engine", "podman")
+    assert result.exit_code == 0, result.output
+    image = "ghcr.io/acme/accel-images/pytorch:2.15.0-cpu-py3.12-ubuntu24.04"
+    assert (tmp_path / "calls.log").read_text().splitlines() == [f"podman pull --platform linux/amd64 {image}"]
+    assert result.stdout.startswith("podman run --rm -it ") and result.stdout.rstrip().endswith(image)

@@ -42,7 +42,7 @@ def variant(python, os, flavor):
 variants = [variant("3.11", "debian12", "runtime"), variant("3.12", "ubuntu24.04", "devel")]
 failed = Outcome(variants[0], "failed", "img", error={LONG!r})
 built = Outcome(variants[1], "built", "img", "sha256:1", 10**9, 42.0)
-nights = [NightlyOutcome(failed, "not in the registry yet"),
+nights = [NightlyOutcome(failed, "first publication"),
           NightlyOutcome(built, "fingerprint changed: template, build args", registry_digest="sha256:" + "d" * 64)]
 print("== nightly", flush=True)
 print_outcome(nightly_table(nights), Path("."), False)

@@ -14,7 +14,8 @@ inference, is said in the notes, which the commands print on standard error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,3 +63,37 @@ def refuse_engine_args(launch: Launch, engine: str) -> None:
     if launch.extras.engine_args:
         raise InputError(f"{engine} is a file, not a command line: {' '.join(launch.extras.engine_args)} has"
                          " nowhere to go", field="--engine-arg", hint="edit the printed document instead")
+
+
+def shell_join(argv: Iterable[str]) -> str:
+    """The line a POSIX shell (bash, zsh) reads back as exactly `argv`, and that shows every character: a word
+    with a tab, a newline, a no-break space or any other character that is not printable is written in
+    ANSI-C quoting (`$'a\\tb'`, each such character as the bytes of its UTF-8 escaped), the rest as
+    shlex.quote writes it. So the line `run --print` shows is the line `run` executes, character for character,
+    and a terminal shows nothing in it that a person cannot see."""
+    return " ".join(shlex.quote(word) if word.isprintable() else ansi_c_quoted(word) for word in argv)
+
+
+def ansi_c_quoted(word: str) -> str:
+    """`$'...'` of `word`: backslash and quote escaped, printable characters as they are, every other as the
+    `\\xHH` escapes of its bytes (surrogate-escaped bytes of an undecodable name as the bytes themselves)."""
+    parts = []
+    for char in word:
+        if char in "\\'":
+            parts.append("\\" + char)
+        elif char.isprintable():
+            parts.append(char)
+        else:
+            parts.append("".join(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogateescape")))
+    return "$'" + "".join(parts) + "'"
+
+
+def refuse_separators(value: str, separators: str, engine: str, field: str, why: str) -> str:
+    """`value`, unless it holds one of `separators`, which `engine` reads as the end of the value and has no
+    escape for: then one line naming the option, the character and the runtime's rule."""
+    found = [char for char in separators if char in value]
+    if found:
+        shown = " and ".join(repr(char) for char in found)
+        raise InputError(f"{value!r} holds {shown}, which {engine} reads as a separator ({why})", field=field,
+                         hint=f"use a path without {shown} for --engine {engine}")
+    return value

@@ -15,31 +15,53 @@ ENTRYPOINT - that ENTRYPOINT is run, with any arguments appended"); `exec` would
 
 from __future__ import annotations
 
-import shlex
-
 from accel_images.host.launch import WORKSPACE, Launch
-from accel_images.host.runtimes import Rendered
+from accel_images.host.runtimes import Rendered, refuse_separators, shell_join
+
+ENV_PREFIX = "APPTAINERENV_"
+"""`APPTAINERENV_NAME=VALUE` in the host's environment sets NAME in the container (Apptainer user guide,
+"Environment and Metadata"; V): the form for a value `--env` would split at its commas."""
 
 
 def render(launch: Launch) -> Rendered:
-    argv = ("apptainer", "run", *launch.devices.apptainer_flags, *env_flags(launch), *bind_flags(launch),
-            *launch.extras.engine_args, f"docker://{launch.pinned_image}", *launch.command)
-    return Rendered("apptainer", shlex.join(argv) + "\n", None, notes(launch))
+    prefix, flags = env_forms(launch)
+    argv = (*(["env", *prefix] if prefix else []), "apptainer", "run", *launch.devices.apptainer_flags, *flags,
+            *bind_flags(launch), *launch.extras.engine_args, image_uri(launch), *launch.command)
+    return Rendered("apptainer", shell_join(argv) + "\n", None, notes(launch))
 
 
-def env_flags(launch: Launch) -> list[str]:
+def image_uri(launch: Launch) -> str:
+    """`docker://REF` from its registry; a build of this host from the local Docker daemon's store
+    (`docker-daemon://`, Apptainer's source for it), so its name is never looked up on Docker Hub."""
+    if launch.local:
+        return f"docker-daemon://{launch.image}"
+    return f"docker://{launch.pinned_image}"
+
+
+def env_forms(launch: Launch) -> tuple[list[str], list[str]]:
+    """(`APPTAINERENV_NAME=VALUE` words for `env`, `--env NAME=VALUE` flags). `--env` reads a comma-separated
+    list (`--env A=1,B=2`; I), so a value with a comma goes through the environment instead."""
+    prefix: list[str] = []
     flags: list[str] = []
     for name, value in (*launch.devices.environment, *launch.extras.environment):
-        flags += ["--env", f"{name}={value}"]
-    return flags
+        if "," in value:
+            prefix.append(f"{ENV_PREFIX}{name}={value}")
+        else:
+            flags += ["--env", f"{name}={value}"]
+    return prefix, flags
 
 
 def bind_flags(launch: Launch) -> list[str]:
-    """`--bind src[:dest[:opts]]` ("Mount options ('opts') may be specified as 'ro' (read-only) or 'rw'")."""
+    """`--bind src[:dest[:opts]]` ("Mount options ('opts') may be specified as 'ro' (read-only) or 'rw'"); a
+    comma separates binds and a colon the parts, with no escape for either: a path holding one is refused."""
+    why = "--bind src[:dest[:opts]][,src...]"
     flags: list[str] = []
     if launch.workspace is not None:
+        refuse_separators(str(launch.workspace), ",:", "apptainer", "--workspace", why)
         flags += ["--bind", f"{launch.workspace}:{WORKSPACE}", "--pwd", WORKSPACE]
     for mount in launch.extras.mounts:
+        for path in (mount.source, mount.target):
+            refuse_separators(path, ",:", "apptainer", "--volume", why)
         flags += ["--bind", mount.spec()]
     return flags
 
@@ -47,6 +69,8 @@ def bind_flags(launch: Launch) -> list[str]:
 def notes(launch: Launch) -> tuple[str, ...]:
     options, settings, extras = launch.devices, launch.settings, launch.extras
     found: list[str] = []
+    if launch.local:
+        found.append("docker-daemon://: a build of this host, read from its Docker engine, never pulled")
     if options.runtime:
         found.append(f"no `--runtime {options.runtime}` under Apptainer: the host's device nodes are shown as they are")
     capabilities = (*options.cap_add, *settings.cap_add)

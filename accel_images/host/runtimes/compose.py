@@ -8,6 +8,10 @@
   runtime, cap_add, security_opt, ipc, network_mode, ulimits, shm_size, environment, ports, volumes; V).
 - `command:` replaces only the image's CMD, so the guard, the entry point, still runs; without a command
   the service keeps a terminal open (`stdin_open`, `tty`), for `docker compose run --rm dev`.
+- Compose interpolates every value: `$NAME` and `${NAME}` become the shell's variables, `$$` a `$`,
+  and `$(` is an error (compose-spec 12-interpolation; V). Every `$` of a value given is written `$$`,
+  so the command, the environment and the paths arrive as given.
+- A build of this host is never pulled (`pull_policy: never`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ def render(launch: Launch) -> Rendered:
 
 def service(launch: Launch) -> dict[str, Any]:
     body: dict[str, Any] = {"image": launch.image}
+    if launch.local:  # a build of this host: compose-spec's pull_policy `never`, never Docker Hub
+        body["pull_policy"] = "never"
     if launch.extras.name:
         body["container_name"] = launch.extras.name
     if launch.command:
-        body["command"] = list(launch.command)
+        body["command"] = [escaped(word) for word in launch.command]
     else:
         body.update(stdin_open=True, tty=True)
     body.update(session(launch))
@@ -49,6 +55,7 @@ def session(launch: Launch) -> dict[str, Any]:
         body["user"] = f"{launch.user[0]}:{launch.user[1]}"
     volumes = [f"{launch.workspace}:{WORKSPACE}"] if launch.workspace is not None else []
     volumes += [mount.spec() for mount in extras.mounts]
+    volumes = [escaped(volume) for volume in volumes]
     if launch.workspace is not None:
         body["working_dir"] = WORKSPACE
     if volumes:
@@ -57,8 +64,13 @@ def session(launch: Launch) -> dict[str, Any]:
         body["ports"] = [port.spec for port in extras.ports]
     environment = (*launch.devices.environment, *extras.environment)
     if environment:
-        body["environment"] = dict(environment)
+        body["environment"] = {name: escaped(value) for name, value in environment}
     return body
+
+
+def escaped(value: str) -> str:
+    """`value` as Compose reads it back after interpolation: each `$` doubled."""
+    return value.replace("$", "$$")
 
 
 def devices(launch: Launch) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`docker run`: the vendor's device options as Docker's flags, read from the same DeviceOptions the smoke
 run hands the SDK (accel_images/model/devices.py), then the session's part.
 
-    docker run --rm -it <devices> [--ipc host] <session settings> [--user UID:GID]
+    docker run --rm -it [--pull never] <devices> [--ipc host] <session settings> [--user UID:GID]
                [--mount type=bind,source=CWD,target=/workspace -w /workspace]
                [-v/-p/-e/--name passed through] [raw engine args] IMAGE [COMMAND...]
 
@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import csv
 import io
-import shlex
 from dataclasses import replace
 
 from accel_images.host.launch import WORKSPACE, Launch
-from accel_images.host.runtimes import Rendered
+from accel_images.host.runtimes import Rendered, shell_join
 
 
 def render(launch: Launch) -> Rendered:
-    argv = ("docker", "run", "--rm", "-it" if launch.interactive else "-i", *container_flags(launch),
-            *session_flags(launch), *passed_through(launch), launch.image, *launch.command)
-    return Rendered("docker", shlex.join(argv) + "\n", argv)
+    argv = ("docker", "run", "--rm", "-it" if launch.interactive else "-i", *pull_flags(launch),
+            *container_flags(launch), *session_flags(launch), *passed_through(launch), launch.image, *launch.command)
+    return Rendered("docker", shell_join(argv) + "\n", argv)
+
+
+def pull_flags(launch: Launch) -> list[str]:
+    """`--pull never` for a build of this host: its name has no registry, and docker-run(1)'s default
+    (`missing`) would look it up on Docker Hub when the local store lacks it. Podman takes the same flag."""
+    return ["--pull", "never"] if launch.local else []
 
 
 def container_flags(launch: Launch) -> list[str]:

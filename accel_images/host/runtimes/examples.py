@@ -1,10 +1,11 @@
 """The README's "Running elsewhere" examples, made by the renderers: one per runtime and vendor.
 
 Each example is `accel-images run --print --engine ENGINE IMAGE -- python train.py` for the vendor's
-newest image in the matrix, published under ghcr.io/acme, as user 1000:1000 in
-/home/me/project. The device groups are the ids Ubuntu gives video and render (44, 109), where a
-real run reads them from the host's device files. `python -m accel_images.host.runtimes.examples`
-prints the section; tests/unit/test_readme.py holds the README to it.
+newest image in the matrix, published under ghcr.io/acme, as user 1000:1000 in /home/me/project, on
+a node whose host description counts 8 of the vendor's devices. The device groups are the ids Ubuntu
+gives video and render (44, 109), where a real run reads them from the host's device files.
+`python -m accel_images.host.runtimes.examples` prints the section; tests/unit/test_readme.py holds
+the README to it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ WORKSPACE = Path("/home/me/project")
 USER = (1000, 1000)
 DEVICE_GROUPS = ("44", "109")
 COMMAND = ("python", "train.py")
+DEVICES = 8
+"""The host description's device count: what Slurm and Kubernetes forms ask their scheduler for."""
 NO_HOST = Path("/nonexistent")
 """The device tree the examples read: none, so nothing of this machine shows."""
 TITLES = {"docker": "Docker", "podman": "Podman", "apptainer": "Apptainer / Singularity",
@@ -31,7 +34,7 @@ FILES = ("kubernetes", "compose")
 
 def example(vendor: str, image: str) -> Launch:
     base = replace(launch(image, vendor, NO_HOST), user=USER, workspace=WORKSPACE, command=COMMAND,
-                   interactive=True)
+                   interactive=True, home="/home/dev", device_count=DEVICES)
     if base.devices.devices:
         base = replace(base, devices=replace(base.devices, group_add=DEVICE_GROUPS))
     return base

@@ -17,23 +17,25 @@
   operation not permitted", observed; podman-run(1) --ulimit: the hard limit applies rootless), so the
   vendor's ulimits are left out and the notes say so.
 - A runtime Docker knows by a registered name (`--runtime habana`) is passed as the vendor's runtime_path (I).
+- HOME: under Podman a session's HOME was /workspace, the working directory (reported), where Docker
+  gives `/` and the image's entry point then the image user's home. So a session passes `-e HOME=` the
+  image user's home, before the user's own `-e`, which wins.
 """
 
 from __future__ import annotations
 
-import shlex
-
 from accel_images.host.launch import Launch
-from accel_images.host.runtimes import Rendered
-from accel_images.host.runtimes.docker import passed_through, workspace_flags
+from accel_images.host.runtimes import Rendered, shell_join
+from accel_images.host.runtimes.docker import passed_through, pull_flags, workspace_flags
 
 
 def render(launch: Launch) -> Rendered:
     notes: list[str] = []
-    argv = ("podman", "run", "--rm", "-it" if launch.interactive else "-i", *device_flags(launch, notes),
+    argv = ("podman", "run", "--rm", "-it" if launch.interactive else "-i", *pull_flags(launch),
+            *device_flags(launch, notes),
             *process_flags(launch, notes), *user_flags(launch), *passed_through(launch),
             launch.image, *launch.command)
-    return Rendered("podman", shlex.join(argv) + "\n", argv, tuple(notes))
+    return Rendered("podman", shell_join(argv) + "\n", argv, tuple(notes))
 
 
 def device_flags(launch: Launch, notes: list[str]) -> list[str]:
@@ -87,6 +89,7 @@ def user_flags(launch: Launch) -> list[str]:
     if launch.user is not None:
         flags += ["--userns", "keep-id"] if launch.rootless else []
         flags += ["--user", f"{launch.user[0]}:{launch.user[1]}"]
+        flags += ["-e", f"HOME={launch.home}"] if launch.home else []
     for gid in launch.environment_groups:
         flags += ["--group-add", str(gid)]
     return flags + workspace_flags(launch)
