@@ -1,10 +1,10 @@
 """Detect which accelerator this host has, so a build or a pull can pick the matching vendor.
 
-Every vendor's probe (accel_images/vendors/<name>.py) runs, in the vendors' detection order
-(NVIDIA, then AMD ROCm, then Intel XPU, then Intel Gaudi, else CPU, as design.md says), so the
-evidence also names what lost. A probe that finds nothing says why in a line of evidence; none
-raises. The shared tools (running a command under a timeout, reading driver files) are in
-accel_images/model/hostinfo.py.
+Every vendor's probe (accel_images/vendors/<name>.py, or <name>/detect.py where the vendor is a
+package of layers) runs, in the vendors' detection order (NVIDIA, then AMD ROCm, then Intel XPU,
+then Intel Gaudi, else CPU, as design.md says), so the evidence also names what lost. A probe that
+finds nothing says why in a line of evidence; none raises. The shared tools (running a command
+under a timeout, reading driver files) are in accel_images/model/hostinfo.py.
 
 A probe may find its vendor's driver present but broken (HostInfo.unusable: nvidia-smi's "Driver/library
 version mismatch"); a working accelerator of any vendor wins over a broken one, and a broken one

@@ -1,6 +1,6 @@
 """What a host offers, and the small tools vendor probes share to find out.
 
-Each vendor's probe (`accel_images/vendors/<name>.py`) asks that vendor's own tools and reads a
+Each vendor's probe (`accel_images/vendors/<name>.py`, or `<name>/detect.py`) asks that vendor's own tools and reads a
 few driver files. Each tool runs under a short timeout and each answer is parsed defensively: a
 missing, hung, crashing or babbling tool means "this vendor was not found", with a line of
 evidence saying why, never an exception. Every file path hangs off ``root`` so that a test can

@@ -32,6 +32,16 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 """Top to bottom. A package may import a package on a lower line; packages on one line never
 import each other. The modules at the package's top (the shared leaves) are below every line."""
 
+VENDOR_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("",),
+    ("guard", "host", "image"),
+    ("decision", "detect", "knowledge"),
+)
+"""Inside a vendor that is a package (vendors/<name>/), top to bottom: the package itself (the vendor
+class and VENDOR), the layers the class is made of, what they stand on. A module imports modules of
+its own vendor on lower lines only, and no module of another vendor."""
+VENDOR_MODULE_LINES = 400
+
 ENTRY_POINTS = {"__main__": "cli"}   # `python -m accel_images` is the command
 MAX_TOP_LEVEL_MODULES = 12
 
@@ -207,3 +217,48 @@ def test_the_package_docstring_lists_the_floors_in_order():
     lines = [line.split()[:len(floor)] for line in doc.splitlines() for floor in FLOORS
              if line.split()[:len(floor)] == list(floor)]
     assert lines == [list(floor) for floor in FLOORS]
+
+
+def vendor_layer(module: str) -> tuple[str, int] | None:
+    """(vendor, line in VENDOR_LAYERS) of a module of a vendor package; None for any other module."""
+    parts = module.split(".")
+    if parts[:2] != [NAME, "vendors"] or len(parts) < 3 or not (PACKAGE / "vendors" / parts[2]).is_dir():
+        return None
+    layer = ".".join(parts[3:])
+    return parts[2], next(index for index, line in enumerate(VENDOR_LAYERS) if layer in line)
+
+
+def against_the_vendor_layers(found: list[Import]) -> list[str]:
+    """Imports inside a vendor package that go up or sideways, or into another vendor."""
+    wrong = []
+    for imp in found:
+        source, target = vendor_layer(imp.source), vendor_layer(imp.target)
+        if source is None or target is None:
+            continue
+        if source[0] != target[0] or target[1] <= source[1]:
+            wrong.append(f"{imp.source}:{imp.line} imports {imp.target}")
+    return wrong
+
+
+def test_a_vendor_package_s_layers_import_down_and_stay_small(package_imports):
+    """vendors/<name>/ holds one module per concern (issue 40): each names a line of VENDOR_LAYERS
+    (an unknown one stops next() here), imports run down them, and none grows to VENDOR_MODULE_LINES."""
+    assert against_the_vendor_layers(package_imports) == []
+    packages = [path for path in (PACKAGE / "vendors").iterdir() if (path / "__init__.py").is_file()]
+    assert packages
+    for path in (module for package in packages for module in package.glob("*.py")):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        assert vendor_layer(name) is not None
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        assert lines < VENDOR_MODULE_LINES, f"{path.relative_to(PACKAGE)}: {lines} lines"
+
+
+def test_the_vendor_layer_check_finds_an_upward_and_a_cross_vendor_import():
+    found = [Import("accel_images.vendors.cuda.knowledge", "accel_images.vendors.cuda.host", 3),
+             Import("accel_images.vendors.cuda.host", "accel_images.vendors.cuda.image", 4),
+             Import("accel_images.vendors.rocm.host", "accel_images.vendors.cuda.decision", 5),
+             Import("accel_images.vendors.cuda.host", "accel_images.vendors.cuda.knowledge", 6)]
+    assert against_the_vendor_layers(found) == [
+        "accel_images.vendors.cuda.knowledge:3 imports accel_images.vendors.cuda.host",
+        "accel_images.vendors.cuda.host:4 imports accel_images.vendors.cuda.image",
+        "accel_images.vendors.rocm.host:5 imports accel_images.vendors.cuda.decision"]

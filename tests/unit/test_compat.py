@@ -248,7 +248,7 @@ def test_the_validated_intel_gpus_are_sourced_kernel_pci_ids_no_data_center_max_
 def test_the_amdgpu_driver_rows_are_sourced_ordered_and_each_rocm_release_is_one_run_of_them() -> None:
     """rocm.yaml kernel_driver: AMD's support matrix as the source, each row's package seen (O) or the row
     inferred (I), the rows in their module series' order, and the rows supporting a ROCm release adjacent
-    (vendors/rocm.py driver_window reads them as one range of module versions)."""
+    (vendors/rocm/knowledge.py driver_window reads them as one range of module versions)."""
     table = section("rocm")["kernel_driver"]
     assert URL.match(table["source"]) and URL.match(table["matrix_source"])
     rows = table["releases"]
