@@ -235,7 +235,7 @@ def test_every_vendor_section_names_its_vendor_and_source() -> None:
 
 def test_the_validated_intel_gpus_are_sourced_kernel_pci_ids_no_data_center_max_among_them() -> None:
     """xpu.yaml validated_gpus: PyTorch's XPU guide for the families, the kernel's pciids.h for the ids;
-    an id in one family only, and none of Data Center GPU Max (refused, vendors/xpu.py)."""
+    an id in one family only, and none of Data Center GPU Max (refused, vendors/xpu/decision.py)."""
     from accel_images.vendors.xpu import DATA_CENTER_MAX_IDS, pci_device_id
     table = section("xpu")["validated_gpus"]
     assert URL.match(table["source"]) and URL.match(table["ids_source"])

@@ -733,7 +733,7 @@ def test_a_max_beside_an_arc_is_a_warning(host: Host) -> None:
 # /sys/class/drm/renderD*/device/vendor is the PCI vendor id of the node's device (the kernel's
 # Documentation/ABI/testing/sysfs-bus-pci, "vendor"); Intel's is 0x8086, AMD's 0x1002 and NVIDIA's
 # 0x10de (include/linux/pci_ids.h PCI_VENDOR_ID_INTEL, _ATI, _NVIDIA). recommend counts a node as
-# Intel's unless sysfs names another vendor (vendors/xpu.py accelerator_present); so does the guard.
+# Intel's unless sysfs names another vendor (vendors/xpu/host.py accelerator_present); so does the guard.
 MI300X, RTX_A6000 = "0x1002:0x74a1", "0x10de:0x2230"
 
 

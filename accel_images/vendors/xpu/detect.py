@@ -1,10 +1,13 @@
-"""Intel XPU: +xpu wheels (they carry the oneAPI runtime) plus the Intel GPU user-mode driver, on
-Ubuntu 24.04; /dev/dri with its host groups.
+"""Reading an Intel GPU host: /dev/dri render nodes plus positive evidence (xpu-smi, sycl-ls, PCI vendor
+0x8086 in sysfs), the kernel drivers bound to them, and the GPU families PyTorch's XPU guide validates.
 
-References:
-- +xpu wheels per torch and the driver packages: https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html
-- device flags: Intel's oneAPI container guide ("--device /dev/dri")
-  https://www.intel.com/content/www/us/en/docs/oneapi-base-toolkit/get-started-guide-linux/2025-2/using-containers-with-the-command-line.html
+`probe` is the one entry (host.py's `XpuHost.probe`). The validated families are read from this vendor's
+own knowledge-base file (`KB_FILE`, xpu.yaml validated_gpus), not through the knowledge base: host
+detection runs without it. References:
+- the validated GPUs: https://docs.pytorch.org/docs/stable/notes/get_start_xpu.html, their PCI ids from
+  the Linux kernel's include/drm/intel/i915_pciids.h (xpu.yaml validated_gpus)
+- sysfs: the kernel's Documentation/ABI/testing/sysfs-bus-pci; Intel's PCI vendor id 0x8086
+  (include/linux/pci_ids.h PCI_VENDOR_ID_INTEL)
 """
 
 from __future__ import annotations
@@ -13,45 +16,19 @@ import functools
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Mapping
 
 import yaml
 
 from accel_images import untrusted
-from accel_images.model.devices import (APPTAINER_GPU_DOCS, SLURM_GRES_DOCS, DeviceOptions, host_group_ids, nodes,
-                                         pci_vendor_is, under)
+from accel_images.model.devices import nodes, pci_vendor_is, under
 from accel_images.model.hostinfo import (Gpu, HostInfo, Runner, answer, first_answer, host_from, listing, quote, read,
                                           summary)
-from accel_images.model.imagefacts import Claim, kb_row
-from accel_images.model.knowledge import Combo, Resolution
-from accel_images.vendors.base import Fit, VendorBase
 
-if TYPE_CHECKING:
-    from accel_images.model.imagefacts import ImageFacts
-    from accel_images.model.knowledge import Knowledge, TorchRelease
-    from accel_images.model.variant import Variant
-
-XPU_DOCS = ("https://www.intel.com/content/www/us/en/docs/oneapi-base-toolkit/get-started-guide-linux/"
-            "2025-2/using-containers-with-the-command-line.html")
-INTEL_K8S_DOCS = "https://github.com/intel/intel-device-plugins-for-kubernetes/blob/main/cmd/gpu_plugin/README.md"
 INTEL_PCI_VENDOR = "0x8086"
-DATA_CENTER_MAX_IDS = ("0b69", "0b6e", "0bd0", "0bd1", "0bd2", "0bd4", "0bd5", "0bd6", "0bd7", "0bd8", "0bd9",
-                       "0bda", "0bdb", "0be0", "0be1", "0be5")
-"""PCI device ids of Intel Data Center GPU Max (Ponte Vecchio, PVC): INTEL_PVC_IDS of the Linux kernel's
-include/drm/intel/i915_pciids.h (Jani Nikula's "drm/i915/pciids: add PVC PCI ID macros": 0B69, 0B6E,
-0BD4-0BDB, 0BE0, 0BE1, 0BE5) and of Intel's out-of-tree backport (i915_pciids_local.h: 0BD0-0BD2,
-0BD5-0BDB). V, read in copies of the patch and the header."""
-DATA_CENTER_DRIVER_DOCS = "https://dgpu-docs.intel.com/driver/kernel-driver-types.html"
-_DATA_CENTER_MAX = re.compile(r"Data Center GPU Max|\b8086:(?:" + "|".join(DATA_CENTER_MAX_IDS) + r")\b",
-                              re.IGNORECASE)
-
-
-def data_center_max(name: str) -> bool:
-    """An Intel Data Center GPU Max, by the name xpu-smi or sycl-ls gives, or the PCI id sysfs gives."""
-    return bool(_DATA_CENTER_MAX.search(name))
 _INTEGRATED_SLOT = ":00:02.0"  # where Intel integrated graphics sits: bus 0, device 2
-KB_FILE = Path(__file__).parent.parent / "data" / "vendors" / "xpu.yaml"
+KB_FILE = Path(__file__).parent.parent.parent / "data" / "vendors" / "xpu.yaml"
 
 
 @dataclass(frozen=True)
@@ -61,13 +38,6 @@ class GpuFamily:
     name: str
     kernel: str                 # the kernel's macro the ids come from: 'INTEL_MTL_IDS'
     ids: frozenset[str]         # lower-case hex without 0x: '7d55'
-
-
-@dataclass(frozen=True)
-class XpuFacts:
-    runtime_packages: tuple[str, ...]
-    runtime_repository: str
-    devel_images: Mapping[str, Mapping[str, str]]
 
 
 def pci_device_id(text: str | None) -> str | None:
@@ -97,108 +67,16 @@ def family_of(pci_id: str | None) -> GpuFamily | None:
     return next((family for family in validated_families() if pci_id in family.ids), None) if pci_id else None
 
 
-class Xpu(VendorBase):
-    """The Intel GPU vendor: see the module docstring for its references."""
-
-    def load_facts(self, raw: Mapping[str, Any]) -> XpuFacts:
-        return XpuFacts(tuple(str(p) for p in raw["runtime_packages"]), str(raw["runtime_repository"]),
-                        {str(k): dict(v) for k, v in raw.get("devel_images", {}).items()})
-
-    def facts(self, kb: Knowledge) -> XpuFacts:
-        facts: XpuFacts = self.section(kb).facts
-        return facts
-
-    def flavor_reasons(self, kb: Knowledge, combo: Combo) -> list[str]:
-        reasons = super().flavor_reasons(kb, combo)
-        if reasons or combo.flavor != "devel" or not combo.stack or not combo.os:
-            return reasons
-        if combo.os not in self.facts(kb).devel_images.get(combo.stack, {}):
-            return [f"no intel/deep-learning-essentials image for oneAPI {combo.stack} on {combo.os}"]
-        return []
-
-    def resolve(self, kb: Knowledge, combo: Combo) -> Resolution:
-        base = super().resolve(kb, combo)
-        if combo.flavor != "devel":
-            return base
-        image = self.facts(kb).devel_images[base.stack or ""][combo.os or ""]
-        return Resolution(**{**base.__dict__, "base_image": image})
-
-    def details(self, kb: Knowledge, stack: str | None, row: TorchRelease) -> dict[str, Any]:
-        return {"oneapi": list(self.stacks(kb, row.minor)), "wheel_index": self.wheel_index(kb, stack)}
-
-    def facts_claims(self, kb: Knowledge, variant: Variant, facts: ImageFacts) -> list[Claim]:
-        """The oneAPI release the +xpu wheel was built with (`builds`): torch.version.xpu is the SYCL
-        compiler's YYYYMMPP, whose year.month is the oneAPI release (20260100 -> 2026.1, the reading the
-        smoke workload also makes). The knowledge base states no XPU architecture list to check."""
-        return [Claim("stack", kb_row(self.kb_file, "builds", variant.torch_minor), variant.stack or "",
-                      oneapi_release(facts.toolkit.get("xpu")), "release")]
-
-    def device_options(self, dev_root: Path) -> DeviceOptions:
-        # Apptainer needs no flag: "By default, Apptainer makes all host devices available in the container" (V).
-        return DeviceOptions(vendor=self.name, devices=("/dev/dri",), group_add=host_group_ids(("/dev/dri",), dev_root),
-                             k8s_resource=k8s_resource(dev_root),
-                             slurm_gres="gpu",  # Slurm gres.html: GRES "gpu", AutoDetect=oneapi (V)
-                             sources=(XPU_DOCS, INTEL_K8S_DOCS, APPTAINER_GPU_DOCS, SLURM_GRES_DOCS))
-
-    def host_device_options(self, host: HostInfo, dev_root: Path) -> DeviceOptions:
-        """The device plugin's resource follows the described node's kernel driver, not this machine's."""
-        resource, note = k8s_resource_of(host.kernel_drivers)
-        return replace(self.device_options(dev_root), k8s_resource=resource, k8s_note=note)
-
-    def accelerator_present(self, dev_root: Path) -> bool:
-        """A render node counts unless sysfs says it belongs to another vendor's PCI device."""
-        return any(pci_vendor_is(dev_root, "drm", node.name, INTEL_PCI_VENDOR)
-                   for node in nodes(dev_root, "/dev/dri", r"renderD\d+"))
-
-    def probe(self, run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
-        if not listing(under(root, "/dev/dri"), "renderD*"):
-            notes.append("xpu: no /dev/dri/renderD* node")
-            return None
-        gpus, driver = _intel_gpus(run, root, notes)
-        if not gpus:
-            notes.append("xpu: /dev/dri present but no Intel GPU confirmed (it also serves AMD and other GPUs)")
-            return None
-        return replace(host_from("xpu", gpus, driver_version=driver), kernel_drivers=kernel_drivers(root, notes))
-
-    def fit(self, host: HostInfo, variant: Variant, kb: Knowledge) -> Fit:
-        """An Intel GPU the host detection confirmed runs the +xpu wheels, with the client GPU driver
-        these images carry, except a Data Center GPU Max (the guard's rule, GUARD below)."""
-        names = ", ".join(dict.fromkeys(host.gpu_names)) or "an Intel GPU"
-        max_series = [name for name in host.gpu_names if data_center_max(name)]
-        if host.gpu_names and len(max_series) == len(host.gpu_names):
-            return Fit(variant, rejections=(f"{max_series[0]} {DATA_CENTER_MAX_REASON}",))
-        caveats = (f"{', '.join(dict.fromkeys(max_series))} {DATA_CENTER_MAX_REASON}; only the other GPUs "
-                   "can use it",) if max_series else ()
-        return Fit(variant, caveats=caveats, exact_arch=True,
-                   why=f"+xpu wheel (oneAPI {variant.stack}) runs on {names}")
-
-
-def k8s_resource(dev_root: Path) -> str:
-    """Intel's GPU device plugin names a GPU after its kernel driver: "gpu.intel.com/i915 | Legacy i915 KMD ...
-    provided GPU instance" and "gpu.intel.com/xe | xe KMD provided GPU instance" (INTEL_K8S_DOCS, V). This
-    host's render nodes say which driver binds them (/sys/class/drm/renderD*/device/driver); i915, the
-    driver of every GPU before Battlemage and Lunar Lake, when none says xe. A cluster's nodes may differ."""
-    drivers = {driver_name(dev_root, node.name) for node in nodes(dev_root, "/dev/dri", r"renderD\d+")}
-    return k8s_resource_of(tuple(driver for driver in drivers if driver))[0]
-
-
-XE_RESOURCE, I915_RESOURCE = "gpu.intel.com/xe", "gpu.intel.com/i915"
-
-
-def k8s_resource_of(drivers: tuple[str, ...]) -> tuple[str, str | None]:
-    """The resource for a node whose Intel GPUs these kernel drivers bind (k8s_resource's rule, from a host
-    description), and a note where the description cannot say: no driver recorded (a description from
-    before it was, or a node whose sysfs shows none), or both drivers, where the plugin offers both."""
-    if "xe" in drivers and "i915" in drivers:
-        return XE_RESOURCE, (f"this node's Intel GPUs are bound to i915 and xe: the device plugin offers"
-                             f" {I915_RESOURCE} and {XE_RESOURCE}; the Pod asks for {XE_RESOURCE}")
-    if "xe" in drivers:
-        return XE_RESOURCE, None
-    if "i915" in drivers:
-        return I915_RESOURCE, None
-    return I915_RESOURCE, (f"the host description names no Intel GPU kernel driver: {I915_RESOURCE} assumed; a node"
-                           f" whose GPUs the xe driver binds offers {XE_RESOURCE} (Battlemage, Lunar Lake and later,"
-                           " or a GPU given to xe by xe.force_probe)")
+def probe(run: Runner, root: Path, notes: list[str]) -> HostInfo | None:
+    """A /dev/dri render node and an Intel GPU a tool or sysfs confirms (/dev/dri also serves other GPUs)."""
+    if not listing(under(root, "/dev/dri"), "renderD*"):
+        notes.append("xpu: no /dev/dri/renderD* node")
+        return None
+    gpus, driver = _intel_gpus(run, root, notes)
+    if not gpus:
+        notes.append("xpu: /dev/dri present but no Intel GPU confirmed (it also serves AMD and other GPUs)")
+        return None
+    return replace(host_from("xpu", gpus, driver_version=driver), kernel_drivers=kernel_drivers(root, notes))
 
 
 def kernel_drivers(root: Path, notes: list[str]) -> tuple[str, ...]:
@@ -417,89 +295,3 @@ def _where(device: IntelDevice) -> str:
 
 def _gpus(devices: list[IntelDevice]) -> list[Gpu]:
     return [Gpu(device.name, device.name) for device in devices]
-
-
-DATA_CENTER_MAX_REASON = ("needs Intel's data-center GPU driver stack (the out-of-tree i915 driver and its matched "
-                          "user-mode driver from repositories.intel.com/gpu), not the client GPU driver of these "
-                          "images (ppa:kobuk-team/intel-graphics)")
-"""Why: "For data center GPUs, including Intel Data Center GPU Max Series and Intel Data Center GPU Flex
-Series, the out-of-tree drivers are the only drivers validated by Intel" (dgpu-docs.intel.com
-driver/kernel-driver-types.html, V); PyTorch's and Intel's images install the client PPA for client
-GPUs and the repositories.intel.com streams otherwise (install_xpu.sh, DLE Dockerfiles, V). That the
-client PPA's user-mode driver fails on Max is not stated by Intel (unverified): refused as unvalidated."""
-
-GUARD = r"""# max_series: how many of the Intel render devices are Data Center GPU Max (sysfs PCI ids under
-# /sys/class/drm/renderD*/device, vendor 0x8086; ids: vendors/xpu.py DATA_CENTER_MAX_IDS), and of
-# how many Intel devices. Sets `max_ids`, `max_count`, `intel_count`.
-max_series() {
-    max_ids="" max_count=0 intel_count=0
-    for device in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/drm/renderD*/device; do
-        [ -r "$device/vendor" ] && [ -r "$device/device" ] || continue
-        [ "$(cat "$device/vendor")" = 0x8086 ] || continue
-        intel_count=$((intel_count + 1))
-        id=$(tr 'A-F' 'a-f' < "$device/device")
-        case " @MAX_IDS@ " in
-            *" ${id#0x} "*) max_count=$((max_count + 1)); max_ids="$max_ids $id" ;;
-        esac
-    done
-}
-
-# intel_render_node: a render node is Intel's by the PCI vendor sysfs gives for it
-# (/sys/class/drm/renderD*/device/vendor: the kernel's Documentation/ABI/testing/sysfs-bus-pci; Intel's is
-# 0x8086, include/linux/pci_ids.h PCI_VENDOR_ID_INTEL). A node whose vendor cannot be read counts, as in
-# recommend (vendors/xpu.py accelerator_present). Sets `other_vendors` to the other vendors seen.
-intel_render_node() {
-    other_vendors=""
-    for node in "$dev"/dri/renderD*; do
-        vendor_file="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/drm/${node##*/}/device/vendor"
-        [ -r "$vendor_file" ] || return 0
-        vendor=$(cat "$vendor_file")
-        [ "$vendor" = @INTEL@ ] && return 0
-        case " $other_vendors " in *" $vendor "*) ;; *) other_vendors="$other_vendors $vendor" ;; esac
-    done
-    return 1
-}
-
-check_vendor() {
-    if ! any_exists "$dev"/dri/renderD*; then
-        missing "no /dev/dri render node: run with --device /dev/dri"
-        return
-    fi
-    if ! intel_render_node; then
-        missing "no Intel GPU among the render nodes (PCI vendor${other_vendors}; Intel's is @INTEL@)"
-        return
-    fi
-    open_or_group_add "$dev"/dri/renderD*
-    max_series
-    [ "$max_count" -gt 0 ] || return 0
-    if [ "$max_count" -lt "$intel_count" ]; then
-        warn "Intel Data Center GPU Max (PCI device${max_ids}) @REASON@; only the other GPUs can use it"
-        return 0
-    fi
-    refuse "Intel Data Center GPU Max (PCI device${max_ids}) @REASON@"
-}
-""".replace("@MAX_IDS@", " ".join(DATA_CENTER_MAX_IDS)).replace("@REASON@", DATA_CENTER_MAX_REASON).replace(
-    "@INTEL@", INTEL_PCI_VENDOR)
-
-VENDOR = Xpu(
-    name="xpu",
-    title="Intel XPU",
-    stack_name="oneAPI",
-    smoke_backend="xpu",
-    kb_file=KB_FILE,
-    runner_labels=("self-hosted", "linux", "x64", "gpu-intel"),
-    detect_rank=30,
-    guard_check=GUARD,
-    sources=(XPU_DOCS,),
-)
-
-
-def oneapi_release(torch_xpu: str | None) -> str | None:
-    """torch.version.xpu, the SYCL compiler version YYYYMMPP, as a release: '20260100' -> '2026.1.0'."""
-    if not torch_xpu:
-        return None
-    digits = torch_xpu.strip()
-    if re.fullmatch(r"\d{8}", digits):
-        return f"{int(digits[:4])}.{int(digits[4:6])}.{int(digits[6:])}"
-    return digits
-
