@@ -1,7 +1,7 @@
 """The one protocol every vendor implements, the values it trades in, and a base with defaults.
 
 A vendor is three things: a module here (this protocol; a package of layer modules where it has
-grown: vendors/cuda/, vendors/rocm/, vendors/xpu/), a Dockerfile template
+grown: vendors/cuda/, vendors/rocm/, vendors/xpu/, vendors/gaudi/), a Dockerfile template
 (`templates/vendors/<name>.Dockerfile.j2`) and its section of the knowledge base
 (`data/vendors/<name>.yaml`). Nothing outside `vendors/` names a vendor: matrix loading, compat
 answers, variants, rendering, device flags, the in-image guard, smoke judging, CI runner labels,

@@ -504,7 +504,7 @@ def test_the_kernel_driver_window_is_recommends_decision_too(kb, expansion) -> N
 # ---- Intel Gaudi: the host driver's release ---------------------------------------------------
 # hl-smi's -Q queries (docs.habana.ai System_Management_Interface_Tool: "-Q, --query-aip ...
 # driver_version") and its summary header ("| Driver Version: 1.24.1-3bf9e81 |"); the rule is
-# recommend's (vendors/gaudi.py fit): the same release; on Gaudi 2 from 1.17, an older one of its minor or the one before.
+# recommend's (vendors/gaudi/host.py fit): the same release; on Gaudi 2 from 1.17, an older one of its minor or the one before.
 GAUDI_1241 = "2.11.0-gaudi1.24.1-py3.12-ubuntu24.04-devel"
 GAUDI_1240 = "2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel"
 FAKE_HL_SMI = """#!/bin/sh

@@ -660,7 +660,7 @@ def test_gaudi_generation_from_the_model_number(tmp_path, recording, model, driv
 
 
 def test_gaudi_generations_agree_with_their_sources():
-    """The model-number table in gaudi.py against the excerpts it cites (gaudi-model-names-sources.txt)."""
+    """The model-number table in gaudi/detect.py against the excerpts it cites (gaudi-model-names-sources.txt)."""
     sources = recorded("gaudi-model-names-sources.txt")
     dstack = dict(re.findall(r'"(HL-\d+)": "(Gaudi\d?)"', sources))
     assert dstack == {"HL-205": "Gaudi", "HL-225": "Gaudi2", "HL-325": "Gaudi3", "HL-338": "Gaudi3"}

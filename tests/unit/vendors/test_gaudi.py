@@ -50,7 +50,7 @@ def test_runtime_variables(dockerfile: Callable[..., str]) -> None:
 
 
 def test_the_guard_knows_the_images_gaudi_software(dockerfile: Callable[..., str]) -> None:
-    # the guard compares it with the host driver's release, as recommend does (vendors/gaudi.py fit)
+    # the guard compares it with the host driver's release, as recommend does (vendors/gaudi/host.py fit)
     text = dockerfile(*GAUDI_2404)
     assert '    ACCEL_IMAGES_GAUDI="1.24.1"' in text
     assert '    ACCEL_IMAGES_ALTERNATIVES="2.10.0-gaudi1.24.0-py3.12-ubuntu24.04-devel|1.24.0"' in text
