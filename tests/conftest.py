@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -156,6 +157,15 @@ def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: 
             pass
     if leaked:
         pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}={TEST_RUN} behind", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The interrupt tests send SIGINT: a suite started in the background of a non-interactive shell
+    (`cmd &`, job control off) inherits SIGINT ignored (POSIX), and Python then installs no
+    KeyboardInterrupt handler, in this process or in the CLIs the tests start (an ignored signal stays
+    ignored across exec). A handler set here is reset to the default across exec, so both get one."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 UNIT_TESTS = Path(__file__).resolve().parent / "unit"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -62,11 +63,20 @@ def guard_file(tmp_path: Path, vendor: str) -> dict[str, dict[str, str]]:
     return {str(guard): {"bind": GUARD_PATH, "mode": "ro"}}
 
 
+def kubelet_expanded(word: str, env: dict[str, str]) -> str:
+    """A Pod's command word as the kubelet hands it to the runtime: `$$` is `$`, `$(VAR)` the container's
+    VAR where the Pod defines it, else left as written (Kubernetes API, Container.command)."""
+    return re.sub(r"\$\$|\$\((\w+)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), word)
+
+
 def in_container_command(engine: str, image: str, command: tuple[str, ...]) -> list[str]:
     """What a Pod's `command:` or an srun line starts in the container, where no entry point runs."""
     rendered = render(engine, replace(launch(image, "cpu"), command=command))
     if engine == "kubernetes":
-        return list(yaml.safe_load(rendered.text)["spec"]["containers"][0]["command"])
+        container = yaml.safe_load(rendered.text)["spec"]["containers"][0]
+        env = {item["name"]: str(item.get("value", "")) for item in container.get("env") or ()}
+        return [kubelet_expanded(word, env) for word in container["command"]]
     words = shlex.split(rendered.text)
     return words[words.index(ENTRYPOINT[0]):]
 
