@@ -41,12 +41,16 @@ def compressed_bytes(ref: str) -> int:
     """The sum of the layers a registry stores for `ref` (pushed to the local registry first)."""
     run_checked(["docker", "tag", IMAGE, ref])
     run_checked(["docker", "push", ref], timeout_s=3600)
+    return registry_layer_bytes(ref)
+
+
+def registry_layer_bytes(ref: str) -> int:
+    """The compressed size of `ref` in the local registry: its manifest's layer sizes."""
     repository, tag = ref.split("/", 1)[1].rsplit(":", 1)
     request = urllib.request.Request(f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
                                      headers={"Accept": DOCKER_MANIFEST})
     with urllib.request.urlopen(request, timeout=60) as response:
-        manifest = json.loads(response.read())
-    return sum(int(layer["size"]) for layer in manifest["layers"])
+        return sum(int(layer["size"]) for layer in json.loads(response.read())["layers"])
 
 
 def wheel_bytes(cache: Path) -> int:
@@ -77,7 +81,7 @@ def bench_cuda_image(quick: bool) -> BenchResult:
     result.rows.append(Row("cuda_image", "OS-updates layer of the CUDA image",
                            Series("OS-updates layer", (float(updates),), "B"), Series(IMAGE, (float(size),), "B"),
                            updates / size, "of the image", "report only", None))
-    compressed, base_compressed = compressed_bytes(PUSHED), compressed_bytes_of_base(base)
+    compressed, base_compressed = compressed_bytes(PUSHED), registry_layer_bytes(base)
     result.rows.append(Row("cuda_image", "CUDA image compressed (what a registry stores and a pull downloads)",
                            Series("compressed layers", (float(compressed),), "B"),
                            Series("base + the wheels fetched", (float(base_compressed + fetched),), "B"),
@@ -89,14 +93,6 @@ def bench_cuda_image(quick: bool) -> BenchResult:
                      "PyTorch's own runtime image of 2.15 (pytorch/pytorch:*-cuda13.2-cudnn9-runtime): no published"
                      " compressed size was found to cite, so no row compares with it."]
     return result
-
-
-def compressed_bytes_of_base(ref: str) -> int:
-    repository, tag = ref.split("/", 1)[1].rsplit(":", 1)
-    request = urllib.request.Request(f"http://{REGISTRY}/v2/{repository}/manifests/{tag}",
-                                     headers={"Accept": DOCKER_MANIFEST})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return sum(int(layer["size"]) for layer in json.loads(response.read())["layers"])
 
 
 CUDA_IMAGE_BENCHES = {"cuda_image": bench_cuda_image}

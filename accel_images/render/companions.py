@@ -176,6 +176,15 @@ def torch_index(wheel_index: str, pip_index_url: str | None, pip_extra_index_url
     return pip_index_url.replace("{index}", wheel_index) if pip_index_url else f"{UPSTREAM_WHEEL_INDEX}/{wheel_index}"
 
 
+def package_index_note(pip_index_url: str | None, pip_extra_index_url: str | None) -> tuple[str, ...]:
+    """What a build of a variant from the package index says when the only mirror given serves PyTorch's
+    indexes: its wheels then come from pypi.org, which a firewalled site may not reach."""
+    if pip_extra_index_url or not pip_index_url or "{index}" not in pip_index_url:
+        return ()
+    return (f"torch comes from the package index ({PACKAGE_INDEX}): --pip-index-url with '{{index}}' mirrors"
+            " PyTorch's indexes only; give the package index's mirror with --pip-extra-index-url",)
+
+
 def package_index_mirror(pip_index_url: str | None, pip_extra_index_url: str | None) -> str:
     """The package index a build uses: --pip-extra-index-url (the package index's mirror), else a
     --pip-index-url without '{index}' (a mirror given alone is taken to serve everything), else pypi.org.

@@ -417,7 +417,9 @@ class Renderer:
         plan = self.companions(variant, options)
         requirements = companions.install_requirements(variant.torch, plan) if variant.wheel_index else ()
         staged = bool(self.platform_facts(variant, expansion, options)[2])
-        return RenderedContext(variant, files, self.template_name(variant), plan.notes, plan.names, plan.left_out,
+        notes = plan.notes + (companions.package_index_note(options.pip_index_url, options.pip_extra_index_url)
+                              if variant.package_index else ())
+        return RenderedContext(variant, files, self.template_name(variant), notes, plan.names, plan.left_out,
                                secret_build_args(options), requirements, copies_wheels(text), installed_tools(text),
                                {PLATFORM_ARG: platform_names.architecture(variant.platform)} if staged else {})
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shlex
 import subprocess
 import sys
 import urllib.request
@@ -301,5 +300,4 @@ def test_the_publish_verifies_and_an_unchanged_nightly_moves_no_byte(cuda_debian
     [record] = json.loads((cuda_debian.state / "reports" / "nightly-latest" / "report.json").read_text())["variants"]
     assert record["status"] in ("skipped", "kept"), record
     last = again.stderr.strip().splitlines()[-1]
-    assert "uploaded 0 B" in last and "fetched" not in last.replace("fetched 0 B", ""), last
-    assert "1 failed" not in last, shlex.quote(last)
+    assert "0 failed" in last and "uploaded 0 B" in last and "fetched" not in last.replace("fetched 0 B", ""), last

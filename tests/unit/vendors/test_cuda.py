@@ -158,3 +158,19 @@ def test_debian_runtime_refusals_name_an_ubuntu_image_where_no_debian_one_serves
     alternatives = text.split('ACCEL_IMAGES_ALTERNATIVES="', 1)[1].split('"', 1)[0].split()
     assert alternatives[0] == "2.14.1-cuda12.6-py3.11-ubuntu22.04|525.60.13|5.0,6.0,7.0,7.5,8.0,8.6,9.0||"
     assert alternatives[1].startswith("2.11.0-cuda12.8-py3.12-ubuntu24.04|525.60.13|")
+
+
+def test_a_mirror_of_pytorchs_indexes_alone_is_said_not_to_serve_a_debian_cuda_build(
+        kb: object, expansion: object, variant: Callable[..., object]) -> None:
+    """A firewalled site that mirrors download.pytorch.org only would reach pypi.org for this image: the build
+    says so, and names the option that mirrors the package index."""
+    from accel_images.render.contexts import Renderer, RenderOptions
+    renderer, debian = Renderer(kb), variant(*DEBIAN_132)  # type: ignore[arg-type]
+    only_pytorch = RenderOptions(pip_index_url="https://mirror.example/whl/{index}")
+    [note] = renderer.context(debian, expansion, only_pytorch).notes  # type: ignore[arg-type]
+    assert "--pip-extra-index-url" in note and "https://pypi.org/simple" in note
+    both = RenderOptions(pip_index_url="https://mirror.example/whl/{index}",
+                         pip_extra_index_url="https://mirror.example/pypi/simple")
+    assert renderer.context(debian, expansion, both).notes == ()  # type: ignore[arg-type]
+    ubuntu = variant("cuda", "13.2", "2.15", "3.12", "ubuntu24.04", "runtime")
+    assert renderer.context(ubuntu, expansion, only_pytorch).notes == ()  # type: ignore[arg-type]
