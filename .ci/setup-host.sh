@@ -321,11 +321,11 @@ PY
     ready "$REGISTRY/$INDEX_TAG is the index of $amd64 and $arm64"
 }
 
-# What the CI image installs from the wheelhouse: torch and its dependencies, numpy, and IPython with
-# its dependencies (every image installs it; containers here reach no package index).
+# What the CI image installs from the wheelhouse: torch and its dependencies, numpy, IPython with
+# its dependencies and pip (every image installs them; containers here reach no package index).
 fill_wheelhouse() {
     if compgen -G "$WHEELHOUSE/torch-2.13.0*.whl" >/dev/null && compgen -G "$WHEELHOUSE/numpy-*.whl" >/dev/null \
-        && compgen -G "$WHEELHOUSE/ipython-*.whl" >/dev/null; then
+        && compgen -G "$WHEELHOUSE/ipython-*.whl" >/dev/null && compgen -G "$WHEELHOUSE/pip-*.whl" >/dev/null; then
         ready "wheelhouse present at $WHEELHOUSE"
         return
     fi
@@ -333,7 +333,7 @@ fill_wheelhouse() {
     local log=$CACHE/wheelhouse.log
     if ! python3 -m pip download --only-binary=:all: --python-version 3.11 \
         --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
-        -d "$WHEELHOUSE" torch==2.13.0 numpy ipython >"$log" 2>&1 </dev/null; then
+        -d "$WHEELHOUSE" torch==2.13.0 numpy ipython pip >"$log" 2>&1 </dev/null; then
         tail -n 20 "$log" >&2
         die "pip download into $WHEELHOUSE failed (log: $log)"
     fi

@@ -26,6 +26,12 @@ who work in it. Torch's wheel indexes do not carry it (pytorch/test-infra s3_man
 PACKAGE_ALLOW_LIST and PACKAGE_LINKS_ALLOW_LIST name no ipython [V]), so it comes from the package
 index, in a pip call of its own (never an extra index beside torch's, from which a same-named
 torch could be taken), or from the wheelhouse, which must hold it (check_wheelhouse).
+
+pip itself is a tool in that call too: `python -m venv` seeds the environment with the pip the OS
+bundles for ensurepip (Debian 12's python3-pip-whl: pip 23.0.1, which the images shipped), and an old
+pip is what every later `pip install` in the image runs. Named in the tools' call, pip upgrades
+itself to the newest release the package index (or the wheelhouse) holds, and the constraints file
+then pins that pip like every other installed distribution.
 """
 
 from __future__ import annotations
@@ -44,8 +50,9 @@ PACKAGE_INDEX = "https://pypi.org/simple"
 PIP_CONF = "pip.conf"
 BUILD_BACKEND = "setuptools"
 """What `pip install .` of a project fetches first in an isolated build: kept in the image (BUILD_BACKENDS)."""
-TOOLS = ("ipython",)
-"""Installed in every image whose environment accel-images builds, from the package index or the wheelhouse."""
+TOOLS = ("ipython", "pip")
+"""Installed (pip: upgraded) in every image whose environment accel-images builds, from the package index or
+the wheelhouse."""
 BUILD_BACKENDS = "/opt/accel-images/wheels"
 """Where an image keeps the build backend (setuptools) for isolated builds without a network;
 pip.conf names it as find-links. The smoke workload's OFFLINE_WHEELS is the same path."""
@@ -263,7 +270,7 @@ def check_wheelhouse(wheelhouse: Path, torch: str, local: str, python: str, targ
                                                        " it holds (--torch, --python)")
     missing = [tool for tool in TOOLS if not any(name.lower().startswith(f"{tool}-") for name in names)]
     if missing:
-        raise InputError(f"wheelhouse {wheelhouse} has no {', '.join(missing)} wheel, which every image installs",
+        raise InputError(f"wheelhouse {wheelhouse} has no wheel of {' or '.join(missing)}, which every image installs",
                          field="--pip-find-links", hint=f"add it with `pip download {' '.join(missing)}`"
                                                        f" (for Python {python}, with its dependencies)")
 

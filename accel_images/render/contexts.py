@@ -237,11 +237,16 @@ def secret_build_args(options: RenderOptions) -> dict[str, str]:
 COPY_INSTRUCTION = re.compile(r"^\s*(?:COPY|ADD)\s+(?P<args>.*)$", re.IGNORECASE)
 
 
+PIP_INSTALL = re.compile(r"pip install(?P<args>[^&;|\n]*)")
+"""One `pip install` call of a RUN line and its arguments, up to the next `&&`, `;`, `|` or line end."""
+
+
 def installed_tools(dockerfile: str) -> tuple[str, ...]:
-    """The companions.TOOLS a `pip install` line of the Dockerfile names (a template of its own may install none)."""
-    lines = [line for line in re.sub(r"\\\n", " ", dockerfile).splitlines() if "pip install" in line]
-    return tuple(tool for tool in companions.TOOLS if any(re.search(rf"(?<![\w.-]){re.escape(tool)}(?![\w.-])", line)
-                                                          for line in lines))
+    """The companions.TOOLS a `pip install` line of the Dockerfile names as a package, after `pip install` and
+    before the next `&&` (a template of its own may install none; `pip` the command is not `pip` the package)."""
+    named = {word.strip("'\"") for call in PIP_INSTALL.finditer(re.sub(r"\\\n", " ", dockerfile))
+             for word in call["args"].split()}
+    return tuple(tool for tool in companions.TOOLS if tool in named)
 
 
 def copies_wheels(dockerfile: str) -> bool:

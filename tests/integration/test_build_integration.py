@@ -254,6 +254,18 @@ def test_the_constraints_pin_every_installed_distribution(in_image, facts: Image
     assert {"torch", "numpy", "filelock", "pip", "setuptools"} <= set(pinned)
 
 
+def test_the_images_pip_is_the_newest_its_source_held_and_pinned(in_image, facts: ImageFacts,
+                                                                    wheelhouse: Path) -> None:
+    """Not the pip `python -m venv` seeds from the OS (Debian 12's 23.0.1): the build upgrades it from where
+    the image's other packages came from, and the constraints pin that pip."""
+    from packaging.version import Version
+    newest = max((Version(wheel.name.split("-")[1]) for wheel in wheelhouse.glob("pip-*.whl")), default=None)
+    assert newest is not None, f"no pip wheel in {wheelhouse} (.ci/setup-host.sh fills it)"
+    said = in_image(["pip", "--version", "--disable-pip-version-check"])
+    assert said.startswith(f"pip {newest} from /opt/venv/"), said
+    assert dict(facts.distributions)["pip"] == str(newest) and Version(str(newest)) > Version("23.0.1")
+
+
 def test_a_same_named_higher_version_from_another_index_does_not_win(in_image) -> None:
     """pip has no priority between indexes (pip's install docs); the constraints keep what the build
     installed: an upgrade finds it satisfied, asking for the other version is refused."""

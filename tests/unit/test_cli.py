@@ -389,7 +389,7 @@ def test_render_with_a_wheelhouse(tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
     for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.14.1+cpu-cp311-cp311-linux_x86_64.whl",
-                 "ipython-9.18.1-py3-none-any.whl"):
+                 "ipython-9.18.1-py3-none-any.whl", "pip-26.3-py3-none-any.whl"):
         (wheelhouse / name).write_bytes(b"wheel")
     result = run("render", "--matrix", SMALL, "--out", str(out), "--vendor", "cpu", "--pip-find-links", str(wheelhouse),
                  "--without-companion", "torchvision")
@@ -403,7 +403,8 @@ def test_render_with_a_wheelhouse(tmp_path: Path) -> None:
 
 def test_a_wheelhouse_without_a_companion_is_an_error_naming_the_way_out(tmp_path: Path) -> None:
     """Before: torchvision was left out with a note a terminal overwrote, and the image published without it."""
-    for wheel in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "ipython-9.18.1-py3-none-any.whl"):
+    for wheel in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "ipython-9.18.1-py3-none-any.whl",
+                  "pip-26.3-py3-none-any.whl"):
         (tmp_path / wheel).touch()   # what else the image installs is there (tests/unit/test_image_pip.py)
     result = run("render", "--matrix", SMALL, "--out", str(tmp_path / "out"), "--vendor", "cpu", "--torch", "2.13",
                  "--pip-find-links", str(tmp_path))

@@ -24,6 +24,7 @@ from accel_images.render.contexts import RenderedContext, Renderer, RenderOption
 MIRROR = "http://127.0.0.1:9/whl/{index}"
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 IPYTHON_WHEEL = "ipython-9.18.1-py3-none-any.whl"
+PIP_WHEEL = "pip-26.3-py3-none-any.whl"
 
 
 def context(options: RenderOptions) -> RenderedContext:
@@ -54,28 +55,28 @@ def test_upstream_keeps_torchs_index_first_and_the_package_index_after_it() -> N
     rendered = context(RenderOptions())
     assert pip_conf(rendered) == {"index-url": "https://download.pytorch.org/whl/cpu",
                                   "extra-index-url": "https://pypi.org/simple", "find-links": "/opt/accel-images/wheels"}
-    assert ipython_step(rendered) == "&& /opt/venv/bin/pip install --no-cache-dir --index-url https://pypi.org/simple ipython \\"
+    assert ipython_step(rendered) == "&& /opt/venv/bin/pip install --no-cache-dir --upgrade --index-url https://pypi.org/simple ipython pip \\"
 
 
 def test_a_mirror_of_torchs_index_leaves_pypi_out_of_the_image() -> None:
     rendered = context(RenderOptions(pip_index_url=MIRROR))
     assert pip_conf(rendered) == {"index-url": "http://127.0.0.1:9/whl/cpu", "find-links": "/opt/accel-images/wheels"}
     assert b"pypi.org" not in rendered.files["pip.conf"]
-    assert "--index-url http://127.0.0.1:9/whl/cpu ipython" in ipython_step(rendered)
+    assert "--index-url http://127.0.0.1:9/whl/cpu ipython pip" in ipython_step(rendered)
     assert b"PIP_EXTRA_INDEX_URL" in rendered.files["pip.conf"]  # how to add one at run time, said in the file
 
 
 def test_a_package_index_mirror_is_the_images_extra_index_and_ipythons_source() -> None:
     rendered = context(RenderOptions(pip_index_url=MIRROR, pip_extra_index_url="https://pypi.example.cn/simple"))
     assert pip_conf(rendered)["extra-index-url"] == "https://pypi.example.cn/simple"
-    assert "--index-url https://pypi.example.cn/simple ipython" in ipython_step(rendered)
+    assert "--index-url https://pypi.example.cn/simple ipython pip" in ipython_step(rendered)
 
 
 def test_a_wheelhouse_image_names_no_index(tmp_path: Path) -> None:
-    rendered = context(RenderOptions(pip_find_links=wheelhouse(tmp_path, TORCH_WHEEL, IPYTHON_WHEEL),
+    rendered = context(RenderOptions(pip_find_links=wheelhouse(tmp_path, TORCH_WHEEL, IPYTHON_WHEEL, PIP_WHEEL),
                                      without_companions=("torchvision",)))
     assert pip_conf(rendered) == {"no-index": "true", "find-links": "/opt/accel-images/wheels"}
-    assert "--no-index --find-links /tmp/wheels ipython" in ipython_step(rendered)
+    assert "--no-index --find-links /tmp/wheels ipython pip" in ipython_step(rendered)
     assert b"PIP_NO_INDEX=0 -e PIP_INDEX_URL=" in rendered.files["pip.conf"]
 
 
@@ -87,7 +88,8 @@ def test_credentials_in_the_package_index_url_are_refused() -> None:
 
 def test_a_wheelhouse_without_the_torch_asked_for_is_found_at_render(tmp_path: Path) -> None:
     """Not at docker step 7, minutes in: before any build step, with what the wheelhouse has."""
-    other = wheelhouse(tmp_path, "torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", IPYTHON_WHEEL)
+    other = wheelhouse(tmp_path, "torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", IPYTHON_WHEEL,
+                       PIP_WHEEL)
     with pytest.raises(InputError) as caught:
         context(RenderOptions(pip_find_links=other))
     assert caught.value.one_line().startswith(
@@ -101,7 +103,7 @@ def test_an_arm64_build_with_an_x86_64_only_wheelhouse_is_refused_at_render_nami
     kb = load_kb()
     variant = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime", platform="linux/arm64")
     expansion = Expansion((variant,), (), "accel-images/pytorch", User("dev", 1000, 1000))
-    x86_only = wheelhouse(tmp_path, TORCH_WHEEL, IPYTHON_WHEEL)
+    x86_only = wheelhouse(tmp_path, TORCH_WHEEL, IPYTHON_WHEEL, PIP_WHEEL)
     options = RenderOptions(pip_find_links=x86_only, without_companions=("torchvision",))
     with pytest.raises(InputError) as caught:
         Renderer(kb).context(variant, expansion, options)
@@ -114,15 +116,25 @@ def test_an_arm64_build_with_an_x86_64_only_wheelhouse_is_refused_at_render_nami
 
 
 def test_a_wheelhouse_without_ipython_is_found_at_render(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="has no ipython wheel, which every image installs"):
+    with pytest.raises(InputError, match="has no wheel of ipython or pip, which every image installs"):
         context(RenderOptions(pip_find_links=wheelhouse(tmp_path, TORCH_WHEEL)))
+
+
+def test_a_wheelhouse_without_pip_is_found_at_render_since_every_image_upgrades_its_pip(tmp_path: Path) -> None:
+    """The venv's pip is the one the OS bundles (Debian 12: 23.0.1) unless the build upgrades it from the wheelhouse."""
+    with pytest.raises(InputError, match="has no wheel of pip, which every image installs") as caught:
+        context(RenderOptions(pip_find_links=wheelhouse(tmp_path, TORCH_WHEEL, IPYTHON_WHEEL),
+                              without_companions=("torchvision",)))
+    assert "pip download pip" in (caught.value.hint or "")
 
 
 def test_the_context_says_which_tools_its_pip_installs_so_a_host_fetch_gets_them_too() -> None:
     """The run's host fetch (accel_images.build.wheels) asks the package index for IPython only where the
     Dockerfile installs it: a template of its own that does not (a plug-in vendor's) fetches nothing more."""
     from accel_images.render.contexts import installed_tools
-    assert context(RenderOptions()).tools == ("ipython",)
+    assert context(RenderOptions()).tools == ("ipython", "pip")
+    assert installed_tools("RUN /opt/venv/bin/pip install --no-index torch numpy\n") == ()   # pip the command
+    assert installed_tools("RUN pip install torch && pip install ipython pip\n") == ("ipython", "pip")
     assert installed_tools("RUN pip install --no-index torch numpy\n") == ()
     assert installed_tools("RUN pip install \\\n    --index-url https://pypi.org/simple ipython\n") == ("ipython",)
     assert installed_tools("RUN pip install ipython-genutils\n") == ()

@@ -399,6 +399,7 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     wheelhouse.mkdir()
     (wheelhouse / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
     (wheelhouse / "ipython-9.18.1-py3-none-any.whl").write_bytes(b"wheel")
+    (wheelhouse / "pip-26.3-py3-none-any.whl").write_bytes(b"wheel")
     (wheelhouse / "subdir").mkdir()
     variant = make_variant(kb, *SAMPLE_VARIANTS["2.13.0-cpu-py3.11-debian12"])
     options = RenderOptions(pip_find_links=wheelhouse, without_companions=("torchvision",))
@@ -407,7 +408,8 @@ def test_build_context_links_the_wheelhouse(renderer: Renderer, kb: KnowledgeBas
     assert sorted(p.name for p in dest.iterdir()) == ["Dockerfile", "banner.sh", "facts.py", "guard.sh", "pip.conf",
                                                       "profile.sh", "smoke.py", "wheels"]
     assert sorted(p.name for p in (dest / "wheels").iterdir()) == [
-        "ipython-9.18.1-py3-none-any.whl", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+        "ipython-9.18.1-py3-none-any.whl", "pip-26.3-py3-none-any.whl",
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
     with pytest.raises(InputError, match="wheelhouse directory not found"):
         write_build_context(tmp_path / "ctx2", context, tmp_path / "absent")
 

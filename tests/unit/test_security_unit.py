@@ -117,7 +117,8 @@ def test_an_index_without_credentials_or_a_wheelhouse_needs_no_secret(tmp_path: 
     assert plain.secret_args == {}
     assert b"--index-url https://127.0.0.1:9/simple/cpu " in plain.files["Dockerfile"]
     assert CREDENTIALS_ARG.encode() not in plain.files["Dockerfile"]
-    for wheel in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "ipython-9.18.1-py3-none-any.whl"):
+    for wheel in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "ipython-9.18.1-py3-none-any.whl",
+                  "pip-26.3-py3-none-any.whl"):
         (tmp_path / wheel).write_bytes(b"wheel")
     offline = _cpu_context(RenderOptions(pip_index_url=INDEX_URL, pip_find_links=tmp_path,
                                          without_companions=("torchvision",)))

@@ -101,8 +101,8 @@ SHARED = ["bench_runtime-1.0-py3-none-any.whl"]
 BACKEND = ["setuptools-80.0.0-py3-none-any.whl"]
 PER_PYTHON = {python: [f"torch-2.13.0+cpu-cp{python.replace('.', '')}-cp{python.replace('.', '')}-linux_x86_64.whl",
                        *SHARED] for python in ("3.11", "3.12")}
-TOOLS = ["ipython-9.18.1-py3-none-any.whl", "traitlets-5.16.1-py3-none-any.whl"]
-"""IPython's closure, which the builder asks the package index for on its own (accel_images.render.companions.TOOLS)."""
+TOOLS = ["ipython-9.18.1-py3-none-any.whl", "traitlets-5.16.1-py3-none-any.whl", "pip-26.3-py3-none-any.whl"]
+"""IPython's closure and pip, which the builder asks the package index for on its own (accel_images.render.companions.TOOLS)."""
 
 
 class FakePip:
@@ -126,7 +126,7 @@ class FakePip:
         if self.fail:
             return subprocess.CompletedProcess(command, 1, "Collecting torch==2.13.0\n", self.fail)
         dest = Path(command[command.index("--dest") + 1])
-        files = BACKEND if "--no-deps" in command else TOOLS if command[-1] == "ipython" else \
+        files = BACKEND if "--no-deps" in command else TOOLS if "ipython" in command else \
             self.per_python[command[command.index("--python-version") + 1]]
         files = [name.replace("x86_64", command[4]) for name in files]  # the machine pip_target was given
         lines = []
@@ -418,7 +418,7 @@ def test_the_build_context_holds_exactly_the_variants_closure_and_the_provenance
     assert os.path.samefile(*shared)  # hard links to the one copy in the cache
     assert {w.filename for w in one.wheels} == {p.name for p in (one.context_dir / "wheels").iterdir()}
     assert fake.calls[0][-3:] == list(TORCH)  # what the Dockerfile installs, in that order
-    assert fake.calls[2][-1] == "ipython"   # a request of its own, to the package index the build was given
+    assert fake.calls[2][-2:] == ["ipython", "pip"]   # a request of its own, to the package index the build was given
     assert fake.calls[3][-3:] == ["torch==2.14.1", "torchvision==0.29.*", "numpy"]
     assert fake.calls[3][fake.calls[3].index("--python-version") + 1] == "3.12"
     before = one.fingerprint
