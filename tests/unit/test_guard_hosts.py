@@ -759,6 +759,46 @@ def test_a_render_node_sysfs_says_nothing_of_counts_as_intels(host: Host) -> Non
     assert result.stderr == ""
 
 
+# ---- Intel XPU: processor graphics --------------------------------------------------------------
+# Integrated graphics sits at PCI slot 00:02.0 (the uevent's PCI_SLOT_NAME); host detection counts it only
+# when its device id is of a family PyTorch's XPU guide validates (docs.pytorch.org get_start_xpu: Core
+# Ultra's Arc graphics; ids from the kernel's include/drm/intel/pciids.h, xpu.yaml validated_gpus). The guard
+# decides the same, so an XPU image on a UHD-only laptop no longer starts where recommend says no accelerator.
+
+
+def at_slot(host: Host, node: int, slot: str) -> None:
+    """Render node renderD<node>'s PCI device sits at `slot` (0000:00:02.0), as its uevent says."""
+    device = host.dev_root / "sys" / "class" / "drm" / f"renderD{node}" / "device"
+    (device / "uevent").write_text(f"DRIVER=xe\nPCI_SLOT_NAME={slot}\n")
+
+
+def test_uhd_graphics_alone_is_no_intel_gpu_and_is_refused_when_one_is_required(host: Host) -> None:
+    intel(host, "0x46a6")  # Alder Lake-P: INTEL_ADLP_IDS, not a validated family
+    at_slot(host, 128, "0000:00:02.0")
+    assert_warned(host.run("xpu", **image_env(XPU, "xpu")), "no Intel GPU among the render nodes",
+                  "integrated graphics 0x46a6 at 00:02.0 is not counted")
+    assert_refused(host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1"),
+                   "integrated graphics 0x46a6 at 00:02.0 is not counted")
+
+
+@pytest.mark.parametrize("device_id", ["0x7d55", "0x7D51", "0x64a0"])  # Meteor, Arrow, Lunar Lake
+def test_core_ultra_arc_graphics_at_the_integrated_slot_starts(host: Host, device_id: str) -> None:
+    intel(host, device_id)
+    at_slot(host, 128, "0000:00:02.0")
+    result = host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
+def test_a_discrete_arc_beside_uhd_graphics_starts_silently(host: Host) -> None:
+    intel(host, "0x46a6", "0x56a0")
+    at_slot(host, 128, "0000:00:02.0")
+    at_slot(host, 129, "0000:03:00.0")
+    result = host.run("xpu", **image_env(XPU, "xpu"), ACCEL_IMAGES_REQUIRE_ACCELERATOR="1")
+    assert_ran(result)
+    assert result.stderr == ""
+
+
 def test_recommend_rejects_a_data_center_gpu_max(tmp_path: Path, kb, expansion) -> None:
     from accel_images.host.detect import detect_host
     from accel_images.host.recommend import judge

@@ -27,7 +27,7 @@ from accel_images.model.hostinfo import (Gpu, HostInfo, Runner, answer, first_an
                                           summary)
 
 INTEL_PCI_VENDOR = "0x8086"
-_INTEGRATED_SLOT = ":00:02.0"  # where Intel integrated graphics sits: bus 0, device 2
+INTEGRATED_SLOT = ":00:02.0"  # where Intel integrated graphics sits: bus 0, device 2
 KB_FILE = Path(__file__).parent.parent.parent / "data" / "vendors" / "xpu.yaml"
 
 
@@ -144,7 +144,7 @@ def integrated(device: IntelDevice) -> bool:
         return False
     if _INTEGRATED_NAME.search(device.name):
         return True
-    on_die = "integrated" in (device.kind or "").lower() or (device.bdf or "").endswith(_INTEGRATED_SLOT)
+    on_die = "integrated" in (device.kind or "").lower() or (device.bdf or "").endswith(INTEGRATED_SLOT)
     return on_die and "Arc" not in device.name
 
 
@@ -249,7 +249,7 @@ def _counted(devices: list[IntelDevice], source: str, notes: list[str]) -> list[
         family = family_of(device.pci_id)
         if integrated(device):
             notes.append(f"xpu: {source}: {device.name}{place} is integrated graphics; not counted")
-        elif family is not None and (device.bdf or "").endswith(_INTEGRATED_SLOT):
+        elif family is not None and (device.bdf or "").endswith(INTEGRATED_SLOT):
             notes.append(f"xpu: {source}: {device.name}{place}: PCI id {device.pci_id} is in {family.kernel}, "
                          f"{family.name}, which PyTorch's XPU guide validates; counted")
     return [device for device in devices if not integrated(device)]

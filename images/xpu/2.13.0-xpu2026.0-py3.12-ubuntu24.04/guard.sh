@@ -173,13 +173,14 @@ in_list() {
 # The vendor's own checks, from its module (accel_images/vendors/<vendor>.py), inserted here
 # when the image's context is rendered: check_vendor warns with `missing` or stops with `refuse`.
 # max_series: how many of the Intel render devices are Data Center GPU Max (sysfs PCI ids under
-# /sys/class/drm/renderD*/device, vendor 0x8086; ids: vendors/xpu.py DATA_CENTER_MAX_IDS), and of
-# how many Intel devices. Sets `max_ids`, `max_count`, `intel_count`.
+# /sys/class/drm/renderD*/device, vendor 0x8086; ids: vendors/xpu/decision.py DATA_CENTER_MAX_IDS), and of
+# how many Intel devices that are not integrated graphics. Sets `max_ids`, `max_count`, `intel_count`.
 max_series() {
     max_ids="" max_count=0 intel_count=0
     for device in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/drm/renderD*/device; do
         [ -r "$device/vendor" ] && [ -r "$device/device" ] || continue
         [ "$(cat "$device/vendor")" = 0x8086 ] || continue
+        integrated_graphics "$device" && continue
         intel_count=$((intel_count + 1))
         id=$(tr 'A-F' 'a-f' < "$device/device")
         case " 0b69 0b6e 0bd0 0bd1 0bd2 0bd4 0bd5 0bd6 0bd7 0bd8 0bd9 0bda 0bdb 0be0 0be1 0be5 " in
@@ -188,17 +189,39 @@ max_series() {
     done
 }
 
+# integrated_graphics DEVICE: the sysfs PCI device is the processor's own graphics, no accelerator for
+# these images, as host detection decides (vendors/xpu/detect.py integrated): it sits at slot 00:02.0
+# (PCI_SLOT_NAME in its uevent, the kernel's Documentation/ABI/testing/sysfs-bus-pci) and its device id is
+# not of a family PyTorch's XPU guide validates (xpu.yaml validated_gpus, ids from the kernel's
+# include/drm/intel/pciids.h: Meteor Lake, Arrow Lake and Lunar Lake graphics count). Sets `slot`, `id`.
+integrated_graphics() {
+    slot="" id=""
+    [ -r "$1/uevent" ] && [ -r "$1/device" ] || return 1
+    while IFS='=' read -r key value; do
+        [ "$key" = PCI_SLOT_NAME ] && slot=$value
+    done < "$1/uevent"
+    case "$slot" in *:00:02.0) ;; *) return 1 ;; esac
+    id=$(tr 'A-F' 'a-f' < "$1/device")
+    case " 5690 5691 5692 5693 5694 5695 5696 5697 56a0 56a1 56a2 56a3 56a4 56a5 56a6 56b0 56b1 56b2 56b3 56ba 56bb 56bc 56bd 56be 56bf 6420 64a0 64b0 7d40 7d41 7d45 7d51 7d55 7d60 7d67 7dd1 7dd5 b080 b081 b082 b083 b084 b085 b086 b087 b08f b090 b0a0 b0b0 b640 e202 e209 e20b e20c e20d e210 e211 e212 e216 e220 e221 e222 e223 " in *" ${id#0x} "*) return 1 ;; esac
+    return 0
+}
+
 # intel_render_node: a render node is Intel's by the PCI vendor sysfs gives for it
 # (/sys/class/drm/renderD*/device/vendor: the kernel's Documentation/ABI/testing/sysfs-bus-pci; Intel's is
-# 0x8086, include/linux/pci_ids.h PCI_VENDOR_ID_INTEL). A node whose vendor cannot be read counts, as in
-# recommend (vendors/xpu.py accelerator_present). Sets `other_vendors` to the other vendors seen.
+# 0x8086, include/linux/pci_ids.h PCI_VENDOR_ID_INTEL), unless it is integrated graphics. A node whose
+# vendor cannot be read counts, as in recommend (vendors/xpu/host.py accelerator_present). Sets
+# `other_vendors` to the other vendors seen and `not_counted` to the integrated graphics passed over.
 intel_render_node() {
-    other_vendors=""
+    other_vendors="" not_counted=""
     for node in "$dev"/dri/renderD*; do
-        vendor_file="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/drm/${node##*/}/device/vendor"
-        [ -r "$vendor_file" ] || return 0
-        vendor=$(cat "$vendor_file")
-        [ "$vendor" = 0x8086 ] && return 0
+        device="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/drm/${node##*/}/device"
+        [ -r "$device/vendor" ] || return 0
+        vendor=$(cat "$device/vendor")
+        if [ "$vendor" = 0x8086 ]; then
+            integrated_graphics "$device" || return 0
+            not_counted="$not_counted; integrated graphics $id at ${slot#0000:} is not counted"
+            continue
+        fi
         case " $other_vendors " in *" $vendor "*) ;; *) other_vendors="$other_vendors $vendor" ;; esac
     done
     return 1
@@ -210,7 +233,9 @@ check_vendor() {
         return
     fi
     if ! intel_render_node; then
-        missing "no Intel GPU among the render nodes (PCI vendor${other_vendors}; Intel's is 0x8086)"
+        seen="$not_counted"
+        [ -z "$other_vendors" ] || seen="; PCI vendor${other_vendors}; Intel's is 0x8086$seen"
+        missing "no Intel GPU among the render nodes (${seen#; })"
         return
     fi
     open_or_group_add "$dev"/dri/renderD*

@@ -12,8 +12,11 @@ releases and generations):
 - an image a refusal names ("use X instead", "or use X") must start on that host itself, and a
   refusal that names none must come from a host that no sibling image (same Python and OS) starts on.
 
-No Docker: each guard is a shell script. About 2,000 guard runs; the wall time is in the report of
-the change that added this file.
+Hosts without an `info` are described by detection itself (accel_images.host.detect over the host's
+tree, as `host describe` would describe that node): Intel laptop graphics that only sysfs names, render
+nodes of another vendor, amdgpu kernel drivers of each era.
+
+No Docker: each guard is a shell script, so the table runs in the unit suite.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from accel_images.host.detect import detect_host
 from accel_images.host.recommend import judge
 from accel_images.kb.compat import load_kb
 from accel_images.model.hostinfo import HostInfo
@@ -40,7 +44,7 @@ from dockerfile_env import rendered_env
 ROOT = Path(__file__).resolve().parents[2]
 SHELL = shutil.which("dash") or shutil.which("sh") or "sh"
 GUARD_EXIT = 78
-TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "true", "dirname")
+TOOLS = ("sort", "head", "cut", "tr", "id", "stat", "cat", "printf", "true", "dirname", "mkdir")
 NAMED = re.compile(r"(?:or use|; use) (\S+?)(?: instead|\s|$| \(set)")
 
 # ---- the corpus -------------------------------------------------------------------------------
@@ -72,6 +76,22 @@ INTEL_GPUS = [  # (name as xpu-smi gives it, PCI device id)
     ("Intel(R) Data Center GPU Max 1550", "0x0bd5"), ("Intel(R) Data Center GPU Max 1100", "0x0bda"),
 ]
 GAUDI = [(release, model) for release in ("1.23.0", "1.24.0", "1.24.1", "1.25.0") for model in ("HL-225", "HL-325L")]
+SYSFS_ONLY_GPUS = {  # (PCI vendor:device, slot) of render nodes with neither xpu-smi nor sycl-ls on the host:
+    # kernel pciids.h (INTEL_MTL_IDS, INTEL_ARL_IDS, INTEL_LNL_IDS, INTEL_DG2_IDS, INTEL_PVC_IDS, INTEL_ADLP_IDS),
+    # AMD's and NVIDIA's vendor ids (include/linux/pci_ids.h). Processor graphics sit at 00:02.0, and sysfs
+    # gives no name at all, so no "Arc" to find in one.
+    "Meteor Lake": (("0x8086:0x7d55", "00:02.0"),), "Arrow Lake-H": (("0x8086:0x7d51", "00:02.0"),),
+    "Lunar Lake": (("0x8086:0x64a0", "00:02.0"),), "Alder Lake-P UHD graphics": (("0x8086:0x46a6", "00:02.0"),),
+    "Arc A770, sysfs only": (("0x8086:0x56a0", "03:00.0"),), "Max 1550, sysfs only": (("0x8086:0x0bd5", "3a:00.0"),),
+    "MI300X render nodes only": (("0x1002:0x74a1", "05:00.0"), ("0x1002:0x74a1", "06:00.0")),
+    "RTX A6000 render node only": (("0x10de:0x2230", "01:00.0"),),
+    "Arc A770 beside an MI300X": (("0x1002:0x74a1", "05:00.0"), ("0x8086:0x56a0", "03:00.0")),
+}
+AMDGPU_DRIVERS = ("6.8.5", "6.10.5", "6.12.12", "6.16.13")
+"""amdgpu kernel module versions of AMD GPU Driver 6.2.3, 6.3, 6.4.4 and 30.30 (the DKMS package's, read from
+/sys/module/amdgpu/version; AMD's user and kernel-space support matrix decides which ROCm each serves)."""
+MALFORMED_OVERRIDES = ("gfx1030", "10.3.0.1")
+"""HSA_OVERRIDE_GFX_VERSION values ROCr cannot read: one warning, and the GPU's own target decides."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +99,17 @@ class Host:
     """One host of the corpus: how `recommend` sees it and what its tools and files say."""
 
     label: str
-    info: HostInfo
+    info: HostInfo | None                                   # None: as detection describes the host's tree
     tools: dict[str, str] = field(default_factory=dict)     # name -> shell script body
     files: dict[str, str] = field(default_factory=dict)     # path under the host root -> content
     platform: str | None = None                             # the only platform whose images start here
+    env: dict[str, str] = field(default_factory=dict)       # what the container's environment adds
+
+    def described(self, root: Path) -> HostInfo:
+        """What recommend is given for this host: its info, or what detection reads from its tree (no tools)."""
+        if self.info is not None:
+            return self.info
+        return detect_host(lambda argv: "x86_64\n" if argv == ["uname", "-m"] else None, root / "host")
 
     def runs(self, image: Image) -> bool:
         """An image of another platform never reaches the guard here (exec format error)."""
@@ -116,14 +143,25 @@ def jetson_hosts() -> Iterator[Host]:
                    tools={"nvidia-smi": smi}, platform="linux/arm64")
 
 
+def amd_tree(version: int) -> dict[str, str]:
+    """/dev/kfd, a render node and the KFD topology of one GPU whose gfx_target_version is `version`."""
+    return {"dev/kfd": "", "dev/dri/renderD128": "",
+            "sys/class/kfd/kfd/topology/nodes/0/properties": "cpu_cores_count 16\ngfx_target_version 0\n",
+            "sys/class/kfd/kfd/topology/nodes/1/properties":
+                f"cpu_cores_count 0\ngfx_target_version {version}\nvendor_id 4098\n"}
+
+
 def amd_hosts() -> Iterator[Host]:
     for version, target in GFX_TARGETS.items():
-        files = {"dev/kfd": "", "dev/dri/renderD128": "",
-                 "sys/class/kfd/kfd/topology/nodes/0/properties": "cpu_cores_count 16\ngfx_target_version 0\n",
-                 "sys/class/kfd/kfd/topology/nodes/1/properties":
-                     f"cpu_cores_count 0\ngfx_target_version {version}\nvendor_id 4098\n"}
         yield Host(target, HostInfo(vendor="rocm", gpu_archs=(target,), device_count=1, stack_version="7.2.1"),
-                   files=files)
+                   files=amd_tree(version))
+    for version, target in ((90402, "gfx942"), (90006, "gfx906"), (110000, "gfx1100")):
+        for driver in AMDGPU_DRIVERS:
+            yield Host(f"{target} on amdgpu {driver}", None,
+                       files={**amd_tree(version), "sys/module/amdgpu/version": f"{driver}\n"})
+        for override in MALFORMED_OVERRIDES:
+            yield Host(f"{target}, HSA_OVERRIDE_GFX_VERSION={override}", None, files=amd_tree(version),
+                       env={"HSA_OVERRIDE_GFX_VERSION": override})
 
 
 def intel_hosts() -> Iterator[Host]:
@@ -131,6 +169,15 @@ def intel_hosts() -> Iterator[Host]:
         files = {"dev/dri/renderD128": "", "sys/class/drm/renderD128/device/vendor": "0x8086\n",
                  "sys/class/drm/renderD128/device/device": f"{device_id}\n"}
         yield Host(name, HostInfo(vendor="xpu", gpu_names=(name,), gpu_archs=(name,), device_count=1), files=files)
+    for label, nodes in SYSFS_ONLY_GPUS.items():
+        files = {}
+        for index, (node, slot) in enumerate(nodes):
+            vendor, device_id = node.split(":")
+            where = f"sys/class/drm/renderD{128 + index}/device"
+            uevent = f"PCI_ID={vendor[2:]}:{device_id[2:]}\nPCI_SLOT_NAME=0000:{slot}\n".upper()
+            files |= {f"dev/dri/renderD{128 + index}": "", f"{where}/vendor": f"{vendor}\n",
+                      f"{where}/device": f"{device_id}\n", f"{where}/uevent": uevent}
+        yield Host(label, None, files=files)
 
 
 def gaudi_hosts() -> Iterator[Host]:
@@ -142,6 +189,13 @@ def gaudi_hosts() -> Iterator[Host]:
                                                      gpu_names=(model,), gpu_archs=(generation(model) or "",),
                                                      device_count=1),
                    tools={"hl-smi": smi}, files={"dev/accel/accel0": "", "dev/accel/accel_controlD0": ""})
+        # A read-only root (Apptainer's SIF, Pyxis without --container-writable): HABANA_LOGS cannot be made
+        # (a path under a plain file stands in), and the guard falls back to a directory under TMPDIR.
+        yield Host(f"{model} on {driver}, read-only HABANA_LOGS", HostInfo(
+            vendor="gaudi", driver_version=driver, stack_version=release, gpu_names=(model,),
+            gpu_archs=(generation(model) or "",), device_count=1),
+            tools={"hl-smi": smi}, files={"dev/accel/accel0": "", "dev/accel/accel_controlD0": "", "read-only": ""},
+            env={"HABANA_LOGS": "@HOST@/read-only/var/log/habana_logs", "TMPDIR": "@ROOT@/tmp"})
 
 
 def cuda_hosts() -> Iterator[Host]:
@@ -168,14 +222,17 @@ def materialise(host: Host, root: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
     (root / "host" / "dev").mkdir(parents=True, exist_ok=True)
+    (root / "tmp").mkdir()
     return root
 
 
-def run_guard(vendor: str, image: Image, root: Path) -> subprocess.CompletedProcess[str]:
+def run_guard(vendor: str, image: Image, root: Path, host_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     tag, platform = image
+    added = {key: value.replace("@HOST@", str(root / "host")).replace("@ROOT@", str(root))
+             for key, value in host_env.items()}
     env = {"PATH": str(root / "bin"), "LC_ALL": "C", "ACCEL_IMAGES_DEV_ROOT": str(root / "host"),
            "ACCEL_IMAGES_FACTS": str(root / "no-facts.json"), "HABANA_LOGS": str(root / "habana_logs"),
-           "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1", **rendered_env(vendor, tag, platform)}
+           "ACCEL_IMAGES_REQUIRE_ACCELERATOR": "1", **rendered_env(vendor, tag, platform), **added}
     result = subprocess.run([SHELL, str(ROOT / "images" / vendor / tag / "guard.sh"), "true"], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode in (0, GUARD_EXIT), f"{tag} ({platform}): {result.stderr}"
@@ -191,6 +248,7 @@ own architectures, sibling images and GPUs not served (tests/dockerfile_env.py).
 class Row:
     vendor: str
     host: Host
+    info: HostInfo
     image: Image
     starts: bool
     named: str | None
@@ -200,16 +258,19 @@ class Row:
 def decide_all(vendor: str, hosts: Iterable[Host], images: list[Image], tmp: Path) -> list[Row]:
     roots = {host.label: materialise(host, tmp / f"h{index}") for index, host in enumerate(hosts)}
     by_label = {host.label: host for host in hosts}
+    assert len(by_label) == len(roots) == len(list(hosts)), "one label per host"
+    described = {label: by_label[label].described(root) for label, root in roots.items()}
     jobs = [(label, image) for label in roots for image in images if by_label[label].runs(image)]
 
     tags = {tag for tag, _ in images}
 
     def one(job: tuple[str, Image]) -> Row:
         label, image = job
-        result = run_guard(vendor, image, roots[label])
+        result = run_guard(vendor, image, roots[label], by_label[label].env)
         named = NAMED.search(result.stderr) if result.returncode == GUARD_EXIT else None
         image_named = named.group(1) if named and named.group(1) in tags else None   # not "use NVIDIA's L4T..."
-        return Row(vendor, by_label[label], image, result.returncode == 0, image_named, result.stderr.strip())
+        return Row(vendor, by_label[label], described[label], image, result.returncode == 0, image_named,
+                   result.stderr.strip())
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, jobs))
@@ -235,7 +296,7 @@ def test_guard_recommend_and_hints_agree_on_every_host(vendor: str, variants: di
     for row in rows:
         (tag, platform), variant = row.image, variants[row.image]
         where = f"{tag} ({platform}) on {row.host.label}"
-        fit = judge(row.host.info, variant, kb)
+        fit = judge(row.info, variant, kb)
         if fit.fits != row.starts:
             problems.append(f"{where}: guard starts={row.starts}, recommend fits={fit.fits}"
                             f" ({'; '.join(fit.rejections) or row.said})")
