@@ -117,6 +117,14 @@ def test_cu130_wheels_of_2_13_and_2_14_carry_toolkit_13_0_3(dockerfile: Callable
     assert '    ACCEL_IMAGES_MIN_DRIVER="580.126.20"' in text
 
 
+def test_the_cu130_wheels_of_2_11_and_2_12_carry_toolkit_13_0_2(kb) -> None:
+    # V, the wheels' own metadata (pip's --report of the package index's cp311 manylinux_2_28_x86_64 wheels,
+    # the cu130 builds): torch 2.11.0, 2.12.0 and 2.12.1 declare `Requires-Dist: cuda-toolkit[...]==13.0.2`
+    # (2.11.0's aarch64 wheel too). The 2.11 row said 13.0.0, the family's GA release, assumed.
+    cuda = kb.facts("cuda")
+    assert [cuda.toolkit(minor, "13.0") for minor in ("2.11", "2.12")] == ["13.0.2", "13.0.2"]
+
+
 def test_the_2_15_wheel_carries_toolkit_13_2_2(kb) -> None:
     # V: torch 2.15.0's Requires-Dist pins cuda-toolkit[...]==13.2.2 (installed: cuda-toolkit 13.2.2)
     assert kb.facts("cuda").toolkit("2.15", "13.2") == "13.2.2"
