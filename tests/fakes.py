@@ -278,11 +278,13 @@ class InMemoryRegistry(RegistryClient):
     test needs beyond that: `push_image` puts an image (a config with labels and a platform), `put_hooks[tag]`
     runs before each manifest PUT of `tag` (`"*"`: of any reference), to answer a 500 or to play another job
     writing the tag meanwhile, `requests`
-    lists every call made.
+    lists every call made. `deletes_enabled=False` is the registry whose storage.delete setting is off: every
+    manifest DELETE answers 405 UNSUPPORTED, as docker-registry 2.8 does (accel_images.registry.check_deletes).
     """
 
-    def __init__(self, host: str = "reg.example:5000") -> None:
+    def __init__(self, host: str = "reg.example:5000", deletes_enabled: bool = True) -> None:
         super().__init__(host, scheme="http", credentials=lambda host: None)
+        self.deletes_enabled = deletes_enabled
         self.manifests: dict[str, tuple[str, bytes]] = {}
         self.tagged: dict[str, str] = {}
         self.blobs: dict[str, bytes] = {}
@@ -353,6 +355,8 @@ class InMemoryRegistry(RegistryClient):
             return http_answer(method, url, 201, b"", {"Docker-Content-Digest": digest})
         digest = reference if reference.startswith("sha256:") else self.tagged.get(reference)
         if method == "DELETE":
+            if not self.deletes_enabled:
+                return http_answer(method, url, 405, _error("UNSUPPORTED"))
             if digest not in self.manifests:
                 return http_answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
             del self.manifests[digest]

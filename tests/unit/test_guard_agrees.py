@@ -128,6 +128,8 @@ def test_every_architecture_gets_the_same_decision_from_guard_and_recommend(
 @pytest.mark.parametrize("tag, driver, refused", [
     ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "535.104.05", False),  # the README's 8 x H100 example: MVC
     ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "525.60.13", False),   # exactly the 12.x floor
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "525.53", True),       # the floor's major, below it: not majors alone
+    ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "525.60.12", True),    # one patch below the floor
     ("2.14.1-cuda12.6-py3.12-ubuntu24.04", "520.61.05", True),
     ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "580.65.06", False),   # an R580 LTS driver under MVC
     ("2.14.1-cuda13.2-py3.12-ubuntu24.04", "575.57.08", True),

@@ -11,7 +11,7 @@ from accel_images.errors import RegistryError
 from accel_images.publish.retention import (Pinned, Pruning, RetentionPolicy, dated_day, plan, prune, pruned_lines,
                                             stopped_pruning)
 
-from fakes import FakeTagRegistry
+from fakes import FakeTagRegistry, InMemoryRegistry
 
 FULL = "2.13.0-cpu-py3.11-debian12"
 OTHER = "2.14.1-cpu-py3.12-ubuntu24.04"
@@ -106,6 +106,26 @@ def test_a_registry_that_cannot_delete_is_found_out_before_any_tag_is_touched() 
     assert "does not allow deletes" in caught.value.one_line() and registry.deleted == []
     assert prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY, dry_run=True).pruned  # a dry run lists
     assert prune(registry, "team/pytorch", RetentionPolicy(keep=5), TODAY).pruned == ()         # nothing to delete
+
+
+@pytest.mark.parametrize("deletes_enabled", [False, True])
+def test_a_405_on_delete_is_refused_by_the_real_client_before_retention_touches_a_tag(deletes_enabled: bool) -> None:
+    """The registry client itself (only its HTTP exchange in memory): a registry answering 405 to the
+    probe DELETE stops retention with the setting to change, and not one tag is deleted or moved."""
+    registry = InMemoryRegistry(deletes_enabled=deletes_enabled)
+    for day in (1, 2, 3):
+        registry.push_image({"day": str(day)}, tag=dated(FULL, day))
+    before = dict(registry.tagged)
+    if deletes_enabled:
+        assert prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY).pruned == (dated(FULL, 2),
+                                                                                          dated(FULL, 1))
+        return
+    with pytest.raises(RegistryError) as caught:
+        prune(registry, "team/pytorch", RetentionPolicy(keep=1), TODAY)
+    assert "answered 405" in caught.value.one_line() and "storage.delete.enabled is off" in caught.value.one_line()
+    assert registry.tagged == before
+    assert [path for method, path in registry.requests if method in ("DELETE", "PUT")] == [
+        f"/v2/team/pytorch/manifests/sha256:{'0' * 64}"]   # the probe alone
 
 
 def test_a_stop_during_retention_says_what_was_deleted() -> None:
