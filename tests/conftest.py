@@ -136,13 +136,22 @@ def _marked_requirements(request: pytest.FixtureRequest) -> None:
             request.getfixturevalue(fixture)
 
 
+BUILD_LABEL = "io.accel-images.fingerprint"
+"""Every build of accel-images sets it, so the classic builder's intermediate containers carry it."""
+
+
 def labelled_containers(client: docker.DockerClient) -> set[str]:
-    return {c.id for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={TEST_RUN}"})}
+    """This session's containers, and any build's intermediate ones, in every state (Created included:
+    a stopped build's metadata steps leave theirs Created, never running)."""
+    ours = client.containers.list(all=True, sparse=True, filters={"label": f"{TEST_LABEL}={TEST_RUN}"})
+    builds = client.containers.list(all=True, sparse=True, filters={"label": BUILD_LABEL})
+    return {c.id for c in (*ours, *builds)}
 
 
 @pytest.fixture(autouse=True)
 def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: None) -> Iterator[None]:
-    """A test that leaves a container labelled io.accel-images.test=<this session> behind fails; it goes."""
+    """A test that leaves a container labelled io.accel-images.test=<this session>, or a build's intermediate
+    container, behind fails; it goes."""
     if "docker_client" not in request.fixturenames:
         yield
         return
@@ -156,7 +165,8 @@ def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: 
         except docker.errors.NotFound:
             pass
     if leaked:
-        pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}={TEST_RUN} behind", pytrace=False)
+        pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}={TEST_RUN} or {BUILD_LABEL} behind",
+                    pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:

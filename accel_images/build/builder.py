@@ -335,7 +335,8 @@ class Builder:
             return replace(outcome, earlier_smoke=where)
         variant = outcome.variant
         self.status(variant, "smoke test")
-        result = smoke_image(self.engine, outcome.image, variant, self.settings,
+        # By the ID the build produced, not the local name another build on this engine may move meanwhile.
+        result = smoke_image(self.engine, outcome.image_id or outcome.image, variant, self.settings,
                              status=lambda text: self.status(variant, f"smoke test: {text}"))
         if result.ok:
             remember_smoke_pass(self.settings.state_dir, outcome.image_id, result)

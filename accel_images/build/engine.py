@@ -160,21 +160,45 @@ class Engine:
         context = Path(context)
         if not context.is_dir():
             raise InputError(f"build context {context} is not a directory")
-        with _BuildLog(Path(log_path), on_line) as build_log:
-            build_log.note(f"# build of {tag} from {context}"
-                           f" (network_mode={network_mode}, pull={pull}, nocache={nocache}"
-                           + (f", platform={platform})" if platform else ")"))
-            image_id = self._follow_build(build_log, tag, dict(
-                path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                buildargs=dict(buildargs), labels=dict(labels),
-                network_mode=network_mode, pull=pull, nocache=nocache,
-                **({"platform": platform} if platform else {})))
+        try:
+            with _BuildLog(Path(log_path), on_line) as build_log:
+                build_log.note(f"# build of {tag} from {context}"
+                               f" (network_mode={network_mode}, pull={pull}, nocache={nocache}"
+                               + (f", platform={platform})" if platform else ")"))
+                image_id = self._follow_build(build_log, tag, dict(
+                    path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
+                    buildargs=dict(buildargs), labels=dict(labels),
+                    network_mode=network_mode, pull=pull, nocache=nocache,
+                    **({"platform": platform} if platform else {})))
+        except BaseException:   # a failed step, a lost daemon, Ctrl-C, SIGTERM: what the build made goes
+            self.remove_build_containers(labels)
+            raise
         for extra in extra_tags:
             self.tag(image_id, extra)
         info = self.inspect_image(image_id)
         if info is None:
             raise EngineError(f"image {image_id} of {tag} vanished right after its build")
         return BuiltImage(id=info.id, tag=tag, size=info.size)
+
+    def remove_build_containers(self, labels: Mapping[str, str]) -> int:
+        """Remove, in any state, the containers carrying every one of a stopped build's `labels`: the classic
+        builder's intermediate containers. forcerm removes them when a step fails, but a build whose client
+        goes away (Ctrl-C, SIGTERM) leaves those of its metadata steps behind, in state Created
+        (`/bin/sh -c '#(nop) LABEL ...'`), with the labels the build set. A build's labels include the time it
+        started (builder.CREATED_LABEL), so another build's containers never match. Best effort: what cannot
+        be removed is logged. How many went."""
+        if not labels:
+            return 0
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        removed = 0
+        try:
+            found = self._client.api.containers(all=True, filters=filters)
+            for container in found:
+                self._client.api.remove_container(container["Id"], force=True)
+                removed += 1
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as err:  # type: ignore[misc]
+            log.warning("could not remove a stopped build's intermediate containers: %s", err)
+        return removed
 
     def _follow_build(self, build_log: _BuildLog, tag: str, params: dict[str, Any]) -> str:
         """Stream the build, checking each event; the built image's ID."""

@@ -24,6 +24,8 @@ from accel_images.build.outcome import Outcome
 from accel_images.build.settings import BuildSettings
 from accel_images.kb.compat import load_kb
 from accel_images.model.imagefacts import ImageFacts
+from accel_images.model.reference import Mirror
+from accel_images.render.contexts import RenderOptions
 from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import expand, make_variant
 from accel_images.smoke.launcher import facts_of
@@ -71,6 +73,36 @@ def test_published_cpu_variant_builds_and_passes_its_smoke_test(published_build:
     assert all(check["ok"] for check in record["smoke"]["checks"])
     assert record["size"] > 500_000_000  # torch is in there
     assert Path(record["log"]).is_file()
+
+
+def test_a_build_whose_local_name_another_build_takes_still_tests_its_own_image(
+        published_build: dict, registry: str, wheelhouse: Path, base_images, tmp_path: Path, docker_client) -> None:
+    """Two builds of one tag on one engine: the other build's image takes the local name between this build's
+    commit and its smoke test. This build still smoke-tests the image it built (by ID) and passes; the name
+    stays on the last image built."""
+    kb = load_kb()
+    variant = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime")
+    options = RenderOptions(mirrors=(Mirror.parse(f"docker.io={registry}"),), pip_find_links=wheelhouse,
+                            without_companions=("torchvision",))
+    settings = BuildSettings(options=options, state_dir=StateDir(tmp_path / "state"))
+    before = docker_client.images.get(IMAGE).id
+    moved: list[str] = []
+
+    def status(_variant: object, text: str) -> None:
+        if text == "smoke test" and not moved:   # the other build commits its image under the same name now
+            docker_client.images.get(base_images.slim).tag(*IMAGE.rsplit(":", 1))
+            moved.append(docker_client.images.get(IMAGE).id)
+
+    engine = Engine.connect()
+    try:
+        [outcome] = Builder(engine, kb, expand(load_matrix(ROOT / "matrix.yaml"), kb), settings,
+                            status=status).run([variant])
+    finally:
+        engine.close()
+        docker_client.images.get(before).tag(*IMAGE.rsplit(":", 1))   # as the module's other tests expect it
+    assert moved and moved[0] != outcome.image_id
+    assert outcome.status == "built", outcome.error
+    assert outcome.smoke is not None and outcome.smoke.ok, outcome.smoke
 
 
 def test_unchanged_rebuild_is_skipped(published_build: dict, registry: str, wheelhouse: Path) -> None:

@@ -119,6 +119,39 @@ def test_failing_step_raises_with_step_tail_and_log(engine: Engine, debian: str,
 
 
 @pytest.mark.engine
+def test_a_stopped_build_removes_the_intermediate_containers_its_labels_mark(
+        engine: Engine, debian: str, tmp_path: Path, images: list[str], docker_client) -> None:
+    """What a Ctrl-C during the classic builder's metadata steps leaves: containers in state Created
+    (`/bin/sh -c '#(nop) LABEL ...'`) carrying the build's labels. A stopped build removes those of its own
+    labels (its start time among them), in any state, and never another build's."""
+    labels = {"io.accel-images.fingerprint": f"sha256:{RUN_ID}-stopped",
+              "org.opencontainers.image.created": "2026-12-07T00:00:00Z"}
+    own = docker_client.api.create_container(debian, command=["/bin/sh", "-c", "#(nop) LABEL a=b"], labels=labels)
+    other = docker_client.api.create_container(debian, command=["true"], labels={
+        **labels, "org.opencontainers.image.created": "2026-12-07T00:00:01Z"})   # a build started a second later
+
+    def ctrl_c(line: str) -> None:
+        raise KeyboardInterrupt
+
+    tag = unique_tag("stopped")
+    images.append(tag)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine.build(context_dir(tmp_path, f"FROM {debian}\nLABEL a=b\nRUN sleep 30\n"), tag, labels=labels,
+                         log_path=tmp_path / "stopped.log", on_line=ctrl_c, network_mode="none")
+        left = {c["Id"] for c in docker_client.api.containers(
+            all=True, filters={"label": f"io.accel-images.fingerprint={labels['io.accel-images.fingerprint']}"})}
+        assert own["Id"] not in left
+        assert other["Id"] in left
+    finally:
+        for container in (own, other):
+            try:
+                docker_client.api.remove_container(container["Id"], force=True)
+            except Exception:  # noqa: BLE001 (already gone)
+                pass
+
+
+@pytest.mark.engine
 def test_dockerfile_syntax_error_is_build_failed(engine: Engine, tmp_path: Path) -> None:
     with pytest.raises(BuildFailed, match="unknown instruction FORM") as caught:
         engine.build(context_dir(tmp_path, "FORM scratch\n"), unique_tag("syntax"),
