@@ -234,6 +234,58 @@ class CudaImage:
         return cuda_nightly_args(self.registry, self.repository.split("/", 1)[0], self.state, self.key)
 
 
+SUITE_REPOSITORY = f"accel-images-{TEST_RUN}/pytorch"
+"""Where the suite's shared CPU build lives on the engine: a name unique to this test run, so two runs on one
+engine (or a developer's own `make image`) never move the image another run's tests read."""
+PUBLISHED_TAG = "2.13.0-cpu-py3.11-debian12"
+PUBLISHED = ("--vendor", "cpu", "--torch", "2.13", "--python", "3.11", "--os", "debian12", "--flavor", "runtime")
+"""The CPU variant the suite builds once and publishes (the one `make image-offline` builds)."""
+SUITE_IMAGE = f"{SUITE_REPOSITORY}:{PUBLISHED_TAG}"
+"""The suite's shared CPU image (published_build), by the name only this run gives it."""
+
+
+def offline(registry: str, wheelhouse: Path) -> list[str]:
+    """The local mirror and wheelhouse; the wheelhouse holds torch alone, so torchvision is left out on purpose."""
+    return ["--registry-mirror", f"docker.io={registry}", "--pip-find-links", str(wheelhouse),
+            "--without-companion", "torchvision"]
+
+
+@pytest.fixture(scope="session")
+def suite_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """matrix.yaml with the image named SUITE_REPOSITORY: what the suite's shared builds are built from."""
+    text = (Path(__file__).resolve().parents[1] / "matrix.yaml").read_text()
+    assert "\nimage: accel-images/pytorch\n" in text
+    matrix = tmp_path_factory.mktemp("suite-matrix") / "matrix.yaml"
+    matrix.write_text(text.replace("\nimage: accel-images/pytorch\n", f"\nimage: {SUITE_REPOSITORY}\n"))
+    return matrix
+
+
+@pytest.fixture(scope="session")
+def published_build(docker_client: docker.DockerClient, registry: str, wheelhouse: Path, base_images: BaseImages,
+                    suite_matrix: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Build (forced, so the first run really builds) the published CPU variant once per session, under
+    SUITE_REPOSITORY; its tag goes when the session ends (the layers stay in the build cache)."""
+    import subprocess
+    import sys
+
+    state = tmp_path_factory.mktemp("state")
+    result = subprocess.run([sys.executable, "-m", "accel_images", "build", "--matrix", str(suite_matrix), *PUBLISHED,
+                             *offline(registry, wheelhouse), "--force", "--state-dir", str(state)],
+                            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=1800,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]
+    yield {"state": state, "records": records, "stdout": result.stdout, "stderr": result.stderr, "image": SUITE_IMAGE,
+           "matrix": suite_matrix}
+    for built in docker_client.images.list(name=SUITE_REPOSITORY):   # every tag the suite gave under it
+        for tag in built.tags:
+            if tag.startswith(f"{SUITE_REPOSITORY}:"):
+                try:
+                    docker_client.images.remove(tag)   # the name only: a container still using it keeps the image
+                except docker.errors.APIError:
+                    pass
+
+
 def cuda_nightly_args(registry: str, namespace: str, state: Path, key: Path) -> list[str]:
     return ["nightly", "--registry", f"{registry}/{namespace}", *CUDA_DEBIAN, "--registry-mirror",
             f"docker.io={registry}", "--cache-dir", str(CUDA_WHEEL_CACHE), "--state-dir", str(state),

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import containers
+from conftest import PUBLISHED, PUBLISHED_TAG, offline
 from accel_images.build.builder import Builder, Prepared
 from accel_images.build.engine import Engine
 from accel_images.build.outcome import Outcome
@@ -32,8 +33,7 @@ from accel_images.smoke.launcher import facts_of
 from accel_images.state import StateDir
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLISHED = ["--vendor", "cpu", "--torch", "2.13", "--python", "3.11", "--os", "debian12", "--flavor", "runtime"]
-IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
+TAG = PUBLISHED_TAG
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
 
@@ -43,23 +43,8 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
                           timeout=1800)
 
 
-def offline(registry: str, wheelhouse: Path) -> list[str]:
-    """The local mirror and wheelhouse; the wheelhouse holds torch alone, so torchvision is left out on purpose."""
-    return ["--registry-mirror", f"docker.io={registry}", "--pip-find-links", str(wheelhouse),
-            "--without-companion", "torchvision"]
-
-
 def report(state: Path) -> list[dict]:
     return json.loads((state / "reports" / "build-latest" / "report.json").read_text())["variants"]
-
-
-@pytest.fixture(scope="module")
-def published_build(registry: str, wheelhouse: Path, base_images: object, tmp_path_factory) -> dict:
-    """Build (forced, so the first run really builds) the published CPU variant once per session."""
-    state = tmp_path_factory.mktemp("state")
-    result = cli("build", *PUBLISHED, *offline(registry, wheelhouse), "--force", "--state-dir", str(state))
-    assert result.returncode == 0, result.stdout + result.stderr
-    return {"state": state, "records": report(state), "stdout": result.stdout, "stderr": result.stderr}
 
 
 def test_published_cpu_variant_builds_and_passes_its_smoke_test(published_build: dict) -> None:
@@ -85,21 +70,22 @@ def test_a_build_whose_local_name_another_build_takes_still_tests_its_own_image(
     options = RenderOptions(mirrors=(Mirror.parse(f"docker.io={registry}"),), pip_find_links=wheelhouse,
                             without_companions=("torchvision",))
     settings = BuildSettings(options=options, state_dir=StateDir(tmp_path / "state"))
-    before = docker_client.images.get(IMAGE).id
+    image = published_build["image"]
+    before = docker_client.images.get(image).id
     moved: list[str] = []
 
     def status(_variant: object, text: str) -> None:
         if text == "smoke test" and not moved:   # the other build commits its image under the same name now
-            docker_client.images.get(base_images.slim).tag(*IMAGE.rsplit(":", 1))
-            moved.append(docker_client.images.get(IMAGE).id)
+            docker_client.images.get(base_images.slim).tag(*image.rsplit(":", 1))
+            moved.append(docker_client.images.get(image).id)
 
     engine = Engine.connect()
     try:
-        [outcome] = Builder(engine, kb, expand(load_matrix(ROOT / "matrix.yaml"), kb), settings,
+        [outcome] = Builder(engine, kb, expand(load_matrix(published_build["matrix"]), kb), settings,
                             status=status).run([variant])
     finally:
         engine.close()
-        docker_client.images.get(before).tag(*IMAGE.rsplit(":", 1))   # as the module's other tests expect it
+        docker_client.images.get(before).tag(*image.rsplit(":", 1))   # as the suite's other tests expect it
     assert moved and moved[0] != outcome.image_id
     assert outcome.status == "built", outcome.error
     assert outcome.smoke is not None and outcome.smoke.ok, outcome.smoke
@@ -107,7 +93,8 @@ def test_a_build_whose_local_name_another_build_takes_still_tests_its_own_image(
 
 def test_unchanged_rebuild_is_skipped(published_build: dict, registry: str, wheelhouse: Path) -> None:
     state = published_build["state"]
-    result = cli("build", *PUBLISHED, *offline(registry, wheelhouse), "--state-dir", str(state))
+    result = cli("build", "--matrix", str(published_build["matrix"]), *PUBLISHED, *offline(registry, wheelhouse),
+                 "--state-dir", str(state))
     assert result.returncode == 0, result.stdout + result.stderr
     [record] = report(state)
     assert record["status"] == "skipped"
@@ -119,7 +106,7 @@ def test_unchanged_rebuild_is_skipped(published_build: dict, registry: str, whee
 
 
 def test_smoke_command_reports_the_workload_json(published_build: dict) -> None:
-    result = cli("smoke", IMAGE, "--json", "--state-dir", str(published_build["state"]))
+    result = cli("smoke", published_build["image"], "--json", "--state-dir", str(published_build["state"]))
     assert result.returncode == 0, result.stdout + result.stderr
     payload = json.loads(result.stdout)  # the document alone: `| jq` works
     assert result.stderr.strip().endswith("smoke passed on cpu")
@@ -130,13 +117,13 @@ def test_smoke_command_reports_the_workload_json(published_build: dict) -> None:
 
 def test_image_has_no_wheelhouse_and_runs_as_non_root(published_build: dict, docker_client) -> None:
     output = containers.output(
-        docker_client, IMAGE, ["sh", "-c", "id -u; ls /tmp/wheels 2>&1 | head -1; cat /opt/accel-images/constraints.txt"],
+        docker_client, published_build["image"], ["sh", "-c", "id -u; ls /tmp/wheels 2>&1 | head -1; cat /opt/accel-images/constraints.txt"],
         environment={"ACCEL_IMAGES_GUARD": "off"})
     uid, wheels, *constraints = output.splitlines()
     assert uid == "1000"
     assert "No such file" in wheels
     assert "torch==2.13.0+cpu" in constraints   # among every other distribution, each pinned
-    history = docker_client.api.history(IMAGE)
+    history = docker_client.api.history(published_build["image"])
     assert not any("/tmp/wheels" in (layer.get("CreatedBy") or "") and layer.get("Size", 0) > 10_000_000
                    for layer in history)
 
@@ -144,7 +131,7 @@ def test_image_has_no_wheelhouse_and_runs_as_non_root(published_build: dict, doc
 def test_pip_cannot_swap_the_torch_build(published_build: dict, docker_client) -> None:
     """A later `pip install torch==<other>` is refused by the image's constraints file."""
     result = containers.output(
-        docker_client, IMAGE, ["sh", "-c", "pip install --no-index torch==2.12.0 2>&1; echo rc=$?"],
+        docker_client, published_build["image"], ["sh", "-c", "pip install --no-index torch==2.12.0 2>&1; echo rc=$?"],
         network_disabled=True, environment={"ACCEL_IMAGES_GUARD": "off"})
     assert "rc=0" not in result
 
@@ -324,8 +311,8 @@ def test_a_wrong_knowledge_base_row_fails_against_the_real_images_facts(publishe
         assert info is not None
         builder = Builder(engine, wrong, expand(load_matrix(ROOT / "matrix.yaml"), wrong),
                           BuildSettings(state_dir=StateDir(tmp_path / "state"), smoke=False))
-        prepared = Prepared(variant, IMAGE, tmp_path, {}, "sha256:x", "base@sha256:y")
-        checked = builder.check_facts(prepared, Outcome(variant, "built", IMAGE, info.id))
+        prepared = Prepared(variant, published_build["image"], tmp_path, {}, "sha256:x", "base@sha256:y")
+        checked = builder.check_facts(prepared, Outcome(variant, "built", published_build["image"], info.id))
     finally:
         engine.close()
     assert checked.status == "failed"

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 import containers
-from conftest import TEST_LABEL, TEST_RUN
-from test_build_integration import IMAGE, published_build  # noqa: F401  (the session's real build)
+from conftest import SUITE_IMAGE as IMAGE, TEST_LABEL, TEST_RUN   # published_build: the session's real build
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
 

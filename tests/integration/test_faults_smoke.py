@@ -20,7 +20,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from test_build_integration import IMAGE, cli, published_build  # noqa: F401  (the published CPU image's fixture)
+from conftest import SUITE_IMAGE as IMAGE   # tests/conftest.py published_build's, named for this run alone
+from test_build_integration import cli
 from accel_images.smoke.launcher import NO_RECORD
 from test_smoke_judge import RECORDED_CPU
 

@@ -10,30 +10,21 @@ Here: the tests that need the real engine or registry; the others are in tests/u
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 import containers
 from accel_images.render.contexts import guard_script
-from test_build_integration import IMAGE as CPU_IMAGE, published_build  # noqa: F401  (the fixture, under CI)
 from test_guard import GUARD_EXIT
 
 # ---- inside the built CPU image -----------------------------------------------------------------
 
 
 @pytest.fixture
-def cpu_image(docker_client, request: pytest.FixtureRequest) -> str:
-    """The published CPU image: present when the build tests ran; built here under CI otherwise."""
-    import docker.errors
-    try:
-        docker_client.images.get(CPU_IMAGE)
-    except docker.errors.ImageNotFound:
-        if os.environ.get("CI") != "true":
-            pytest.skip(f"{CPU_IMAGE} is not built (tests/integration/test_build_integration.py builds it)")
-        request.getfixturevalue("published_build")
-    return CPU_IMAGE
+def cpu_image(published_build: dict) -> str:
+    """The suite's CPU image (tests/conftest.py published_build), under the name only this run gives it."""
+    return str(published_build["image"])
 
 
 @pytest.mark.engine

@@ -19,7 +19,7 @@ from accel_images.smoke.launcher import NO_RECORD
 from nightly_fixture.rawregistry import RawRegistry
 from test_json_output_unit import cli, cpu_host, only_json  # noqa: F401  (cpu_host is a fixture)
 
-CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
+from conftest import SUITE_IMAGE as CPU_IMAGE   # published_build's, a name only this run gives it
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_pull(catalogue_registry: str, cpu_host: str, docker_client) -> None:
 
 
 @pytest.mark.engine
-def test_smoke(docker_client, tmp_path: Path) -> None:
+def test_smoke(docker_client, tmp_path: Path, published_build: dict) -> None:
     """A refused image (a state directory with no build record of it) still prints one document; the
     passing case is test_build_integration.py::test_smoke_command_reports_the_workload_json."""
     result = cli("smoke", CPU_IMAGE, "--json", "--state-dir", str(tmp_path / "empty"))

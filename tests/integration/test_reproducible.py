@@ -27,10 +27,11 @@ from accel_images.cli.nightly import nightly_command
 from conftest import BaseImages
 from nightly_fixture.cleanup import remove_local_names
 from nightly_fixture.rawregistry import DOCKER_MANIFEST, RawRegistry
-from test_build_integration import IMAGE, PUBLISHED, ROOT
+from conftest import PUBLISHED, PUBLISHED_TAG
+from test_build_integration import ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.registry, pytest.mark.slow]
-TAG = IMAGE.rsplit(":", 1)[1]
+TAG = PUBLISHED_TAG
 
 
 def layers(client: docker.DockerClient, ref: str) -> list[str]:

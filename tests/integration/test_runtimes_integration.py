@@ -41,7 +41,7 @@ from conftest import TEST_LABEL, TEST_RUN, unavailable
 from test_catalogue_integration import Published, published  # noqa: F401  (the fixture)
 from test_catalogue import CUDA
 from test_guard import GUARD_EXIT
-from test_guard_integration import cpu_image, published_build  # noqa: F401  (the fixtures)
+from test_guard_integration import cpu_image  # noqa: F401  (a fixture)
 from test_runtimes import validate_pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,14 +206,9 @@ def load_from_docker(docker_client, image: str, prefix: list[str], env: dict[str
 
 
 @pytest.fixture(scope="session")
-def cpu_image_for_podman(docker_client, request: pytest.FixtureRequest) -> str:
-    from test_guard_integration import CPU_IMAGE
-    import docker.errors
-    try:
-        docker_client.images.get(CPU_IMAGE)
-    except docker.errors.ImageNotFound:
-        unavailable(f"{CPU_IMAGE} is not built (tests/integration/test_build_integration.py builds it)")
-    return CPU_IMAGE
+def cpu_image_for_podman(published_build: dict) -> str:
+    """The suite's CPU image (tests/conftest.py published_build), under the name only this run gives it."""
+    return str(published_build["image"])
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ import pytest
 
 from accel_images.build.engine import Engine
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options
-from test_build_integration import IMAGE, published_build  # noqa: F401  (the published CPU image's fixture)
+from conftest import SUITE_IMAGE as IMAGE   # tests/conftest.py published_build's, named for this run alone
 from test_security_unit import ROOT, RUN, SECRET, INDEX_URL, cli
 SECRET_MATRIX = """schema: 1
 image: accel-images-test/secret-RUN

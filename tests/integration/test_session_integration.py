@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
+from conftest import SUITE_IMAGE as CPU_IMAGE   # published_build's, a name only this run gives it
 
 
 # ---- for real -------------------------------------------------------------------------------------
@@ -35,11 +35,7 @@ def as_stranger(workspace: Path) -> list[str]:
 
 
 @pytest.mark.engine
-def test_run_executes_in_workspace_as_the_host_user(tmp_path: Path, docker_client) -> None:
-    try:
-        docker_client.images.get(CPU_IMAGE)
-    except Exception:  # noqa: BLE001 - any failure to find it: the build tests make it
-        pytest.fail(f"{CPU_IMAGE} is missing: `make image-offline` (or the build integration tests) makes it")
+def test_run_executes_in_workspace_as_the_host_user(tmp_path: Path, docker_client, published_build: dict) -> None:
     workspace = tmp_path / "work"
     workspace.mkdir()
     prefix = as_stranger(workspace)

@@ -2,8 +2,8 @@
 real thing against the local registry with the published CPU image.
 
 The unit tests run in a second or two; the integration tests (marked engine/registry) push the
-CPU image `accel-images/pytorch:2.13.0-cpu-py3.11-debian12` (built by .ci/run's earlier tests or
-`make image-offline`) into a repository of their own and read everything back over the
+CPU image the suite built once (tests/conftest.py published_build, under a name only this run gives it)
+into a repository of their own and read everything back over the
 registry's HTTP API with urllib, not through accel_images.registry, and check the signature
 with bare pyca/cryptography and the SBOM with the CycloneDX schema.
 
@@ -25,6 +25,8 @@ from pathlib import Path
 
 import docker
 import pytest
+
+from conftest import SUITE_REPOSITORY
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cyclonedx.schema import SchemaVersion
@@ -36,7 +38,6 @@ from accel_images.supply.attest import Attester
 from test_supply import NOW, digest_of, write_key, green_smoke, VARIANT, inputs, pae
 
 ROOT = Path(__file__).resolve().parents[2]
-CPU_IMAGE = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,16 +56,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def cpu_image(docker_client: docker.DockerClient) -> str:
-    """The CPU image; missing, it fails under CI and skips elsewhere, like tests/conftest.py's fixtures."""
-    try:
-        docker_client.images.get(CPU_IMAGE)
-    except docker.errors.ImageNotFound:
-        reason = f"{CPU_IMAGE} missing (make image-offline builds it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return CPU_IMAGE
+def cpu_image(published_build: dict) -> str:
+    """The suite's CPU image (tests/conftest.py published_build), under the name only this run gives it."""
+    return str(published_build["image"])
 
 
 @pytest.fixture
@@ -76,8 +70,8 @@ def namespace(registry: str) -> str:
 @pytest.mark.registry
 @pytest.mark.slow  # reuses the local CPU image when its fingerprint is current, else builds it
 def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
-        registry: str, wheelhouse: Path, base_images: object, cpu_image: str, namespace: str, tmp_path: Path,
-        docker_client: docker.DockerClient) -> None:
+        registry: str, wheelhouse: Path, base_images: object, cpu_image: str, suite_matrix: Path, namespace: str,
+        tmp_path: Path, docker_client: docker.DockerClient) -> None:
     """The acceptance run: nightly publishes the CPU image, the registry API alone yields a valid
     CycloneDX SBOM with the torch the smoke test saw and a DSSE-signed SLSA provenance, `verify`
     passes; a hand-pushed image under the same tag with the copied labels fails `verify`, and the
@@ -86,14 +80,14 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
     state = tmp_path / "state"
     # The tag is an index of amd64 and arm64; the wheelhouse holds x86_64 wheels: amd64 only, as a CI job
     # of that platform publishes it (the index keeps the other platforms' images).
-    args = ["nightly", "--registry", f"{registry}/{namespace}", "--vendor", "cpu", "--torch", "2.13", "--python", "3.11",
-            "--os", "debian12", "--flavor", "runtime", "--platform", "linux/amd64",
+    args = ["nightly", "--registry", f"{registry}/{namespace}", "--matrix", str(suite_matrix), "--vendor", "cpu",
+            "--torch", "2.13", "--python", "3.11", "--os", "debian12", "--flavor", "runtime", "--platform", "linux/amd64",
             "--registry-mirror", f"docker.io={registry}", "--pip-find-links", str(wheelhouse),
             "--without-companion", "torchvision", "--state-dir", str(state), "--sign-key", str(key)]
     first = cli(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     [record] = json.loads((state / "reports" / "nightly-latest" / "report.json").read_text())["variants"]
-    repository, tag = f"{namespace}/accel-images/pytorch", record["tag"]
+    repository, tag = f"{namespace}/{SUITE_REPOSITORY}", record["tag"]
     digest = record["platform_digest"]  # the amd64 image's own: the full tag serves the index listing it
     assert record["provenance"]["signed"] is True and record["verified"]["ok"] is True
 

@@ -22,7 +22,7 @@ BEGIN = "<!-- corpus:begin (generated from tests/corpus/cases.yaml) -->"
 END = "<!-- corpus:end -->"
 SHOWN_PLACES = {"{corpus}": "tests/corpus", "{work}/": "", "{work}": ".", "{generated}/": "/tmp/"}
 OTHER_SECTIONS = ("## Engine faults", "## Registry faults", "## Interruption", "## State directory",
-                  "## Security", "## The hardware check")
+                  "## Security", "## The hardware check", "## One tag, many platforms")
 
 
 def cases() -> list[dict]:
