@@ -140,7 +140,7 @@ def test_nightly_attaches_what_independent_readers_find_and_verify_passes(
     (fake / "Dockerfile").write_text("FROM local/debian:bookworm\n" + "".join(
         f'LABEL "{name}"="{value}"\n' for name, value in labels.items()))
     fake_ref = f"{registry}/{repository}:{tag}"
-    image, _ = docker_client.images.build(path=str(fake), tag=fake_ref, network_mode="none")
+    image, _ = docker_client.images.build(path=str(fake), tag=fake_ref, network_mode="none", rm=True, forcerm=True)
     try:
         docker_client.images.push(f"{registry}/{repository}", tag=tag)
         raw, _ = http_get(registry, f"/v2/{repository}/manifests/{tag}",
