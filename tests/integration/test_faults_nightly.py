@@ -76,10 +76,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True,
                           text=True, check=False)
     if done.returncode != 0:
-        reason = f"cannot mount a tmpfs here: {done.stderr.strip()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")   # a failure under CI (conftest)
     try:
         yield mount
     finally:

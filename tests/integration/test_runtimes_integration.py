@@ -139,7 +139,7 @@ def as_user(uid: int, gid: int, *, groups: str = "--clear-groups") -> list[str]:
 def test_run_outside_the_docker_group_is_one_line_and_exit_3(tmp_path: Path) -> None:
     """As `build` and `pull` answer: the tool's line naming the way out, not docker's own error and 126."""
     if os.geteuid() != 0:   # CI runs as root: there this is a failure, not a skip
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("becoming a user outside the docker group needs root")
+        pytest.skip("becoming a user outside the docker group needs root")   # a failure under CI (conftest)
     os.chown(tmp_path, STRANGER, STRANGER)
     image = "accel-images/pytorch:2.13.0-cpu-py3.11-debian12"  # its tag names the vendor: no engine asked
     result = subprocess.run([*as_user(STRANGER, STRANGER), sys.executable, "-m", "accel_images", "run", image,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -181,7 +180,7 @@ def test_skopeo_reads_the_artifacts_when_it_is_installed(registry: str, cpu_imag
     import shutil
     skopeo = shutil.which("skopeo")
     if skopeo is None:   # .ci/setup-host.sh installs it: missing under CI is a failure, not a skip
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("skopeo is not installed")
+        pytest.skip("skopeo is not installed")   # .ci/setup-host.sh installs it: a failure under CI (conftest)
     from accel_images.build.engine import Engine
     from accel_images.registry import RegistryClient
     key, _ = write_key(tmp_path)
