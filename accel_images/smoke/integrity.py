@@ -74,7 +74,7 @@ class Entry:
 
 
 class FileReader(Protocol):
-    """Reads a container's files through the engine (accel_images.build.engine.ContainerFiles)."""
+    """Reads a container's files through the engine (accel_images.builder.engine.ContainerFiles)."""
 
     def entry(self, path: str) -> Entry | None:
         """The entry at `path` (not following a final link), or None when there is none."""
