@@ -80,10 +80,11 @@ render: $(CLI) ## Regenerate images/ from matrix.yaml and templates/.
 check: $(CLI) ## Fail if images/ is stale.
 	$(CLI) render --check
 
-lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendered Dockerfile, zizmor over the workflows.
+lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendered Dockerfile, shellcheck over every rendered script, zizmor over the workflows.
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	find images -name Dockerfile -print0 | xargs -0 -n1 $(BIN)/hadolint
+	find images -name '*.sh' -print0 | xargs -0 $(BIN)/shellcheck --shell=sh
 	$(BIN)/zizmor --offline .github/workflows/
 
 image: $(CLI) ## One image: the newest the filters match (none: this host's vendor), e.g. make image VENDOR=rocm TORCH=2.13

@@ -9,7 +9,7 @@ other (tests/unit/test_architecture.py holds the rule, docs/architecture.md draw
     cli                   the `accel-images` command: thin, one module per command group
     host                  this host: detection, `recommend`, `pull`, `run`, devcontainer
     publish  report       promote on green, the nightly, retention, the registry's catalogue; reports
-    build    supply       render + build + smoke one variant, engine, bases; SBOM and provenance
+    builder  supply       render + build + smoke one variant, engine, bases; SBOM and provenance
     smoke    render       the in-image workload, guard and judge; variants -> build contexts
     plan                  matrix.yaml -> variants (expansion, selection, known values)
     kb                    the knowledge base: its answers, `kb check` and `kb update`

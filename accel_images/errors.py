@@ -107,7 +107,7 @@ class NotInRegistry(RegistryError):
 
 class BuildFailed(AccelError):
     """A build step failed. The message is the short cause (`step 5/24 (pip install) failed: ...`,
-    accel_images.build.failure); what it was read from stays on the error, so a caller that knows more
+    accel_images.builder.failure); what it was read from stays on the error, so a caller that knows more
     (the wheelhouse a build used) can say it better, and the full log is named apart."""
 
     exit_code = 1
@@ -129,7 +129,7 @@ class FactsContradicted(AccelError):
 
 
 class WheelFetchError(AccelError):
-    """pip on the host could not fetch a variant's wheels from its index (accel_images.build.wheels)."""
+    """pip on the host could not fetch a variant's wheels from its index (accel_images.builder.wheels)."""
 
     exit_code = 1
 

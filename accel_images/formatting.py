@@ -53,7 +53,7 @@ def inert(text: str) -> str:
     screen, rewrite what was printed before or open a link, and bidirectional overrides that
     show text in another order than it is. Everything that prints text it did not write itself
     passes it through here first (errors.AccelError.one_line, the tables, lines and progress of
-    accel_images.cli.options and accel_images.build.progress): the text stays readable and
+    accel_images.cli.options and accel_images.builder.progress): the text stays readable and
     greppable, and nothing in it acts. Printable characters of any script stay as they are.
     """
     if text.isprintable():

@@ -50,6 +50,7 @@ import requests
 from accel_images import untrusted
 from accel_images.credentials import hide_credentials
 from accel_images.errors import InputError, MalformedAnswer, RegistryError
+from accel_images.formatting import inert
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -886,8 +887,8 @@ def _next_page(link: str | None) -> str | None:
 
 
 def shown_url(text: str) -> str:
-    """A URL from a registry's answer as an error shows it: control characters escaped, at most 120 characters."""
-    escaped = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    """A URL from a registry's answer as an error shows it: inert (formatting.inert), at most 120 characters."""
+    escaped = inert(text)
     return escaped if len(escaped) <= 120 else escaped[:117] + "..."
 
 

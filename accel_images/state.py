@@ -16,7 +16,7 @@ spelled in this module only:
     reports/build-latest, nightly-latest  links to the newest run's reports
     nightly.lock                        held by the running `nightly`
 
-The pin lock file (`accel-images.lock`, see accel_images.build.pin) is not state: it belongs to the
+The pin lock file (`accel-images.lock`, see accel_images.builder.pin) is not state: it belongs to the
 project next to matrix.yaml and is meant to be committed.
 
 Nothing below the root may be a symbolic link, except the tool's own `reports/<kind>-latest`
@@ -115,12 +115,13 @@ class StateDir:
 
     @property
     def digest_cache(self) -> Path:
-        """`cache/digests.json` (accel_images.build.fingerprint)."""
+        """`cache/digests.json` (accel_images.builder.fingerprint)."""
         return self._checked(self.root / "cache" / "digests.json")
 
     @property
     def wheel_cache(self) -> Path:
-        """`cache/wheels/` (accel_images.build.wheels): where runs keep the wheels they fetched, unless --cache-dir."""
+        """`cache/wheels/` (accel_images.builder.wheels): where runs keep the wheels they fetched, unless
+        --cache-dir."""
         return self._checked(self.root / "cache" / "wheels")
 
     def smoke_record(self, image_id: str | None) -> Path:

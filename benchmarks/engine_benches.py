@@ -564,7 +564,7 @@ def updates_layer_bytes(image: str) -> int:
 
 def base_of(image: str) -> str:
     """The base the image was built from: its base digest label, else the CPU build's mirror ref."""
-    from accel_images.build.builder import BASE_DIGEST_LABEL
+    from accel_images.builder.builder import BASE_DIGEST_LABEL
     labels = json.loads(run_checked(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
                                      image]).stdout) or {}
     digest = labels.get(BASE_DIGEST_LABEL)
@@ -628,7 +628,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
         result.skipped = f"{CPU_IMAGE} is not built (run `make image-offline` or the image_size benchmark)"
         return result
     from accel_images.cli.build import expectation_from_labels
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     from accel_images.smoke.integrity import Recorded
     from accel_images.smoke.launcher import container_options, inventory_of, run_smoke
     repeats = 1 if quick else 5
@@ -657,7 +657,7 @@ def bench_smoke_latency(quick: bool) -> BenchResult:
     result.commands += [f"{PYTHON.replace(str(ROOT) + '/', '')} -c 'run_smoke(Engine.connect(), \"{CPU_IMAGE}\", ...)'"
                         f"   # what `accel-images smoke {CPU_IMAGE}` runs",
                         f"Engine.run(\"{CPU_IMAGE}\", [\"true\"])   # baseline, through the same engine wrapper"]
-    result.notes.append("Both go through accel_images.build.engine.Engine (create, start, wait, logs, remove); the "
+    result.notes.append("Both go through accel_images.builder.engine.Engine (create, start, wait, logs, remove); the "
                         "baseline runs `true` with the same container options behind the same entrypoint guard, "
                         "so the difference is the "
                         "workload: Python start, torch import, the checks and the JSON.")

@@ -177,9 +177,9 @@ def push_bases(where: Space) -> None:
 
 def forced_nightly(where: Space, *, host_fetch: bool, cache: Path) -> Run:
     """One `nightly --max-age 0` of the four variants, in-process (its smoke stage a stub: no real torch)."""
-    from accel_images.build.engine import Engine
-    from accel_images.build.settings import BuildSettings
-    from accel_images.build.wheels import RunWheelhouse
+    from accel_images.builder.engine import Engine
+    from accel_images.builder.settings import BuildSettings
+    from accel_images.builder.wheels import RunWheelhouse
     from accel_images.cli.options import load_expansion
     from accel_images.kb import compat
     from accel_images.model.reference import Mirror

@@ -135,7 +135,7 @@ def _notes(deb: str) -> list[str]:
 def _measure(name: str, templates: Path, work: Path, result: BenchResult, suite: SecuritySuite,
              update: Path, namespace: str) -> dict[str, float]:
     """Publish, rebuild unchanged, rebuild after the security update: bytes and seconds of the last two."""
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     from accel_images.registry import RegistryClient
     slug = "ours" if name == "ours" else "baseline"
     image = f"accel-images-bench/republish-{slug}-{uuid.uuid4().hex[:8]}"

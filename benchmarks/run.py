@@ -24,13 +24,14 @@ from benchmarks.startup_benches import STARTUP_BENCHES
 from benchmarks.unit_suite_benches import UNIT_SUITE_BENCHES
 from benchmarks.wheel_sizes import WHEEL_BENCHES
 from benchmarks.cuda_image_benches import CUDA_IMAGE_BENCHES
+from benchmarks.mutation_benches import MUTATION_BENCHES
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("startup", "unit_suite", "guard_facts", "noop", "incremental", "scale", "parallel", "image_size",
-         "smoke_latency", "republish", "fetch", "catalogue", "cuda_size", "cuda_image")
+         "smoke_latency", "republish", "fetch", "catalogue", "cuda_size", "cuda_image", "mutation")
 ENGINE_BENCHES = {**LIGHT_ENGINE_BENCHES, **FETCH_BENCHES, **CUDA_IMAGE_BENCHES}
 ALL = {**STARTUP_BENCHES, **UNIT_SUITE_BENCHES, **GUARD_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES,
-       **WHEEL_BENCHES}
+       **WHEEL_BENCHES, **MUTATION_BENCHES}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

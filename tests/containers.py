@@ -3,7 +3,7 @@
 The SDK's `containers.run(..., remove=True)` removes the container before it reads the log
 stream it opened, and for a command that exits at once that stream can end empty
 (docker/docker-py#2427, open): a test then fails on output the command did print.
-accel_images.build.engine.Engine.run reads the logs of the exited container before removing it, so the
+accel_images.builder.engine.Engine.run reads the logs of the exited container before removing it, so the
 tests read images through it too.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import docker
 
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from conftest import TEST_LABEL, TEST_RUN
 
 WAIT_S = 300

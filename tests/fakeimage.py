@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel_images.build.engine import RunResult
+from accel_images.builder.engine import RunResult
 from accel_images.model.imagefacts import FACTS_PATH
 from accel_images.smoke.integrity import Entry
 from accel_images.smoke.integrity import Entry, ImageConfig, Recorded, take_inventory

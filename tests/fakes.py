@@ -26,7 +26,7 @@ import requests
 
 import fakeimage
 
-from accel_images.build.engine import BuiltImage, ImageInfo, Pushed, RunResult
+from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
 from accel_images.registry import OCI_MANIFEST, Artifact, RegistryClient, RemoteImage

@@ -17,26 +17,26 @@ import click
 
 from accel_images import vendors
 from accel_images.kb import compat
-from accel_images.build import failure
-from accel_images.build.builder import Builder
-from accel_images.build.wheels import RunWheelhouse
+from accel_images.builder import failure
+from accel_images.builder.builder import Builder
+from accel_images.builder.wheels import RunWheelhouse
 from accel_images.credentials import hide_credentials
 from accel_images.formatting import FittedTable, TableColumn, human_size, in_users_terms
-from accel_images.build.outcome import Outcome, outcome_record, smoke_text
-from accel_images.build.settings import PULL_POLICIES, BuildSettings, image_ref
+from accel_images.builder.outcome import Outcome, outcome_record, smoke_text
+from accel_images.builder.settings import PULL_POLICIES, BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, given_lock, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
                                       note, render_options, say, templates_option, verbosity, verbosity_options,
                                       wheel_options, wheel_settings)
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from accel_images.errors import InputError
-from accel_images.build.progress import progress_for
-from accel_images.build.leftovers import reclaim
+from accel_images.builder.progress import progress_for
+from accel_images.builder.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.report.reports import compare, read_previous, write_reports
 from accel_images.smoke.judge import Expectation
-from accel_images.build.fingerprint import FINGERPRINT_LABEL
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL
 from accel_images.smoke.launcher import run_smoke
 from accel_images.smoke.records import recorded_build
 from accel_images.model.variant import LABEL_PREFIX, Variant

@@ -2,7 +2,7 @@
 
 `recommend` judges a host against the matrix, or a registry's catalogue (accel_images.host.choosing), and
 needs neither Docker nor the builder, so the engine
-(for `pull`) and accel_images.build.fanout (for `ci-matrix` and `bake`: it takes its build arguments from
+(for `pull`) and accel_images.builder.fanout (for `ci-matrix` and `bake`: it takes its build arguments from
 the builder, which imports the docker SDK) are imported by the commands that use them.
 """
 
@@ -128,7 +128,7 @@ def pull_command(matrix_path: str | None, registry: str | None, image_name: str 
 
 def pull_with_docker(ref: str, platform: str | None) -> None:
     """Through the Docker Engine API, its progress on standard error."""
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     engine = Engine.connect()
     try:
         engine.pull(ref, on_line=lambda line: say(line, err=True), platform=platform)
@@ -167,7 +167,7 @@ def ci_matrix_command(matrix_path: str | None, **kwargs: Any) -> None:
     Example:
       accel-images ci-matrix --vendor rocm
     """
-    from accel_images.build.fanout import ci_matrix
+    from accel_images.builder.fanout import ci_matrix
     expansion, variants = chosen_variants(matrix_path, kwargs)
     click.echo(json.dumps(ci_matrix(variants, expansion.image), separators=(",", ":")))
 
@@ -186,7 +186,7 @@ def bake_command(matrix_path: str | None, registry: str | None, out_file: Path |
     Example:
       accel-images bake --vendor cuda --registry ghcr.io/acme --out docker-bake.json
     """
-    from accel_images.build.fanout import bake
+    from accel_images.builder.fanout import bake
     expansion, variants = chosen_variants(matrix_path, kwargs)
     text = json.dumps(bake(variants, expansion, registry), indent=2) + "\n"
     if out_file is None:

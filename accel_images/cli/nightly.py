@@ -16,27 +16,27 @@ from typing import Any
 import click
 
 from accel_images.kb import compat
-from accel_images.build import failure
+from accel_images.builder import failure
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option,
                                       matrix_option, mirror_options, print_outcome, render_options, say,
                                       templates_option, verbosity, verbosity_options, wheel_options, wheel_settings)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
 from accel_images.formatting import FittedTable, TableColumn, human_size, in_users_terms
-from accel_images.build.pin import LOCK_FILE
+from accel_images.builder.pin import LOCK_FILE
 from accel_images.publish.retention import (DEFAULT_KEEP_DATED, Pinned, Pruning, RetentionPolicy, prune, pruned_lines,
                                             stopped_pruning)
-from accel_images.build.engine import Engine
-from accel_images.build.wheels import RunWheelhouse
-from accel_images.build.leftovers import reclaim
+from accel_images.builder.engine import Engine
+from accel_images.builder.wheels import RunWheelhouse
+from accel_images.builder.leftovers import reclaim
 from accel_images.lock import held
 from accel_images.publish.nightly import (DEFAULT_MAX_AGE_DAYS, NightlyOptions, NightlyOutcome, nightly_record,
                                            run_nightly, shown_status, summary)
-from accel_images.build.outcome import Outcome, smoke_text
-from accel_images.build.progress import progress_for
+from accel_images.builder.outcome import Outcome, smoke_text
+from accel_images.builder.progress import progress_for
 from accel_images.publish.promote import Target
 from accel_images.registry import Destination, RegistryClient
-from accel_images.build.settings import BuildSettings, image_ref
+from accel_images.builder.settings import BuildSettings, image_ref
 from accel_images.state import StateDir
 from accel_images.supply.attest import Source
 from accel_images.supply.provenance import load_signer

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from accel_images.build.pin import Lock
+    from accel_images.builder.pin import Lock
     from accel_images.formatting import FittedTable
     from accel_images.render.contexts import RenderOptions
     from accel_images.plan.variants import Expansion
@@ -273,7 +273,7 @@ PIP_FETCH = ("host", "build")
 
 
 def wheel_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Where `build` and `nightly` fetch wheels, and the cache that keeps them (accel_images.build.wheels)."""
+    """Where `build` and `nightly` fetch wheels, and the cache that keeps them (accel_images.builder.wheels)."""
     func = click.option("--cache-max-size", "cache_max_size", default=None, metavar="SIZE",
                         help="After the run, prune the wheel cache to SIZE (e.g. 50G), least recently used first"
                              " (default: never prune).")(func)
@@ -299,7 +299,7 @@ def wheel_settings(pip_fetch: str, cache_dir: Path | None, cache_max_size: str |
 
 
 def verbosity_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """-q / -v: the progress shown while building (accel_images.build.progress); the summary is always printed."""
+    """-q / -v: the progress shown while building (accel_images.builder.progress); the summary is always printed."""
     func = click.option("-v", "--verbose", "verbose", is_flag=True,
                         help="Stream every build log line (they are always in the log files).")(func)
     func = click.option("-q", "--quiet", "quiet", is_flag=True, help="Show only each variant's outcome.")(func)
@@ -313,7 +313,7 @@ def verbosity(quiet: bool, verbose: bool) -> int:
 
 
 def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    from accel_images.build import pin  # the commands that take these render anyway; pin imports the renderer
+    from accel_images.builder import pin  # the commands that take these render anyway; pin imports the renderer
     func = click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                         help=f"Render base images as repository@digest from this lock file (default with --pin:"
                              f" {pin.LOCK_FILE}).")(func)
@@ -362,7 +362,7 @@ def given_lock(pin_bases: bool, lock_path: Path | None) -> Lock | None:
     first, which creates it). None where no lock is read."""
     if not pin_bases and lock_path is None:
         return None
-    from accel_images.build import pin
+    from accel_images.builder import pin
     path = lock_path or pin.LOCK_FILE
     if pin_bases and not path.exists():
         return None
@@ -375,10 +375,10 @@ def pinned_variants(variants: tuple[Variant, ...], pin_bases: bool, lock_path: P
     `given`: the lock file already read (given_lock), not read again."""
     if not pin_bases and lock_path is None:
         return variants
-    from accel_images.build import pin
+    from accel_images.builder import pin
     path = lock_path or pin.LOCK_FILE
     if pin_bases:
-        from accel_images.build.engine import Engine
+        from accel_images.builder.engine import Engine
         lock = pin.pin(Engine.connect(), variants, options.mirrors, path)
         note(f"pinned {len(lock.bases)} base image(s) in {path}")
     else:
@@ -404,7 +404,7 @@ def chosen_variants(matrix_path: str | None, kwargs: dict[str, Any],
     from accel_images.plan.variants import select_or_explain
     expansion = load_expansion(matrix_path)
     if options is not None and options.mirrors:
-        from accel_images.build.mirror_check import check_mirrors
+        from accel_images.builder.mirror_check import check_mirrors
         check_mirrors(options.mirrors, expansion.variants)
     filters = filters_of(kwargs)
     _check_filter_values(filters)

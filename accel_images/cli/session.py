@@ -121,7 +121,7 @@ def given_is_local(image: str, repository: str, state_dir: Path | None, *, refus
 def in_engine_store(ref: str) -> bool:
     """Whether the local Docker engine holds `ref` now (so whatever starts it finds it there and pulls
     nothing); False where the engine cannot be asked."""
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     from accel_images.errors import AccelError
     try:
         engine = Engine.connect()
@@ -143,7 +143,7 @@ def image_vendor(image: str, asked: str | None) -> str:
     found = tags.vendor_in_tag(tag) if name and "/" not in tag else None
     if found in vendors.names():
         return found
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     from accel_images.model.variant import LABEL_PREFIX
     engine = Engine.connect()
     try:
@@ -261,7 +261,7 @@ def start(argv: tuple[str, ...]) -> int:
     if shutil.which(program) is None:
         raise EngineError(f"the {program} command is not installed", hint=f"the line to run: {shlex.join(argv)}")
     if program == "docker":
-        from accel_images.build.engine import Engine
+        from accel_images.builder.engine import Engine
         Engine.connect().close()
     return subprocess.run(argv, check=False).returncode
 

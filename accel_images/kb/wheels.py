@@ -6,7 +6,7 @@ manylinux_2_Y it names (PEP 599's manylinux2014 = 2.17; PEP 571's manylinux2010 
 513's manylinux1 = 2.5, both x86_64 and i686 only), then `linux_<arch>`, in that order, most
 specific first (packaging.tags.platform_tags, _manylinux.platform_tags; V). `pip download --platform`
 matches only the tags it is given, so a download for another machine or glibc than the host's (the
-run's wheelhouse, accel_images.build.wheels; an offline wheelhouse, `kb wheel-tags`) must list that
+run's wheelhouse, accel_images.builder.wheels; an offline wheelhouse, `kb wheel-tags`) must list that
 whole range: torch 2.15.0's aarch64 closure pins nvidia-nccl-cu13 2.30.7, published for aarch64 as
 manylinux_2_18 only, and nvidia-cuda-cupti 13.2.86 as manylinux_2_25 only (the package index,
 2026-12: `--platform manylinux_2_28_aarch64 --platform manylinux_2_27_aarch64 --platform

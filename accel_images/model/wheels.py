@@ -1,6 +1,6 @@
 """A wheel a build installs, as the run fetched it: the file, its bytes' hash, the index it came from.
 
-The run fetches each variant's wheels on the host (accel_images.build.wheels) and records them
+The run fetches each variant's wheels on the host (accel_images.builder.wheels) and records them
 here, so the build's provenance can name what went into the image (accel_images.supply): each
 wheel as a package URL (github.com/package-url/purl-spec, type `pypi`: the name lower-cased with
 `_` as `-`, qualifiers `file_name` and `repository_url` for the exact file and its index), with

@@ -40,18 +40,18 @@ from securesystemslib.signer import CryptoSigner
 from accel_images import untrusted
 from accel_images.publish import catalogue, index
 from accel_images.model import tags
-from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
+from accel_images.builder.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared, smoke_image
 from accel_images.kb.compat import KnowledgeBase
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from accel_images.errors import AccelError, RegistryError
-from accel_images.build.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL, load_digest_cache, save_digest_cache
 from accel_images.formatting import human_size
-from accel_images.build.outcome import Outcome, outcome_record, smoke_text
+from accel_images.builder.outcome import Outcome, outcome_record, smoke_text
 from accel_images.publish.promote import (STOPPED_ERROR, IndexPromotion, Publication, RetryPolicy, SmokeRunner,
                                            Target, failed_index, promote_index, publish, stopped_index,
                                            stopped_publication, with_retries)
 from accel_images.registry import OCI_INDEX, IndexEntry, RegistryClient, RemoteImage, parse_time
-from accel_images.build.settings import BuildSettings, image_ref
+from accel_images.builder.settings import BuildSettings, image_ref
 from accel_images.smoke.judge import SmokeResult
 from accel_images.smoke.records import built_here
 from accel_images.publish.tested import SmokedDigest, SmokedRecord, read_record, untested_reason, write_record
@@ -61,8 +61,8 @@ from accel_images.supply import trust
 from accel_images.supply.verify import Verdict, verify_platform
 from accel_images.plan.variants import Expansion, by_tag
 from accel_images.model.variant import Variant
-from accel_images.build.wheels import RunWheelhouse
-from accel_images.build.workers import run_each
+from accel_images.builder.wheels import RunWheelhouse
+from accel_images.builder.workers import run_each
 
 DEFAULT_MAX_AGE_DAYS = 7.0
 INDEX_TRIES = 3
@@ -212,7 +212,7 @@ def run_nightly(engine: Engine, kb: KnowledgeBase, expansion: Expansion, variant
     anything is built. Base images are always pulled; the local smoke of Builder is off,
     because the smoke test runs on the pushed candidate instead. `on_done` hears of each
     variant as it finishes, so a run stopped by Ctrl-C can still report what it did. `wheels` is the
-    run's wheelhouse (accel_images.build.wheels), given where the caller reports what it fetched.
+    run's wheelhouse (accel_images.builder.wheels), given where the caller reports what it fetched.
     """
     settings = replace(settings, pull="always", smoke=False)
     with_retries(registry.ping, options.retry, f"checking registry {registry.host}")

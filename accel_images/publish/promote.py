@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping
-from accel_images.build.engine import Pushed
+from accel_images.builder.engine import Pushed
 from accel_images.errors import AccelError, RegistryError
 from accel_images.registry import RemoteImage
 from accel_images.smoke.judge import SmokeResult
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 SmokeRunner = Callable[[str, Variant], SmokeResult]
-"""Runs the smoke workload in an image reference for a variant (accel_images.build.builder.smoke_image)."""
+"""Runs the smoke workload in an image reference for a variant (accel_images.builder.builder.smoke_image)."""
 Status = Callable[[Variant, str], None]
 OnGreen = Callable[[str, SmokeResult], None]
 """Hears the smoke-tested digest and its result before any real tag moves (the nightly records both:
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 
 class Pusher(Protocol):
-    """The part of accel_images.build.engine.Engine that publishing uses."""
+    """The part of accel_images.builder.engine.Engine that publishing uses."""
 
     def tag(self, image: str, ref: str) -> None: ...
 

@@ -112,7 +112,7 @@ def known_names(pairings: Iterable[Mapping[str, str]]) -> tuple[str, ...]:
 def install_requirements(torch: str, plan: CompanionPlan) -> tuple[str, ...]:
     """What the image's `pip install` asks for: torch, its companions, and numpy (without it `import
     torch` warns and tensor.numpy() fails). The render writes them into the Dockerfile and a host
-    fetch (accel_images.build.wheels) resolves the very same."""
+    fetch (accel_images.builder.wheels) resolves the very same."""
     return (f"torch=={torch}", *plan.requirements, "numpy")
 
 

@@ -9,7 +9,7 @@ Mirrors and offline builds are render options, applied to every template alike:
 `--registry-mirror docker.io=HOST/PATH` rewrites base images, `--pip-index-url` and
 `--pip-find-links DIR` feed every pip install (the wheelhouse is copied into the build
 context and used only in the build stage, so it never lands in a layer of the final image).
-A run that fetches the wheels on the host (`host_fetch`, accel_images.build.wheels) renders the
+A run that fetches the wheels on the host (`host_fetch`, accel_images.builder.wheels) renders the
 wheelhouse route too, with the companions of the index route: its build context gets the
 variant's own closure as the wheelhouse.
 
@@ -90,7 +90,7 @@ class RenderOptions:
     without_companions: tuple[str, ...] = ()
     """Companions the user leaves out (`--without-companion NAME`): the image is built without them and says so."""
     host_fetch: bool = False
-    """The run fetches each variant's wheels from its index on this host (accel_images.build.wheels) and
+    """The run fetches each variant's wheels from its index on this host (accel_images.builder.wheels) and
     gives the build that copy: the Dockerfile is the wheelhouse route's. Off for `render` (images/)."""
     pip_extra_index_url: str | None = None
     """The package index for what torch's index lacks (IPython), and pip's extra index in the image."""
@@ -348,7 +348,7 @@ class Renderer:
         """The Dockerfile and the extra files (apt keys and sources) its template asked for.
 
         `base_ref` overrides the FROM reference (a platform's own digest of the base, for a build of
-        one platform of an index: accel_images.build.bases)."""
+        one platform of an index: accel_images.builder.bases)."""
         name = self.template_name(variant)
         repositories = {key: apt.Repository.from_kb(key, raw) for key, raw in self.kb.apt_repositories.items()}
         apt_repos = apt.Collector(repositories, variant.os, options.apt_mirrors, APT_CREDENTIALS_ARG)
@@ -599,7 +599,7 @@ def _remove_empty_dirs(root: Path) -> None:
 def write_build_context(dest: Path, context: RenderedContext, wheelhouse: Path | tuple[Path, ...] | None) -> Path:
     """Make `dest` hold exactly the rendered files plus, for offline builds, the wheelhouse: every file
     of a directory (`--pip-find-links`), or the given wheel files (a variant's closure from the run's
-    host fetch, accel_images.build.wheels).
+    host fetch, accel_images.builder.wheels).
 
     Unchanged files are left alone and wheels are hard-linked where the file system allows,
     so a no-op rebuild neither copies a 200 MB wheelhouse nor disturbs the cached digests.

@@ -1,6 +1,6 @@
 """Run reports: JSON for machines, Markdown and a static HTML grid for people, JUnit XML for CI.
 
-Every report is rendered from the same list of per-variant records (`accel_images.build.outcome.outcome_record`,
+Every report is rendered from the same list of per-variant records (`accel_images.builder.outcome.outcome_record`,
 plus `pushed_tags` and `digest` from a nightly run) and the same run metadata, by pure functions;
 `write_reports` only renders all four and then moves each into place atomically, so a reader never
 sees half a file and an interrupted run never leaves one report disagreeing with another. Error
@@ -261,7 +261,7 @@ def duration_text(seconds: Any) -> str:
 
 
 def smoke_verdict(smoke: Mapping[str, Any] | None, earlier: str | None = None) -> str:
-    """As the terminal's tables say it (accel_images.build.outcome.smoke_text): a skipped image's earlier pass
+    """As the terminal's tables say it (accel_images.builder.outcome.smoke_text): a skipped image's earlier pass
     is 'passed earlier on cpu', never 'not run'."""
     if smoke is None:
         return f"passed earlier {earlier}" if earlier else "not run"
@@ -372,7 +372,7 @@ def plural(count: int, word: str) -> str:
 
 @dataclass(frozen=True)
 class FailureView:
-    """Failed variants that share one cause, shown once (accel_images.build.failure.group)."""
+    """Failed variants that share one cause, shown once (accel_images.builder.failure.group)."""
 
     cause: str
     items: tuple[VariantView, ...]
@@ -381,7 +381,7 @@ class FailureView:
 
 def failure_views(views: Sequence[VariantView]) -> list[FailureView]:
     """The failed views grouped by their cause, the largest group first."""
-    from accel_images.build import failure
+    from accel_images.builder import failure
     failed = {v.key: v for v in views if v.status == "failed"}
     groups = failure.group(failure.Failure(v.key, v.error or "failed without a message", v.log or None)
                            for v in failed.values())

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from accel_images import untrusted
+from accel_images.formatting import inert
 from accel_images.model.imagefacts import FACTS_PATH
 
 ELF_MAGIC = b"\x7fELF"
@@ -74,7 +75,7 @@ class Entry:
 
 
 class FileReader(Protocol):
-    """Reads a container's files through the engine (accel_images.build.engine.ContainerFiles)."""
+    """Reads a container's files through the engine (accel_images.builder.engine.ContainerFiles)."""
 
     def entry(self, path: str) -> Entry | None:
         """The entry at `path` (not following a final link), or None when there is none."""
@@ -116,8 +117,8 @@ class Inventory:
 
 
 def shown(text: str) -> str:
-    """`text` with control characters escaped, so a message stays one line whatever a name holds."""
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    """`text` inert (formatting.inert), so a message stays one line whatever a name holds."""
+    return inert(text)
 
 
 # ---------------------------------------------------------------- the inventory

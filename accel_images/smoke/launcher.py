@@ -75,7 +75,7 @@ class Inspection(Protocol):
 
 
 class ContainerRunner(Protocol):
-    """Runs a command in a container of an image (accel_images.build.engine.Engine.run); the SBOM probe
+    """Runs a command in a container of an image (accel_images.builder.engine.Engine.run); the SBOM probe
     needs no more."""
 
     def run(self, image: str, command: list[str], *, options: Mapping[str, Any] | None = None,
@@ -84,7 +84,7 @@ class ContainerRunner(Protocol):
 
 
 class Runner(ContainerRunner, Protocol):
-    """The part of accel_images.build.engine.Engine the launcher uses: runs, and reads an image from outside."""
+    """The part of accel_images.builder.engine.Engine the launcher uses: runs, and reads an image from outside."""
 
     def inspect_image(self, ref: str) -> Inspection | None: ...
 

@@ -72,14 +72,14 @@ class Attestation:
 
 @dataclass(frozen=True)
 class BuildInputs:
-    """The per-image facts the publish path knows (accel_images.build.builder.Prepared)."""
+    """The per-image facts the publish path knows (accel_images.builder.builder.Prepared)."""
 
     variant: Variant
     fingerprint: str
     base_digest: str
     build_args: Mapping[str, str]
     wheels: tuple[Wheel, ...] = ()
-    """What the run fetched from the index for this build (accel_images.build.wheels); () when the build fetched."""
+    """What the run fetched from the index for this build (accel_images.builder.wheels); () when the build fetched."""
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ class BuildFacts:
     sbom_sha256: str | None = None
     tool_version: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    wheels: tuple[Wheel, ...] = ()      # fetched by the run on the host (accel_images.build.wheels)
+    wheels: tuple[Wheel, ...] = ()      # fetched by the run on the host (accel_images.builder.wheels)
 
 
 def _time(moment: datetime) -> str:

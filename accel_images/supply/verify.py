@@ -27,6 +27,7 @@ from typing import Any
 from securesystemslib.signer import Key
 
 from accel_images.errors import AccelError, InputError, RegistryError
+from accel_images.formatting import inert
 from accel_images.model import platforms, tags
 from accel_images.model.platforms import DEFAULT as DEFAULT_PLATFORM
 from accel_images.model.reference import REPOSITORY_RE, TAG_RE
@@ -223,5 +224,5 @@ def signed_platform(statement: Mapping[str, Any]) -> str:
 
 
 def shown(value: object) -> str:
-    text = str(value)[:80]
-    return repr(text if text.isprintable() else text.encode("unicode_escape").decode("ascii"))
+    """A value from a signed statement, quoted and inert (formatting.inert), at most 80 characters of it."""
+    return repr(inert(str(value)[:80]))

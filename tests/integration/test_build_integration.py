@@ -19,10 +19,10 @@ import pytest
 
 import containers
 from conftest import PUBLISHED, PUBLISHED_TAG, offline
-from accel_images.build.builder import Builder, Prepared
-from accel_images.build.engine import Engine
-from accel_images.build.outcome import Outcome
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.builder import Builder, Prepared
+from accel_images.builder.engine import Engine
+from accel_images.builder.outcome import Outcome
+from accel_images.builder.settings import BuildSettings
 from accel_images.kb.compat import load_kb
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.reference import Mirror

@@ -70,7 +70,7 @@ def test_help_imports_no_stage_at_all() -> None:
 def test_list_imports_neither_docker_nor_requests_nor_rich_into_a_pipe(args: list[str]) -> None:
     modules = imported_by(*args)
     assert not top_level(modules) & HEAVY
-    assert not {"accel_images.build.engine", "accel_images.build.builder", "accel_images.render.contexts", "accel_images.registry",
+    assert not {"accel_images.builder.engine", "accel_images.builder.builder", "accel_images.render.contexts", "accel_images.registry",
                 "accel_images.smoke.judge", "importlib.metadata"} & modules
 
 

@@ -26,10 +26,10 @@ from typing import Any
 import docker
 import pytest
 
-from accel_images.build.builder import Builder, Prepared
-from accel_images.build.engine import Engine
-from accel_images.build.outcome import Outcome
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.builder import Builder, Prepared
+from accel_images.builder.engine import Engine
+from accel_images.builder.outcome import Outcome
+from accel_images.builder.settings import BuildSettings
 from accel_images.kb.compat import load_kb
 from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import expand, make_variant

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import unavailable
 
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from accel_images.errors import BuildFailed, EngineError, RegistryError
 from test_engine_unit import context_dir
 from test_engine_unit import engine  # noqa: F401  (a fixture)

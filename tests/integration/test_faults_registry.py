@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from accel_images.kb.compat import load_kb
-from accel_images.build.engine import Engine, Pushed
+from accel_images.builder.engine import Engine, Pushed
 from accel_images.errors import RegistryError
 from accel_images.publish.promote import Publication, RetryPolicy, Target, publish
 from accel_images.registry import RegistryClient

@@ -166,7 +166,7 @@ def test_a_stop_reaches_worker_threads_at_their_next_checkpoint() -> None:
     import threading
 
     from accel_images import stopping
-    from accel_images.build.workers import run_each
+    from accel_images.builder.workers import run_each
 
     stopping.reset()
     reached: list[str] = []

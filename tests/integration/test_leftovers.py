@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images.cli.nightly import nightly_command
-from accel_images.build.engine import MANAGED_LABEL, Engine
-from accel_images.build.leftovers import OWNER_LABEL, owner_token, reclaim
+from accel_images.builder.engine import MANAGED_LABEL, Engine
+from accel_images.builder.leftovers import OWNER_LABEL, owner_token, reclaim
 from conftest import TEST_LABEL, TEST_RUN
 from test_nightly_integration import Site, site  # noqa: F401  (site is a fixture)
 from test_nightly_interrupt import (ONLY_DEBIAN, output_of, slow_smoke, smoke_containers, start_nightly,

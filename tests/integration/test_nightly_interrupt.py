@@ -32,9 +32,9 @@ from click.testing import CliRunner
 from accel_images.kb import compat
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.options import load_expansion
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from accel_images.publish.nightly import NightlyOptions, NightlyOutcome, run_nightly
 from accel_images.publish.promote import Target
 from accel_images.registry import RegistryClient

@@ -21,7 +21,7 @@ import docker
 import pytest
 import requests
 
-from accel_images.build.builder import CREATED_LABEL
+from accel_images.builder.builder import CREATED_LABEL
 from accel_images.publish.nightly import describe, shown_status
 from accel_images.state import StateDir
 from test_nightly import DEBIAN, UBUNTU

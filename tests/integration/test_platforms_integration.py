@@ -23,8 +23,8 @@ import docker
 import pytest
 
 import containers
-from accel_images.build.engine import Engine
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.engine import Engine
+from accel_images.builder.settings import BuildSettings
 from accel_images.cli.options import load_expansion
 from accel_images.kb import compat
 from accel_images.model import tags

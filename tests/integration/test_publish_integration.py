@@ -13,7 +13,7 @@ import docker
 import pytest
 
 from accel_images.model import tags
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from accel_images.publish.promote import Target, publish
 from accel_images.model.variant import Variant
 from accel_images.registry import RegistryClient

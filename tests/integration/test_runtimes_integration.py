@@ -31,7 +31,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from accel_images.build.engine import Engine, RunResult
+from accel_images.builder.engine import Engine, RunResult
 from accel_images.cli import fanout, session as cli_session
 from accel_images.host.launch import launch
 from accel_images.host.runtimes import render

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import docker
 import pytest
 
-from accel_images.build.engine import Engine
+from accel_images.builder.engine import Engine
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options
 from conftest import SUITE_IMAGE as IMAGE   # tests/conftest.py published_build's, named for this run alone
 from test_security_unit import ROOT, RUN, SECRET, INDEX_URL, cli

@@ -116,7 +116,7 @@ def ensure_smoke_image(engine, work_dir: Path) -> str:
 
 @pytest.fixture(scope="session")
 def smoke_engine():
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     from accel_images.errors import EngineError
 
     try:

@@ -181,7 +181,7 @@ def test_skopeo_reads_the_artifacts_when_it_is_installed(registry: str, cpu_imag
     skopeo = shutil.which("skopeo")
     if skopeo is None:   # .ci/setup-host.sh installs it: missing under CI is a failure, not a skip
         pytest.skip("skopeo is not installed")   # .ci/setup-host.sh installs it: a failure under CI (conftest)
-    from accel_images.build.engine import Engine
+    from accel_images.builder.engine import Engine
     from accel_images.registry import RegistryClient
     key, _ = write_key(tmp_path)
     ref = f"{registry}/{namespace}/pytorch:{VARIANT.tag}"

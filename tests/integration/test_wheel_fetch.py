@@ -19,8 +19,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from accel_images.build.engine import Engine
-from accel_images.build.wheels import RunWheelhouse, WheelRequest
+from accel_images.builder.engine import Engine
+from accel_images.builder.wheels import RunWheelhouse, WheelRequest
 from accel_images.kb.wheels import manylinux_tags
 from benchmarks.wheel_index import Sizes, WheelIndex, make_wheel, synthetic_torch
 from conftest import BaseImages

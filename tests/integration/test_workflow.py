@@ -19,7 +19,7 @@ import click
 import pytest
 import yaml
 
-from accel_images.build import fanout
+from accel_images.builder import fanout
 from accel_images.cli import main
 from accel_images.cli.options import chosen_variants, load_expansion
 

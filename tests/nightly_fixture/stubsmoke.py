@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import pytest
 
-from accel_images.build import builder as build
+from accel_images.builder import builder as build
 from accel_images.publish import nightly
-from accel_images.build.engine import Engine
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.engine import Engine
+from accel_images.builder.settings import BuildSettings
 from accel_images.smoke import launcher
 from accel_images.smoke.judge import Expectation, SmokeResult, judge
 from accel_images.model.variant import Variant

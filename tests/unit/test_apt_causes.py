@@ -7,7 +7,7 @@ files (127.0.0.1:18931), and at deb.debian.org with the archive keyring removed.
 
 from __future__ import annotations
 
-from accel_images.build import failure
+from accel_images.builder import failure
 from accel_images.render.apt import AptMirror
 
 STEP = ('Step 4/32 : RUN t0="$(($(date +%s) - 1))" && c0="x"     && for f in /etc/apt/sources.list; do :; done'

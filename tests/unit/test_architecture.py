@@ -22,7 +22,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("host",),
     ("publish", "report"),
-    ("build", "supply"),
+    ("builder", "supply"),
     ("smoke", "render"),
     ("plan",),
     ("kb",),

@@ -14,9 +14,9 @@ import pytest
 
 from fakes import FakeEngine
 from test_nightly import DEBIAN, write_matrix
-from accel_images.build import builder as builder_module
-from accel_images.build.builder import Builder
-from accel_images.build.settings import BuildSettings, image_ref
+from accel_images.builder import builder as builder_module
+from accel_images.builder.builder import Builder
+from accel_images.builder.settings import BuildSettings, image_ref
 from accel_images.kb.compat import load_kb
 from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import expand

@@ -1,5 +1,5 @@
 """The knowledge base's predictions checked against a built image's facts (accel_images/kb/claims.py), and
-the build that fails on a contradiction (accel_images.build.builder.Builder.check_facts).
+the build that fails on a contradiction (accel_images.builder.builder.Builder.check_facts).
 
 The real torch 2.15.0+cu132 wheel's facts (tests/data/facts, the facts script's output for the package
 index's wheel) must agree with the shipped knowledge base; a deliberately wrong row must fail the build
@@ -16,8 +16,8 @@ import pytest
 
 import fakeimage
 from fakes import FakeEngine
-from accel_images.build.builder import Builder
-from accel_images.build.settings import BuildSettings, image_ref
+from accel_images.builder.builder import Builder
+from accel_images.builder.settings import BuildSettings, image_ref
 from accel_images.kb import claims
 from accel_images.kb.compat import KnowledgeBase, load_kb
 from accel_images.model.imagefacts import ImageFacts

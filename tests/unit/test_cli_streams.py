@@ -130,13 +130,13 @@ def _smoke() -> Any:
 
 
 class FakeBuilder:
-    """Stands in for accel_images.build.builder.Builder: one variant built and tested, the next unchanged."""
+    """Stands in for accel_images.builder.builder.Builder: one variant built and tested, the next unchanged."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self.finished: list[Any] = []
 
     def run(self, variants: tuple[Any, ...]) -> list[Any]:
-        from accel_images.build.outcome import Outcome
+        from accel_images.builder.outcome import Outcome
         first, *rest = variants
         return [Outcome(first, "built", f"accel-images/pytorch:{first.tag}", "sha256:1", 10**9, 42.0, smoke=_smoke()),
                 *(Outcome(v, "skipped", f"accel-images/pytorch:{v.tag}", "sha256:2", 10**9,
@@ -203,7 +203,7 @@ def test_a_second_build_report_compares_with_the_first(fake_build: None, tmp_pat
 
 def _night(variant: Any, reused: bool) -> Any:
     from accel_images.publish.nightly import NightlyOutcome
-    from accel_images.build.outcome import Outcome
+    from accel_images.builder.outcome import Outcome
     built = Outcome(variant, "built", f"reg.example:5000/team/pytorch:{variant.tag}", "sha256:1", 10**9,
                     None if reused else 42.0, smoke=_smoke())
     return NightlyOutcome(built, "first publication", registry_digest="sha256:" + "d" * 64)
@@ -243,8 +243,8 @@ def test_every_nightly_outcome_line_is_an_outcome_for_quiet_progress() -> None:
     from dataclasses import replace
 
     from accel_images.publish.nightly import NightlyOutcome, describe
-    from accel_images.build.outcome import Outcome
-    from accel_images.build.progress import is_final
+    from accel_images.builder.outcome import Outcome
+    from accel_images.builder.progress import is_final
     variant = _variants()[0]
     built = _night(variant, reused=False)
     nights = [built, _night(variant, reused=True), replace(built, kept=True),

@@ -17,8 +17,8 @@ import pytest
 
 from conftest import unavailable
 
-from accel_images.build import buildlog
-from accel_images.build.engine import Engine, registry_error
+from accel_images.builder import buildlog
+from accel_images.builder.engine import Engine, registry_error
 from accel_images.errors import BuildFailed, EngineError
 
 
@@ -230,7 +230,7 @@ GO_SYMLINK = 1 << 27
 def test_a_final_link_is_a_link_from_docker_and_from_podman() -> None:
     """Docker sends the link itself; Podman 4.3.1's compatible service follows it and sends python3.11's bytes
     named `python`, with a stat header that still says link (mode has os.ModeSymlink) and where it leads."""
-    from accel_images.build.engine import ContainerFiles
+    from accel_images.builder.engine import ContainerFiles
     docker_answer = _ArchiveApi(_member("python", link="python3.11"), b"",
                                 {"name": "python", "mode": GO_SYMLINK | 0o777, "linkTarget": "python3.11"})
     podman_answer = _ArchiveApi(_member("python", size=4), b"\x7fELF",

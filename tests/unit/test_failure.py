@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from accel_images.kb import compat
-from accel_images.build import failure
-from accel_images.build.bases import with_newer_bases
-from accel_images.build.engine import registry_error
+from accel_images.builder import failure
+from accel_images.builder.bases import with_newer_bases
+from accel_images.builder.engine import registry_error
 from accel_images.errors import NotInRegistry, RegistryError
-from accel_images.build.progress import LiveProgress, PlainProgress, progress_for
+from accel_images.builder.progress import LiveProgress, PlainProgress, progress_for
 from accel_images.report.reports import render_html, render_markdown
 from accel_images.plan.variants import make_variant
 
@@ -105,7 +105,7 @@ def test_step_labels() -> None:
 
 def docker_steps(dockerfile: str) -> list[str]:
     """The `Step N/M : ...` lines the classic builder prints for a Dockerfile (continuations joined),
-    with the three LABEL steps the build adds (accel_images.build.builder) last."""
+    with the three LABEL steps the build adds (accel_images.builder.builder) last."""
     joined = dockerfile.replace("\\\n", " ")
     instructions = [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     instructions += ["LABEL io.accel-images.base.digest=sha256:0", "LABEL io.accel-images.fingerprint=sha256:1",

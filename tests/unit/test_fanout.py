@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images.build import fanout
+from accel_images.builder import fanout
 from accel_images.cli import fanout as cli_fanout, options
 from accel_images.errors import InputError
 from accel_images.plan.variants import select

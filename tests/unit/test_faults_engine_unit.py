@@ -44,7 +44,7 @@ def test_missing_socket_is_one_line_with_what_to_do(tmp_path: Path) -> None:
 
 
 def test_newer_bases_come_from_the_knowledge_base() -> None:
-    from accel_images.build.bases import newer_bases
+    from accel_images.builder.bases import newer_bases
     from accel_images.kb.compat import load_kb
     from accel_images.plan.variants import make_variant
 

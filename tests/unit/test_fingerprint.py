@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel_images.errors import InputError
-from accel_images.build.fingerprint import FINGERPRINT_LABEL, context_entries, fingerprint
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL, context_entries, fingerprint
 
 BASE = "sha256:" + "ab" * 32
 ARGS = {"TORCH_VERSION": "2.5.1", "PYTHON_VERSION": "3.11"}

@@ -129,7 +129,7 @@ def test_a_wheelhouse_without_pip_is_found_at_render_since_every_image_upgrades_
 
 
 def test_the_context_says_which_tools_its_pip_installs_so_a_host_fetch_gets_them_too() -> None:
-    """The run's host fetch (accel_images.build.wheels) asks the package index for IPython only where the
+    """The run's host fetch (accel_images.builder.wheels) asks the package index for IPython only where the
     Dockerfile installs it: a template of its own that does not (a plug-in vendor's) fetches nothing more."""
     from accel_images.render.contexts import installed_tools
     assert context(RenderOptions()).tools == ("ipython", "pip")

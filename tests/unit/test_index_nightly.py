@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from accel_images.build import builder as builder_module
-from accel_images.build.builder import CREATED_LABEL
-from accel_images.build.fingerprint import FINGERPRINT_LABEL
-from accel_images.build.settings import BuildSettings
+from accel_images.builder import builder as builder_module
+from accel_images.builder.builder import CREATED_LABEL
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL
+from accel_images.builder.settings import BuildSettings
 from accel_images.cli.options import load_expansion
 from accel_images.kb import compat
 from accel_images.publish.nightly import NightlyOptions, NightlyOutcome, nightly_record, run_nightly

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from accel_images.kb import compat
 from accel_images.cli import main
 from accel_images.plan.known import known_values, unknown_value
-from accel_images.build.mirror_check import base_registries
+from accel_images.builder.mirror_check import base_registries
 
 KNOWN_BUT_RULED_OUT = """\
 schema: 1

@@ -11,7 +11,7 @@ import posixpath
 
 
 from accel_images.vendors import device_options
-from accel_images.build.engine import RunResult
+from accel_images.builder.engine import RunResult
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import NO_RECORD, SMOKE_LABEL, Launch, container_options, run_smoke, smoke_command
 

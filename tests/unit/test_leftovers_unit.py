@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 
-from accel_images.build.leftovers import owner_gone, owner_token
+from accel_images.builder.leftovers import owner_gone, owner_token
 
 
 def ended_process_token() -> str:

@@ -26,16 +26,16 @@ from click.testing import CliRunner
 from securesystemslib.signer import CryptoSigner
 
 from accel_images.kb import compat
-from accel_images.build.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared
+from accel_images.builder.builder import BASE_DIGEST_LABEL, CREATED_LABEL, Builder, Prepared
 from accel_images.cli import nightly as cli_nightly
 from accel_images.cli.nightly import nightly_command
 from accel_images.cli.options import load_expansion
-from accel_images.build.outcome import Outcome
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.outcome import Outcome
+from accel_images.builder.settings import BuildSettings
 from accel_images.state import StateDir
-from accel_images.build.engine import ImageInfo, Pushed
+from accel_images.builder.engine import ImageInfo, Pushed
 from accel_images.errors import InputError, RegistryError
-from accel_images.build.fingerprint import FINGERPRINT_LABEL
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL
 from accel_images.lock import LockBusy, held
 from accel_images.publish.retention import Pruning
 from accel_images.publish.nightly import (NightlyOptions, NightlyOutcome, describe, nightly_record, read_verified,

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from accel_images.build.builder import Prepared
-from accel_images.build.fingerprint import FINGERPRINT_LABEL
+from accel_images.builder.builder import Prepared
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL
 from accel_images.publish.nightly import aged_only
 from accel_images.registry import RemoteImage
 from test_nightly import DEBIAN

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from accel_images.build.outcome import Outcome
-from accel_images.build.progress import LiveProgress
+from accel_images.builder.outcome import Outcome
+from accel_images.builder.progress import LiveProgress
 from accel_images.cli import options
 from accel_images.cli.build import outcome_table
 from accel_images.cli.nightly import nightly_table

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.build import pin
+from accel_images.builder import pin
 from accel_images.kb.compat import load_kb
 from accel_images.errors import InputError, RegistryError
 from accel_images.model.reference import Mirror

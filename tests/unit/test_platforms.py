@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from accel_images.build.bases import platform_base
-from accel_images.build.builder import Builder
-from accel_images.build.engine import BuiltImage
-from accel_images.build.settings import BuildSettings
+from accel_images.builder.bases import platform_base
+from accel_images.builder.builder import Builder
+from accel_images.builder.engine import BuiltImage
+from accel_images.builder.settings import BuildSettings
 from accel_images.cli.build import engine_platform_only
 from accel_images.cli.options import load_expansion
 from accel_images.errors import EngineError, InputError, NotInRegistry, RegistryError
@@ -278,7 +278,7 @@ def test_the_default_platform_sorts_first_and_local_names_say_the_rest() -> None
 def test_an_index_entry_a_config_and_the_engine_spell_arm64_v8_alike() -> None:
     """One spelling (accel_images.registry.platform_name) for every reader: `arm64/v8` is `linux/arm64`
     whether an index entry, an image config or the engine's inspect says it."""
-    from accel_images.build.engine import _platform_of
+    from accel_images.builder.engine import _platform_of
     from accel_images.registry import _config_platform
     listed = index_of(arm64=ARM64)
     listed["manifests"][0]["platform"]["variant"] = "v8"

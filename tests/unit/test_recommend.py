@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images.kb import compat
-from accel_images.build import engine
+from accel_images.builder import engine
 from accel_images.cli import fanout as cli_fanout, options
 from accel_images.host.detect import HostInfo, detect_host
 from accel_images.host.recommend import (Recommendation, default_vendor, describe_host, docker_run_line, judge,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from accel_images.report import reports as report
-from accel_images.build.outcome import Outcome, outcome_record
+from accel_images.builder.outcome import Outcome, outcome_record
 from accel_images.report.reports import (duration_text, render_html, render_json, render_junit, render_markdown,
                                           size_gb, summarize, write_reports)
 from accel_images.smoke.judge import Check, SmokeResult

@@ -20,7 +20,7 @@ import pytest
 
 from accel_images.kb.compat import load_kb
 from accel_images.credentials import hide_credentials
-from accel_images.build.progress import PlainProgress
+from accel_images.builder.progress import PlainProgress
 from accel_images.cli.options import print_line, print_table, say
 from accel_images.errors import InputError, RegistryError
 from accel_images.formatting import inert
@@ -30,7 +30,7 @@ from accel_images.registry import Destination
 from accel_images.report.reports import render_json
 from accel_images.render.apt import AptMirror
 from accel_images.model.devices import DeviceOptions
-from accel_images.build.engine import RunResult
+from accel_images.builder.engine import RunResult
 from accel_images.render.contexts import APT_CREDENTIALS_ARG, CREDENTIALS_ARG, RenderOptions, Renderer
 from accel_images.smoke.judge import Expectation
 from accel_images.smoke.launcher import PIDS_LIMIT, SMOKE_LABEL, container_options, run_smoke
@@ -265,7 +265,7 @@ def test_no_report_format_shows_credentials_whatever_they_hold(userinfo: str, tm
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """report.json, summary.md, index.html and junit.xml, from build's own writer (its command line from
     sys.argv) and from the writers given the raw text; a failure quoting the URL and a note too."""
-    from accel_images.build.outcome import Outcome, outcome_record
+    from accel_images.builder.outcome import Outcome, outcome_record
     from accel_images.cli.build import write_build_report
     from accel_images.report.reports import REPORT_FILES, write_reports
     from accel_images.state import StateDir

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from accel_images.build.engine import RunResult
+from accel_images.builder.engine import RunResult
 from accel_images.smoke.integrity import Entry, ImageConfig, differences, parse_record, take_inventory
 from accel_images.smoke.judge import Expectation, judge
 from accel_images.smoke.launcher import NotMounted, check_mounted, run_smoke

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from accel_images.build import engine
+from accel_images.builder import engine
 from accel_images.cli import fanout as cli_fanout, session as cli_session
 from accel_images.host.sources import config_path
 from accel_images.publish.catalogue import Catalogue, Entry, SmokeRecord

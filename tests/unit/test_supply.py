@@ -606,7 +606,7 @@ def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
     from accel_images.kb import compat
     from accel_images.publish.nightly import NightlyOptions, run_nightly
     from accel_images.publish.promote import Target
-    from accel_images.build.settings import BuildSettings
+    from accel_images.builder.settings import BuildSettings
     from accel_images.state import StateDir
 
     class Engine(FakeEngine):
@@ -628,8 +628,8 @@ def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_alia
     from fakes import FakeRegistry
     from test_nightly import DEBIAN, record_of
 
-    from accel_images.build.builder import CREATED_LABEL
-    from accel_images.build.fingerprint import FINGERPRINT_LABEL
+    from accel_images.builder.builder import CREATED_LABEL
+    from accel_images.builder.fingerprint import FINGERPRINT_LABEL
     from accel_images.registry import RemoteImage
     key, _ = write_key(tmp_path)
     [_, debian] = gated_run(GatedRegistry(FakeRegistry()), key, tmp_path)
@@ -681,8 +681,8 @@ def test_a_transient_error_while_verifying_fails_the_variant_and_republishes_not
     from fakes import FakeRegistry
     from test_nightly import DEBIAN, record_of
 
-    from accel_images.build.builder import CREATED_LABEL
-    from accel_images.build.fingerprint import FINGERPRINT_LABEL
+    from accel_images.builder.builder import CREATED_LABEL
+    from accel_images.builder.fingerprint import FINGERPRINT_LABEL
     from accel_images.registry import RemoteImage
     key, _ = write_key(tmp_path)
     first = GatedRegistry(FakeRegistry())

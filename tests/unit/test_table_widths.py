@@ -27,8 +27,8 @@ KEYS = ("cpu/2.13.0-cpu-py3.11-debian12", "cpu/2.13.0-cpu-py3.12-ubuntu24.04-dev
 
 SCRIPT = f"""
 from pathlib import Path
-from accel_images.build.outcome import Outcome
-from accel_images.build.progress import LiveProgress
+from accel_images.builder.outcome import Outcome
+from accel_images.builder.progress import LiveProgress
 from accel_images.cli.build import outcome_table
 from accel_images.cli.nightly import nightly_table
 from accel_images.cli.options import out, print_outcome, print_table

@@ -1,4 +1,4 @@
-"""The run's wheelhouse (accel_images.build.wheels): what pip on the host is asked, what is read back
+"""The run's wheelhouse (accel_images.builder.wheels): what pip on the host is asked, what is read back
 from it, what a build context gets, what is kept and pruned. pip itself is a fake here; the real one
 against a local index is tests/integration/test_wheel_fetch.py.
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accel_images.build import wheels
-from accel_images.build.builder import Builder
-from accel_images.build.engine import ImageInfo
-from accel_images.build.pip_target import target_environment
-from accel_images.build.settings import BuildSettings
-from accel_images.build.wheels import RunWheelhouse, WheelRequest, fetched_files
+from accel_images.builder import wheels
+from accel_images.builder.builder import Builder
+from accel_images.builder.engine import ImageInfo
+from accel_images.builder.pip_target import target_environment
+from accel_images.builder.settings import BuildSettings
+from accel_images.builder.wheels import RunWheelhouse, WheelRequest, fetched_files
 from accel_images.cli import main
 from accel_images.cli.options import load_expansion
 from accel_images.errors import WheelFetchError
@@ -48,7 +48,7 @@ def request(python: str = "3.11", requirements: tuple[str, ...] = TORCH) -> Whee
 def test_pip_is_asked_for_the_images_python_and_platform_and_never_sees_the_credentials_on_its_command_line(
         tmp_path: Path) -> None:
     command = wheels.pip_command(request("3.12"), tmp_path, TORCH, deps=True)
-    assert command[1:6] == ["-m", "accel_images.build.pip_target", "3.12", "x86_64", "download"]
+    assert command[1:6] == ["-m", "accel_images.builder.pip_target", "3.12", "x86_64", "download"]
     for pair in (["--python-version", "3.12"], ["--abi", "cp312"], ["--implementation", "cp"], ["--dest", str(tmp_path)]):
         assert pair[0] in command and command[command.index(pair[0]) + 1] == pair[1]
     assert command.count("--platform") == len(PLATFORMS) and "--only-binary=:all:" in command
@@ -499,7 +499,7 @@ def platform_bases(monkeypatch: pytest.MonkeyPatch) -> None:
     """The base's index names an amd64 and an arm64 image (tests/unit/test_platforms.py's registry)."""
     from test_platforms import AMD64, ARM64, Manifests, index_of
     registry = Manifests(by_reference={"bookworm-slim": ("sha256:" + "1" * 64, index_of(amd64=AMD64, arm64=ARM64))})
-    monkeypatch.setattr("accel_images.build.builder._registry_client", lambda host: registry)
+    monkeypatch.setattr("accel_images.builder.builder._registry_client", lambda host: registry)
 
 
 class ReportsArchitecture(FakeEngine):

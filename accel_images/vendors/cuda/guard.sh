@@ -54,7 +54,7 @@ consumer_gpu() {
             case "$line" in *"Product Brand"*:*) printf '%s\n' "${line#*: }" ;; esac
         done)
         [ -n "$brands" ] || brands=$("$smi" --query-gpu=name --format=csv,noheader 2> /dev/null)
-        brands=$(printf '%s\n' "${brands:-unknown}" | tr 'A-Z' 'a-z')
+        brands=$(printf '%s\n' "${brands:-unknown}" | tr '[:upper:]' '[:lower:]')
     fi
     for word in $brands; do
         case "$word" in @CONSUMER@) return 0 ;; esac
@@ -196,6 +196,7 @@ compat_scope() {
 
 # refuse_arch: no visible GPU has kernels in this image; the first one says which way it misses.
 refuse_arch() {
+    # shellcheck disable=SC2086  # the list is split into first_of's arguments on purpose
     capability=$(first_of $capabilities)
     oldest=""
     for arch in $(printf '%s' "$archs" | tr ',' ' '); do

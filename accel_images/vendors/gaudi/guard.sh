@@ -10,6 +10,7 @@ host_release() {
     release=${release%%-*}
     if ! is_version "$release"; then
         release=$(hl-smi 2> /dev/null | while IFS= read -r line; do
+            # shellcheck disable=SC2086  # the words after the colon, split on purpose
             case "$line" in "| Driver Version:"*) set -- ${line#*:}; printf '%s' "${1%%-*}" ;; esac
         done)
         is_version "$release" || release=""

@@ -4,12 +4,13 @@
 max_series() {
     max_ids="" max_count=0 intel_count=0
     for device in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/drm/renderD*/device; do
-        [ -r "$device/vendor" ] && [ -r "$device/device" ] || continue
+        { [ -r "$device/vendor" ] && [ -r "$device/device" ]; } || continue
         [ "$(cat "$device/vendor")" = 0x8086 ] || continue
         integrated_graphics "$device" && continue
         intel_count=$((intel_count + 1))
         id=$(tr 'A-F' 'a-f' < "$device/device")
-        case " @MAX_IDS@ " in
+        max_ids_known=" @MAX_IDS@ "
+        case "$max_ids_known" in
             *" ${id#0x} "*) max_count=$((max_count + 1)); max_ids="$max_ids $id" ;;
         esac
     done
@@ -22,13 +23,14 @@ max_series() {
 # include/drm/intel/pciids.h: Meteor Lake, Arrow Lake and Lunar Lake graphics count). Sets `slot`, `id`.
 integrated_graphics() {
     slot="" id=""
-    [ -r "$1/uevent" ] && [ -r "$1/device" ] || return 1
+    { [ -r "$1/uevent" ] && [ -r "$1/device" ]; } || return 1
     while IFS='=' read -r key value; do
         [ "$key" = PCI_SLOT_NAME ] && slot=$value
     done < "$1/uevent"
     case "$slot" in *@INTEGRATED_SLOT@) ;; *) return 1 ;; esac
     id=$(tr 'A-F' 'a-f' < "$1/device")
-    case " @VALIDATED_IDS@ " in *" ${id#0x} "*) return 1 ;; esac
+    validated=" @VALIDATED_IDS@ "
+    case "$validated" in *" ${id#0x} "*) return 1 ;; esac
     return 0
 }
 

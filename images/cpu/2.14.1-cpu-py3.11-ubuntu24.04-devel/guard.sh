@@ -19,6 +19,7 @@
 
 set -u
 
+# shellcheck disable=SC2034  # the vendors' check_vendor reads it (the CPU image has no devices to find)
 dev="${ACCEL_IMAGES_DEV_ROOT:-}/dev"
 
 guard_off() { [ "${ACCEL_IMAGES_GUARD:-on}" = "off" ]; }
@@ -106,6 +107,7 @@ open_or_group_add() {
 # is checked against a plain character set before the shell sees it, so the file cannot inject shell
 # code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
+# shellcheck disable=SC2034  # each vendor's check reads those it decides with, some none
 facts_read="" facts_archs="" facts_ptx="" facts_compat=""
 FACTS_READER='
 import json, re, sys
@@ -142,6 +144,7 @@ read_facts() {
         return 0
     fi
     eval "$assignments"
+    # shellcheck disable=SC2034  # read by the vendors' checks
     facts_read=1
 }
 

@@ -19,6 +19,7 @@
 
 set -u
 
+# shellcheck disable=SC2034  # the vendors' check_vendor reads it (the CPU image has no devices to find)
 dev="${ACCEL_IMAGES_DEV_ROOT:-}/dev"
 
 guard_off() { [ "${ACCEL_IMAGES_GUARD:-on}" = "off" ]; }
@@ -106,6 +107,7 @@ open_or_group_add() {
 # is checked against a plain character set before the shell sees it, so the file cannot inject shell
 # code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
+# shellcheck disable=SC2034  # each vendor's check reads those it decides with, some none
 facts_read="" facts_archs="" facts_ptx="" facts_compat=""
 FACTS_READER='
 import json, re, sys
@@ -142,6 +144,7 @@ read_facts() {
         return 0
     fi
     eval "$assignments"
+    # shellcheck disable=SC2034  # read by the vendors' checks
     facts_read=1
 }
 
@@ -178,12 +181,13 @@ in_list() {
 max_series() {
     max_ids="" max_count=0 intel_count=0
     for device in "${ACCEL_IMAGES_DEV_ROOT:-}"/sys/class/drm/renderD*/device; do
-        [ -r "$device/vendor" ] && [ -r "$device/device" ] || continue
+        { [ -r "$device/vendor" ] && [ -r "$device/device" ]; } || continue
         [ "$(cat "$device/vendor")" = 0x8086 ] || continue
         integrated_graphics "$device" && continue
         intel_count=$((intel_count + 1))
         id=$(tr 'A-F' 'a-f' < "$device/device")
-        case " 0b69 0b6e 0bd0 0bd1 0bd2 0bd4 0bd5 0bd6 0bd7 0bd8 0bd9 0bda 0bdb 0be0 0be1 0be5 " in
+        max_ids_known=" 0b69 0b6e 0bd0 0bd1 0bd2 0bd4 0bd5 0bd6 0bd7 0bd8 0bd9 0bda 0bdb 0be0 0be1 0be5 "
+        case "$max_ids_known" in
             *" ${id#0x} "*) max_count=$((max_count + 1)); max_ids="$max_ids $id" ;;
         esac
     done
@@ -196,13 +200,14 @@ max_series() {
 # include/drm/intel/pciids.h: Meteor Lake, Arrow Lake and Lunar Lake graphics count). Sets `slot`, `id`.
 integrated_graphics() {
     slot="" id=""
-    [ -r "$1/uevent" ] && [ -r "$1/device" ] || return 1
+    { [ -r "$1/uevent" ] && [ -r "$1/device" ]; } || return 1
     while IFS='=' read -r key value; do
         [ "$key" = PCI_SLOT_NAME ] && slot=$value
     done < "$1/uevent"
     case "$slot" in *:00:02.0) ;; *) return 1 ;; esac
     id=$(tr 'A-F' 'a-f' < "$1/device")
-    case " 5690 5691 5692 5693 5694 5695 5696 5697 56a0 56a1 56a2 56a3 56a4 56a5 56a6 56b0 56b1 56b2 56b3 56ba 56bb 56bc 56bd 56be 56bf 6420 64a0 64b0 7d40 7d41 7d45 7d51 7d55 7d60 7d67 7dd1 7dd5 b080 b081 b082 b083 b084 b085 b086 b087 b08f b090 b0a0 b0b0 b640 e202 e209 e20b e20c e20d e210 e211 e212 e216 e220 e221 e222 e223 " in *" ${id#0x} "*) return 1 ;; esac
+    validated=" 5690 5691 5692 5693 5694 5695 5696 5697 56a0 56a1 56a2 56a3 56a4 56a5 56a6 56b0 56b1 56b2 56b3 56ba 56bb 56bc 56bd 56be 56bf 6420 64a0 64b0 7d40 7d41 7d45 7d51 7d55 7d60 7d67 7dd1 7dd5 b080 b081 b082 b083 b084 b085 b086 b087 b08f b090 b0a0 b0b0 b640 e202 e209 e20b e20c e20d e210 e211 e212 e216 e220 e221 e222 e223 "
+    case "$validated" in *" ${id#0x} "*) return 1 ;; esac
     return 0
 }
 

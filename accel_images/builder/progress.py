@@ -20,7 +20,7 @@ from typing import IO
 from rich.console import Console
 from rich.live import Live
 
-from accel_images.build.failure import step_label
+from accel_images.builder.failure import step_label
 from accel_images.formatting import FittedTable, TableColumn, in_users_terms, inert
 from accel_images.model.variant import Variant
 

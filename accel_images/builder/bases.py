@@ -17,7 +17,7 @@ from docker.utils import parse_repository_tag
 
 from accel_images import vendors
 from accel_images.kb.compat import KnowledgeBase
-from accel_images.build.engine import ImageInfo, pull_through_a_mirror
+from accel_images.builder.engine import ImageInfo, pull_through_a_mirror
 from accel_images.errors import EngineError, NotInRegistry, RegistryError
 from accel_images.model.reference import Mirror, mirrored
 from accel_images.model.variant import Variant
@@ -36,7 +36,7 @@ class ManifestReader(Protocol):
 def platform_base(registry: ManifestReader, ref: str, platform: str) -> str:
     """`name@sha256:...`: the manifest of `platform` that the base `ref` (a tag, or a digest from a
     lock) names in its registry, an image index's entry or a single image of that platform."""
-    from accel_images.build.pin import repository_of
+    from accel_images.builder.pin import repository_of
     from accel_images.model.reference import split_reference
     path = split_reference(ref)[1]
     repository, reference = _repository_and_reference(path)

@@ -4,7 +4,7 @@
 connect to ...") and exits 0; the `apt-get install` after it then stops with "E: Unable to locate
 package python3-venv", which names a package when the cause is the mirror. So the fetch failures of
 the step are read first, and a missing package is said only when apt fetched what it was asked to
-(accel_images.build.failure falls through to its patterns).
+(accel_images.builder.failure falls through to its patterns).
 
 Recorded with apt 2.6.1 (Debian 12, debian:bookworm-slim) against a closed port, an HTTP server
 without the files and a keyring removed; the lines are tests/unit/test_apt_causes.py's fixtures:

@@ -39,7 +39,7 @@ class ContainerInfo:
 
 
 class ContainerStore(Protocol):
-    """The part of accel_images.build.engine.Engine reclaiming uses."""
+    """The part of accel_images.builder.engine.Engine reclaiming uses."""
 
     def managed_containers(self) -> list[ContainerInfo]: ...
 

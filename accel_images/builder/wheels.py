@@ -19,7 +19,7 @@ pip resolves exactly as the build's would: the same requirements against the sam
 platform tags the image's OS and machine accept (accel_images.kb.wheels.manylinux_tags: manylinux_2_X
 down from the OS's glibc, then linux_<arch>; the machine the base image's architecture, so an arm64
 image gets aarch64 wheels), its Python's tags, and environment markers read as on that Python and
-machine (accel_images.build.pip_target). pip's configuration files and its source
+machine (accel_images.builder.pip_target). pip's configuration files and its source
 options from the environment are not read:
 where a wheel comes from is the variant's index alone (PIP_CERT, PIP_CLIENT_CERT, PIP_TRUSTED_HOST,
 PIP_PROXY, PIP_RETRIES and PIP_TIMEOUT pass, as do the proxy and CA variables requests reads).
@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from accel_images import untrusted
-from accel_images.build.fingerprint import file_digest
+from accel_images.builder.fingerprint import file_digest
 from accel_images.credentials import hide_credentials, without_credentials
 from accel_images.errors import InputError, WheelFetchError
 from accel_images.formatting import human_size
@@ -148,7 +148,7 @@ def pip_command(request: WheelRequest, dest: Path, requirements: Iterable[str], 
     """`pip download` of `requirements` into `dest`, for the request's Python and platform (the index comes
     from the environment, pip_environment, so no credential is on a command line)."""
     abi = "cp" + request.python.replace(".", "")
-    command = [sys.executable, "-m", "accel_images.build.pip_target", request.python, request.machine, "download",
+    command = [sys.executable, "-m", "accel_images.builder.pip_target", request.python, request.machine, "download",
                "--dest", str(dest), "--no-cache-dir", "--progress-bar", "off", "--disable-pip-version-check",
                "--no-input", "--only-binary=:all:", "--python-version", request.python, "--implementation", "cp",
                "--abi", abi]

@@ -1,4 +1,4 @@
-"""`python -m accel_images.build.pip_target X.Y MACHINE PIP-ARGUMENTS...`: pip, reading environment
+"""`python -m accel_images.builder.pip_target X.Y MACHINE PIP-ARGUMENTS...`: pip, reading environment
 markers as CPython X.Y on Linux on MACHINE does.
 
 `pip download --python-version X.Y --platform ...` chooses wheels for that Python and platform, but

@@ -2,9 +2,9 @@
 
 One variant's failure is recorded in its outcome and never stops the others; the caller
 decides the exit code from the outcomes. Everything that talks to Docker goes through
-`accel_images.build.engine.Engine`. What the builder uses but does not decide lives beside it:
-settings (accel_images.build.settings), outcomes and their records (accel_images.build.outcome), the
-worker pool (accel_images.build.workers), base digests and upgrade hints (accel_images.build.bases),
+`accel_images.builder.engine.Engine`. What the builder uses but does not decide lives beside it:
+settings (accel_images.builder.settings), outcomes and their records (accel_images.builder.outcome), the
+worker pool (accel_images.builder.workers), base digests and upgrade hints (accel_images.builder.bases),
 remembered smoke passes (accel_images.smoke.records) and every path (accel_images.state).
 """
 
@@ -18,19 +18,19 @@ from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 
 from accel_images import stopping, vendors
-from accel_images.build import failure
-from accel_images.build.bases import ManifestReader, check_platform, pinned_base, platform_base, with_newer_bases
+from accel_images.builder import failure
+from accel_images.builder.bases import ManifestReader, check_platform, pinned_base, platform_base, with_newer_bases
 from accel_images.kb.compat import KnowledgeBase
-from accel_images.build.engine import Engine, ImageInfo
+from accel_images.builder.engine import Engine, ImageInfo
 from accel_images.errors import AccelError, BuildFailed, EngineError, FactsContradicted, RegistryError, WheelFetchError
-from accel_images.build.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
-from accel_images.build.outcome import Outcome, describe
+from accel_images.builder.fingerprint import FINGERPRINT_LABEL, fingerprint, load_digest_cache, save_digest_cache
+from accel_images.builder.outcome import Outcome, describe
 from accel_images.render.companions import BUILD_BACKEND
 from accel_images.render.contexts import (RenderedContext, Renderer, tools_index_url, wheel_index_url,
                                           write_build_context)
 from accel_images.model import platforms as platform_names
 from accel_images.model.reference import mirrored, split_reference
-from accel_images.build.settings import BuildSettings, build_args, image_ref
+from accel_images.builder.settings import BuildSettings, build_args, image_ref
 from accel_images.smoke.judge import Expectation, SmokeResult
 from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
 from accel_images.kb.claims import contradiction
@@ -39,8 +39,8 @@ from accel_images.smoke.records import (built_here, last_smoke_pass, recorded_bu
                                        remember_smoke_pass)
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion
-from accel_images.build.wheels import Closure, RunWheelhouse, WheelRequest
-from accel_images.build.workers import run_each
+from accel_images.builder.wheels import Closure, RunWheelhouse, WheelRequest
+from accel_images.builder.workers import run_each
 from accel_images.model.wheels import Wheel
 
 BASE_DIGEST_LABEL = "io.accel-images.base.digest"
@@ -69,7 +69,7 @@ class Prepared:
     left_out: tuple[str, ...] = ()
     """The companions the user left out (--without-companion): every report and the catalogue say so."""
     wheels: tuple[Wheel, ...] = ()
-    """The wheels the run fetched on the host for this build (accel_images.build.wheels), for its provenance."""
+    """The wheels the run fetched on the host for this build (accel_images.builder.wheels), for its provenance."""
 
 
 class Builder:
@@ -197,7 +197,7 @@ class Builder:
 
     def _base_ref(self, variant: Variant) -> str:
         """Where the build's FROM pulls the base from: the matrix's reference through the mirrors; for one
-        platform of a multi-platform tag, that platform's own manifest digest (accel_images.build.bases),
+        platform of a multi-platform tag, that platform's own manifest digest (accel_images.builder.bases),
         asked once per run for each base and platform."""
         base_ref = mirrored(variant.base_image, self.settings.options.mirrors)
         if not variant.multi_platform:
@@ -215,7 +215,7 @@ class Builder:
 
     def _base_failure(self, error: RegistryError, variant: Variant, base_ref: str) -> RegistryError:
         """A base that could not be read or pulled, said the same way either way: the --registry-mirror
-        mapping that pointed at an unreachable mirror, the way out of a missing base (accel_images.build.bases)."""
+        mapping that pointed at an unreachable mirror, the way out of a missing base (accel_images.builder.bases)."""
         others = {v.os: v.base_image for v in self.expansion.variants
                   if v.vendor == variant.vendor and v.base_image != variant.base_image and v.os != variant.os}
         return with_newer_bases(error, variant, self.renderer.kb, pulled_from=base_ref,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from accel_images.build.apt_causes import apt_cause
+from accel_images.builder.apt_causes import apt_cause
 from accel_images.render.apt import AptMirror
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (\S+)\s*(.*)$")
@@ -150,7 +150,7 @@ def explain(error: str, step_line: str | None, tail: Sequence[str], *, wheelhous
 
     Only the failed step's own lines are read (those after the last `Step` line of the tail): an
     earlier step's warning is not this step's cause. An index pip could not reach, and a repository
-    apt could not fetch (accel_images.build.apt_causes), come before what pip or apt then missed.
+    apt could not fetch (accel_images.builder.apt_causes), come before what pip or apt then missed.
     """
     unreachable = _unreachable_index(_own_lines(tail), error)
     if unreachable is not None:

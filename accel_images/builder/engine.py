@@ -36,10 +36,10 @@ import urllib3.exceptions
 from docker.auth import resolve_repository_name
 from docker.utils import parse_repository_tag
 
-from accel_images.build import buildlog, failure
+from accel_images.builder import buildlog, failure
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
-from accel_images.build.leftovers import OWNER_LABEL, ContainerInfo, owner_token
+from accel_images.builder.leftovers import OWNER_LABEL, ContainerInfo, owner_token
 from accel_images.registry import platform_name
 from accel_images.smoke.integrity import KEEP_SUFFIXES, Entry
 
@@ -152,7 +152,7 @@ class Engine:
         rebuilt for its age needs, so its package installs really fetch today's updates.
         `platform` is the Engine API's build `platform` (a pull during the build fetches that
         platform's image). The classic builder takes a base found locally by name whatever its
-        platform, so the caller names the base by its platform's digest (accel_images.build.bases).
+        platform, so the caller names the base by its platform's digest (accel_images.builder.bases).
 
         Raises BuildFailed (failing step, log tail, log path) when a step or the Dockerfile
         fails, EngineError when the daemon goes away.

@@ -34,7 +34,7 @@ class PulledImage(Protocol):
 
 
 class Puller(Protocol):
-    """The part of accel_images.build.engine.Engine pinning uses."""
+    """The part of accel_images.builder.engine.Engine pinning uses."""
 
     def pull(self, ref: str) -> PulledImage: ...
 

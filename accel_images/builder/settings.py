@@ -35,7 +35,7 @@ class BuildSettings:
     no_cache: bool = False
     """Build every step afresh, ignoring the engine's layer cache."""
     wheel_cache: Path | None = None
-    """Where the wheels a host fetch downloads are kept between runs (accel_images.build.wheels);
+    """Where the wheels a host fetch downloads are kept between runs (accel_images.builder.wheels);
     None: the state directory's `cache/wheels/`."""
     wheel_cache_max: int | None = None
     """Prune the wheel cache to at most this many bytes after the run, least recently used first; None: never."""

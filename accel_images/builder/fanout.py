@@ -18,7 +18,7 @@ from typing import Any
 from accel_images import vendors
 from accel_images.model import platforms as platform_names
 from accel_images.model import tags
-from accel_images.build.settings import BuildSettings, build_args
+from accel_images.builder.settings import BuildSettings, build_args
 from accel_images.errors import InputError
 from accel_images.model.reference import image_ref
 from accel_images.plan.variants import Expansion, one_per_tag

@@ -26,7 +26,7 @@ class Outcome:
     base_digest: str | None = None
     smoke: SmokeResult | None = None
     error: str | None = None
-    """The short cause of a failure (accel_images.build.failure): never the variant's name, never a log."""
+    """The short cause of a failure (accel_images.builder.failure): never the variant's name, never a log."""
     log_path: Path | None = None
     notes: tuple[str, ...] = ()      # what the render left out and why (--without-companion torchvision)
     exit_code: int = 0
