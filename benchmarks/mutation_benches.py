@@ -3,7 +3,8 @@
 
 For each module below, every place one of the operators applies is a mutation site: a comparison turned
 into its neighbour (`<` into `<=`, `==` into `!=`, `in` into `not in`), `and` into `or`, a `not` dropped,
-`return True` into `return False`, an `if` test negated. A spread of sites (the same ones every run) is
+`return True` into `return False`, an `if` test negated (not `if TYPE_CHECKING:`, whose negation changes
+nothing at run time). A spread of sites (the same ones every run) is
 mutated one at a time in a copy of the checkout, and the unit tests that guard that module run against it
 (`pytest -x`): a failing run kills the mutant, a green one lets it survive. The survivors are listed with
 their line, so each one is either a missing test or an equivalent mutant a person can judge.
@@ -28,18 +29,20 @@ TARGET_SHARE = 0.90
 PER_MODULE, QUICK_PER_MODULE = 4, 1
 TARGETS: dict[str, tuple[str, ...]] = {
     "accel_images/supply/trust.py": ("tests/unit/test_supply.py", "tests/unit/test_catalogue.py",
-                                     "tests/unit/test_index_nightly.py"),
+                                     "tests/unit/test_index_nightly.py", "tests/unit/test_trust_edges.py"),
     "accel_images/publish/tested.py": ("tests/unit/test_nightly.py", "tests/unit/test_index_nightly.py",
                                        "tests/unit/test_publish.py"),
     "accel_images/publish/promote.py": ("tests/unit/test_publish.py", "tests/unit/test_index_nightly.py"),
-    "accel_images/publish/retention.py": ("tests/unit/test_retention.py",),
-    "accel_images/credentials.py": ("tests/unit/test_security_unit.py", "tests/unit/test_registry.py"),
+    "accel_images/publish/retention.py": ("tests/unit/test_retention.py", "tests/unit/test_trust_edges.py"),
+    "accel_images/credentials.py": ("tests/unit/test_security_unit.py", "tests/unit/test_registry.py",
+                                    "tests/unit/test_trust_edges.py"),
     "accel_images/formatting.py": ("tests/unit/test_outside_text.py", "tests/unit/test_table_widths.py",
                                    "tests/unit/test_security_unit.py"),
     "accel_images/vendors/cuda/decision.py": ("tests/unit/test_guard_agrees.py", "tests/unit/test_recommend.py",
                                               "tests/unit/vendors/test_cuda.py", "tests/unit/test_guard_hosts.py"),
     "accel_images/vendors/rocm/host.py": ("tests/unit/test_guard_hosts.py", "tests/unit/test_recommend.py"),
-    "accel_images/vendors/gaudi/decision.py": ("tests/unit/test_guard_hosts.py", "tests/unit/test_recommend.py"),
+    "accel_images/vendors/gaudi/decision.py": ("tests/unit/test_guard_hosts.py", "tests/unit/test_recommend.py",
+                                               "tests/unit/test_trust_edges.py"),
 }
 """Module -> the unit tests that guard it."""
 COPIED = ("accel_images", "tests", "templates", "images", "matrix.yaml", "pyproject.toml", "README.md",
@@ -99,6 +102,8 @@ class _Sites(ast.NodeTransformer):
 
     def visit_If(self, node: ast.If) -> ast.AST:
         self.generic_visit(node)
+        if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return node   # imports for the type checker alone: negating them changes nothing at run time
         if self._here(node, "if test negated"):
             node.test = ast.UnaryOp(ast.Not(), node.test)
         return node
