@@ -68,9 +68,13 @@ def finish_in_flight(action: Callable[[], T], max_wait_s: float = IN_FLIGHT_WAIT
         finally:
             ended.set()
 
-    threading.Thread(target=run, name="in-flight", daemon=True).start()
     interrupt: KeyboardInterrupt | None = None
     deadline = float("inf")
+    try:
+        threading.Thread(target=run, name="in-flight", daemon=True).start()
+    except KeyboardInterrupt as error:   # the call already began: Thread.start waits for the thread to run
+        interrupt, deadline = error, time.monotonic() + max_wait_s
+        request_stop()
     while not ended.is_set() and time.monotonic() < deadline:
         try:
             ended.wait(timeout=0.2)

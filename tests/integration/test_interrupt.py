@@ -177,7 +177,9 @@ def test_a_stop_reaches_worker_threads_at_their_next_checkpoint() -> None:
             started.wait(5)
             raise KeyboardInterrupt  # stands for Ctrl-C surfacing through the pool
         started.set()
-        time.sleep(0.3)  # the main thread sees the interrupt meanwhile
+        deadline = time.monotonic() + 30   # until the main thread has taken the interrupt (no timer decides)
+        while not stopping.stop_requested() and time.monotonic() < deadline:
+            time.sleep(0.01)
         stopping.checkpoint()
         reached.append("promotion")
         return item
