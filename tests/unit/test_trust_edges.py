@@ -17,7 +17,7 @@ def test_retention_may_keep_no_dated_tag_by_count_or_by_age() -> None:
     assert RetentionPolicy(keep=0, keep_days=0).keep == 0
     for bad in ({"keep": -1}, {"keep": 1, "keep_days": -0.5}):
         with pytest.raises(InputError, match="must not be negative"):
-            RetentionPolicy(**bad)  # type: ignore[arg-type]
+            RetentionPolicy(**bad)
 
 
 def test_an_empty_userinfo_right_after_the_scheme_is_still_masked() -> None:
