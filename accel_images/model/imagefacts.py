@@ -59,6 +59,9 @@ class ImageFacts:
     cuda_compat: str | None = None
     """The CUDA forward-compatibility libcuda's version ('595.58.03'); '' when the build found none under
     /usr/local/cuda/compat; None when the facts do not say (written before the field was read)."""
+    network: Mapping[str, Any] | None = None
+    """What training across nodes can use (facts.schema.json `network`: ibverbs, ucx, mpi, collective); None
+    when the facts do not say (written before the field was read)."""
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> ImageFacts:
@@ -70,7 +73,8 @@ class ImageFacts:
                    local=document["torch"]["local"], python=document["python"], backend=document["backend"],
                    toolkit=dict(document["toolkit"]), archs=_targets(document["archs"]), ptx=_targets(document["ptx"]),
                    companions=dict(document["companions"]), distributions=dict(document["distributions"]),
-                   platform=dict(document["platform"]), cuda_compat=_measured(document, "cuda_compat"))
+                   platform=dict(document["platform"]), cuda_compat=_measured(document, "cuda_compat"),
+                   network=_network(document.get("network")))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ImageFacts:
@@ -91,14 +95,16 @@ class ImageFacts:
                        archs=_targets(compact.get("archs")), ptx=_targets(compact.get("ptx")),
                        companions={str(k): str(v) for k, v in dict(compact["companions"]).items()},
                        platform={"machine": str(compact.get("machine") or "")},
-                       cuda_compat=_measured(compact, "cuda_compat"))
+                       cuda_compat=_measured(compact, "cuda_compat"), network=_network(compact.get("network")))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def compact(self) -> dict[str, Any]:
         """What travels with the image (smoke record, catalogue, reports): everything but the distributions;
-        cuda_compat only where the facts said it."""
-        compat = {} if self.cuda_compat is None else {"cuda_compat": self.cuda_compat or None}
+        cuda_compat and network only where the facts said them."""
+        compat: dict[str, Any] = {} if self.cuda_compat is None else {"cuda_compat": self.cuda_compat or None}
+        if self.network is not None:
+            compat["network"] = dict(self.network)
         return {"torch": self.torch, "python": self.python, "backend": self.backend,
                 "machine": self.platform.get("machine") or None,
                 "toolkit": {key: value for key, value in sorted(self.toolkit.items()) if value is not None},
@@ -115,7 +121,13 @@ class ImageFacts:
         if self.ptx:
             parts.append("PTX " + " ".join(self.ptx))
         parts += [f"{name} {version}" for name, version in sorted(self.companions.items())]
-        return " · ".join(parts)
+        return " · ".join(parts + self.network_parts())
+
+    def network_parts(self) -> list[str]:
+        """'RDMA verbs 1.14.44.0', 'UCX 1.13.1', 'Open MPI 4.1.4': what the image carries for many nodes."""
+        network = self.network or {}
+        named = (("RDMA verbs ", network.get("ibverbs")), ("UCX ", network.get("ucx")), ("", network.get("mpi")))
+        return [f"{label}{value}" for label, value in named if value]
 
 
 def _measured(document: Mapping[str, Any], key: str) -> str | None:
@@ -123,6 +135,10 @@ def _measured(document: Mapping[str, Any], key: str) -> str | None:
     if key not in document:
         return None
     return "" if document[key] is None else str(document[key])
+
+
+def _network(value: Any) -> Mapping[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
 
 
 def _targets(value: Any) -> tuple[str, ...] | None:

@@ -195,3 +195,80 @@ def test_facts_without_the_compat_field_still_read() -> None:
     assert ImageFacts.from_document({**document, "cuda_compat": "595.58.03"}).cuda_compat == "595.58.03"
     with pytest.raises(FactsError, match="cuda_compat"):
         ImageFacts.from_document({**document, "cuda_compat": "595; id"})
+
+
+# ---- the network: what training across nodes can use ---------------------------------------------------
+
+def verbs_tree(root: Path, real: str | None = "libibverbs.so.1.14.44.0") -> Path:
+    lib = root / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    if real:
+        (lib / real).write_bytes(b"")
+        (lib / script.VERBS_SONAME).symlink_to(real)
+    return root
+
+
+ANSWERS = {"ucx_info": "# Version 1.13.1\n# Git branch '<unknown>', revision 0000000", "mpirun": "mpirun (Open MPI) 4.1.4"}
+"""What Debian 12's ucx-utils and openmpi-bin print first (run in a container of the Debian 12 stand-in)."""
+
+
+def test_the_network_is_read_from_the_verbs_library_ucx_info_and_mpirun(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(script, "first_line", lambda argv: ANSWERS[argv[0]].splitlines()[0])
+    torch = fake_torch("2.15.0+cu132", cuda="13.2", flags="sm_90", nccl=(2, 30, 7))
+    facts = valid(script.collect(torch, DISTS, root=str(verbs_tree(tmp_path))))
+    assert facts["network"] == {"ibverbs": "1.14.44.0", "ucx": "1.13.1", "mpi": "Open MPI 4.1.4",
+                                "collective": {"name": "nccl", "version": "2.30.7"}}
+
+
+def test_an_image_without_the_stack_has_a_network_of_nulls_and_gloo_on_the_cpu(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(script, "first_line", lambda argv: "")
+    facts = valid(script.collect(fake_torch("2.13.0+cpu"), DISTS, root=str(tmp_path)))
+    assert facts["network"] == {"ibverbs": None, "ucx": None, "mpi": None,
+                                "collective": {"name": "gloo", "version": None}}
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("mpirun (Open MPI) 4.1.4", "Open MPI 4.1.4"),
+    ("mpirun (Open MPI) 5.0.7rc1", "Open MPI 5.0.7"),
+    ("Intel(R) MPI Library for Linux* OS, Version 2021.14 Build 20241121 (id: e7829d6)", "Intel(R) MPI Library 2021.14"),
+    ("HYDRA build details:", None),
+    ("", None),
+])
+def test_the_mpi_is_named_from_the_first_line_of_mpirun_version(line: str, expected: str | None) -> None:
+    assert script.mpi_version(line) == expected
+
+
+def test_a_rocm_build_names_rccl_with_the_version_torch_reports() -> None:
+    torch = fake_torch("2.15.0+rocm7.2", hip="7.2.1", flags="gfx942", nccl=(2, 27, 7))
+    network = script.network("rocm", script.toolkit(torch, "rocm", DISTS))
+    assert network["collective"] == {"name": "rccl", "version": "2.27.7"}
+
+
+def test_a_verbs_library_without_a_versioned_file_is_present_with_its_soname_only(tmp_path: Path) -> None:
+    lib = tmp_path / "usr" / "lib64"
+    lib.mkdir(parents=True)
+    (lib / script.VERBS_SONAME).write_bytes(b"")
+    assert script.verbs_library(str(tmp_path)) == "1"
+    assert script.verbs_library(str(tmp_path / "nowhere")) is None
+
+
+def test_a_tool_not_on_path_is_an_empty_answer_not_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert script.first_line(["mpirun", "--version"]) == ""
+
+
+def test_the_network_travels_with_the_image_and_its_summary_names_it() -> None:
+    document = json.loads(CUDA_215.read_text())
+    network = {"ibverbs": "1.14.44.0", "ucx": "1.13.1", "mpi": "Open MPI 4.1.4",
+               "collective": {"name": "nccl", "version": "2.30.7"}}
+    facts = ImageFacts.from_document({**document, "network": network})
+    assert facts.network == network
+    travelled = ImageFacts.from_compact(facts.compact())
+    assert travelled is not None and travelled.network == network
+    assert facts.summary().endswith(" · RDMA verbs 1.14.44.0 · UCX 1.13.1 · Open MPI 4.1.4")
+    old = ImageFacts.from_document(document)
+    assert old.network is None and "network" not in old.compact() and "RDMA" not in old.summary()
+    with pytest.raises(FactsError, match="network"):
+        ImageFacts.from_document({**document, "network": {**network, "ucx": "1.13; id"}})

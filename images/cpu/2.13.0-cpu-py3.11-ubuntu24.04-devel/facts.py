@@ -28,9 +28,15 @@ JSON schema 1 (accel_images/smoke/facts.schema.json; every key always present):
      "companions": {"torchvision": "0.29.2", ...},   # those of torchvision, torchaudio, numpy installed
      "distributions": {"torch": "2.15.0+cu132", ...}, # every distribution importlib.metadata finds,
                                                       # by normalized name (PEP 503)
-     "cuda_compat": "595.58.03"}  # the CUDA forward-compatibility libcuda under /usr/local/cuda/compat,
+     "cuda_compat": "595.58.03",  # the CUDA forward-compatibility libcuda under /usr/local/cuda/compat,
                                   # by the version in its name; null where there is none. Optional in
                                   # the schema: files written before it was read lack it (unknown).
+     "network": {"ibverbs": "1.14.44.0", "ucx": "1.13.1", "mpi": "Open MPI 4.1.4",
+                 "collective": {"name": "nccl", "version": "2.30.7"}}}
+                                  # what training across nodes can use: the RDMA verbs library (the
+                                  # version in its file name), UCX, the MPI on PATH, and the collective
+                                  # library torch uses between devices. Each null where absent; optional
+                                  # in the schema like cuda_compat.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ import json
 import os
 import platform
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +66,20 @@ CUDA_COMPAT_DIR = "usr/local/cuda/compat"
 and where the NVIDIA Container Toolkit looks for them (its enable-cuda-compat hook:
 NVIDIA/nvidia-container-toolkit cmd/nvidia-cdi-hook/cudacompat/cudacompat.go, cudaCompatPath)."""
 COMPAT_LIBCUDA = re.compile(r"libcuda\.so\.(\d+(?:\.\d+)+)")
+VERBS_SONAME = "libibverbs.so.1"
+"""The RDMA verbs library as NCCL and RCCL open it at run time (NVIDIA/nccl src/misc/ibvwrap.cc: dlopen of
+libibverbs.so, then libibverbs.so.1); its real file's name carries the version (libibverbs.so.1.14.44.0)."""
+UCX_VERSION = re.compile(r"[Vv]ersion:?\s*([0-9][0-9.]*)")
+"""`ucx_info -v`'s first line: '# Version 1.13.1' (UCX 1.13, Debian 12's, run here) or '# Library version: 1.16.0'
+(openucx/ucx src/tools/info/version_info.c in later releases)."""
+MPI_VERSION = re.compile(r"\((Open MPI|Intel\(R\) MPI Library)[^)]*\)\s*([0-9][0-9.]*)|"
+                         r"(Intel\(R\) MPI Library)[^,]*, Version ([0-9][0-9.]*)")
+"""`mpirun --version`'s first line: 'mpirun (Open MPI) 4.1.4'; Intel MPI's 'Intel(R) MPI Library for Linux* OS,
+Version 2021.14 ...'."""
+COLLECTIVES = {"cuda": "nccl", "rocm": "rccl", "xpu": "xccl", "hpu": "hccl", "cpu": "gloo"}
+"""The library torch.distributed uses between this build's devices (its backend names: nccl, which a ROCm build
+serves with RCCL; xccl from torch 2.8 for XPU; hccl from habana_frameworks.torch.distributed.hccl; gloo on the
+CPU): https://docs.pytorch.org/docs/stable/distributed.html#backends."""
 
 EXIT_OK = 0
 EXIT_NO_TORCH = 1
@@ -173,6 +195,53 @@ def cuda_compat(root: str = "/") -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def first_line(argv: list[str]) -> str:
+    """The first line `argv` prints (stdout, else stderr), or '' where it is not on PATH or fails to start."""
+    if not shutil.which(argv[0]):
+        return ""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def verbs_library(root: str = "/") -> str | None:
+    """The version of the libibverbs.so.1 the dynamic loader would find (its real file's name), else None."""
+    patterns = ("usr/lib/*-linux-gnu", "lib/*-linux-gnu", "usr/lib64", "usr/lib")
+    for pattern in patterns:
+        for link in sorted(glob.glob(os.path.join(root, pattern, VERBS_SONAME))):
+            name = os.path.basename(os.path.realpath(link))
+            if name.startswith(VERBS_SONAME + "."):
+                return name[len(VERBS_SONAME) + 1:]
+            return "1"
+    return None
+
+
+def mpi_version(line: str) -> str | None:
+    """'mpirun (Open MPI) 4.1.4' -> 'Open MPI 4.1.4'; None for a line that names no MPI this knows."""
+    match = MPI_VERSION.search(line)
+    if not match:
+        return None
+    name, version = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+    return f"{name} {version}"
+
+
+def network(backend: str, tools: dict[str, str | None], root: str = "/") -> dict[str, Any]:
+    """What training across nodes can use in this image: RDMA verbs, UCX, an MPI, the collective library."""
+    ucx = UCX_VERSION.search(first_line(["ucx_info", "-v"]))
+    name = COLLECTIVES.get(backend)
+    version = tools.get("nccl") if backend in ("cuda", "rocm") else tools.get("gaudi") if backend == "hpu" else None
+    return {
+        "ibverbs": verbs_library(root),
+        "ucx": ucx.group(1) if ucx else None,
+        "mpi": mpi_version(first_line(["mpirun", "--version"])),
+        "collective": {"name": name, "version": version},
+    }
+
+
 def collect(torch: Any, dists: dict[str, str], root: str = "/") -> dict[str, Any]:
     """The facts document of the installed torch and distributions (and of the file system under `root`:
     the CUDA forward-compatibility library)."""
@@ -180,18 +249,20 @@ def collect(torch: Any, dists: dict[str, str], root: str = "/") -> dict[str, Any
     public, plus, local = version.partition("+")
     backend = backend_of(torch, local if plus else None, dists)
     flags = arch_flags(torch, backend)
+    tools = toolkit(torch, backend, dists)
     return {
         "schema": SCHEMA,
         "platform": {"os": sys.platform, "machine": platform.machine()},
         "python": platform.python_version(),
         "torch": {"version": version, "public": public, "local": local if plus else None},
         "backend": backend,
-        "toolkit": toolkit(torch, backend, dists),
+        "toolkit": tools,
         "archs": None if flags is None else [flag for flag in flags if not flag.startswith(PTX_PREFIX)],
         "ptx": None if flags is None else [flag for flag in flags if flag.startswith(PTX_PREFIX)],
         "companions": {name: dists[name] for name in COMPANIONS if name in dists},
         "distributions": dists,
         "cuda_compat": cuda_compat(root),
+        "network": network(backend, tools, root),
     }
 
 

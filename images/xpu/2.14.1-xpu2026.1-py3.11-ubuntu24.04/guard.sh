@@ -108,7 +108,7 @@ open_or_group_add() {
 # code. facts_read is 1 when they came from the file.
 facts_file="${ACCEL_IMAGES_FACTS:-/opt/accel-images/facts.json}"
 # shellcheck disable=SC2034  # each vendor's check reads those it decides with, some none
-facts_read="" facts_archs="" facts_ptx="" facts_compat=""
+facts_read="" facts_archs="" facts_ptx="" facts_compat="" facts_ibverbs="" facts_collective=""
 FACTS_READER='
 import json, re, sys
 safe = re.compile(r"[A-Za-z0-9_.+-]*")
@@ -126,6 +126,11 @@ def main():
     field("archs", facts.get("archs") or [])
     field("ptx", facts.get("ptx") or [])
     field("compat", facts.get("cuda_compat"))
+    net = facts.get("network")
+    net = net if isinstance(net, dict) else {}
+    field("ibverbs", "none" if "network" in facts and not net.get("ibverbs") else net.get("ibverbs"))
+    collective = net.get("collective") if isinstance(net.get("collective"), dict) else {}
+    field("collective", collective.get("name"))
 try:
     main()
 except (OSError, ValueError, AttributeError, TypeError) as error:
@@ -328,9 +333,56 @@ in_effect() {
     if [ -n "$overrides" ]; then printf '; set in the environment, not by the image: %s' "$overrides"; fi
 }
 
+# The fabric between nodes, for an image whose facts say it carries the RDMA verbs library (or when a job asks
+# for RDMA): one line on whether RDMA devices are visible and usable, since NCCL and RCCL fall back to TCP
+# sockets between nodes without a word when they are not (NCCL's Networking Troubleshooting guide). Seen as
+# libibverbs sees them: the devices the kernel lists under /sys/class/infiniband and the character devices
+# /dev/infiniband/uverbsN that user space opens (linux-rdma/rdma-core README, "/dev/infiniband/uverbsX
+# (libibverbs)"), which `docker run` passes only with --device /dev/infiniband; and the locked-memory limit the
+# registration of buffers needs (NVIDIA and AMD document `--ulimit memlock=-1`; Docker's default is 8 MB
+# [inferred from the engine's default, not read in a vendor file]). ACCEL_IMAGES_REQUIRE_RDMA=1 turns a missing
+# or unusable fabric into a refusal, for jobs that must not fall back to TCP.
+fabric_problem() {
+    if [ "$require_rdma" = 1 ] && [ "$facts_ibverbs" = none ]; then
+        refuse "ACCEL_IMAGES_REQUIRE_RDMA=1, but this image has no RDMA verbs library (libibverbs); use a GPU image of accel-images"
+    fi
+    if [ "$require_rdma" = 1 ]; then
+        refuse "ACCEL_IMAGES_REQUIRE_RDMA=1: $1"
+    fi
+    say "note: network: $1; ${facts_collective:-the collective library} between nodes uses TCP sockets"
+}
+check_fabric() {
+    require_rdma="${ACCEL_IMAGES_REQUIRE_RDMA:-0}"
+    # The CPU image carries no RDMA user space (templates/partials/cluster.j2): no facts to read on its start.
+    [ "${ACCEL_IMAGES_VENDOR:-}" != cpu ] || [ "$require_rdma" = 1 ] || return 0
+    read_facts
+    [ -n "$facts_ibverbs" ] && [ "$facts_ibverbs" != none ] || [ "$require_rdma" = 1 ] || return 0
+    [ "$facts_ibverbs" != none ] || { fabric_problem "no RDMA verbs library"; return 0; }
+    sys_ib="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/infiniband"
+    hcas=""
+    for hca in "$sys_ib"/*; do
+        [ -e "$hca" ] && hcas="${hcas:+$hcas }${hca##*/}"
+    done
+    # shellcheck disable=SC3045  # dash (the images' /bin/sh) and bash both have ulimit -l
+    memlock=$(ulimit -l 2> /dev/null) || memlock=unknown
+    set -- "$dev"/infiniband/uverbs*
+    if [ -z "$hcas" ]; then
+        fabric_problem "no RDMA device visible (${sys_ib#"${ACCEL_IMAGES_DEV_ROOT:-}"} lists none)"
+    elif [ ! -e "$1" ]; then
+        fabric_problem "RDMA devices $hcas on the host, but no /dev/infiniband/uverbs* here: run with --device /dev/infiniband"
+    elif ! (exec 3<>"$1") 2> /dev/null; then
+        fabric_problem "user $(id -u) cannot open ${1#"${ACCEL_IMAGES_DEV_ROOT:-}"}"
+    elif [ "$memlock" != unlimited ] && [ "$memlock" != unknown ]; then
+        fabric_problem "RDMA devices $hcas, but locked memory is limited to ${memlock} KB: run with --ulimit memlock=-1"
+    else
+        say "network: RDMA devices $hcas usable ($# verbs nodes, locked memory unlimited)"
+    fi
+}
+
 find_overrides
 if ! guard_off; then
     check_vendor
+    check_fabric
 else
     seen_device="not checked (ACCEL_IMAGES_GUARD=off)"
 fi
