@@ -17,7 +17,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from benchmarks.engine_benches import REAL_MIRROR, files_bytes, image_bytes, updates_layer_bytes
+from benchmarks.engine_benches import REAL_MIRROR, files_bytes, image_bytes, layer_sizes, updates_layer_bytes
 from benchmarks.harness import PYTHON, BenchResult, Row, Series, run_checked, shown, time_once
 
 TAG = "2.15.0-cuda13.2-py3.11-debian12"
@@ -27,6 +27,19 @@ BUILD = ["build", "--vendor", "cuda", "--torch", "2.15", "--python", "3.11", "--
 REGISTRY = "127.0.0.1:5000"
 PUSHED = f"{REGISTRY}/accel-images-bench/cuda:{TAG}"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+CLUSTER_MARKER = "ibverbs-utils"
+"""In the history line of the multi-node stack's layer alone (templates/partials/cluster.j2)."""
+CLUSTER_BUDGET = 0.05
+"""Under this share of a GPU image, the multi-node stack goes into every GPU image; above it, a flavor of its own."""
+
+
+def cluster_stack_row(image: str) -> Row:
+    """What the multi-node stack (RDMA verbs, UCX, Open MPI) adds to a GPU image, against the image."""
+    [stack] = layer_sizes(image, CLUSTER_MARKER)
+    size = image_bytes(image)
+    return Row("cuda_image", "multi-node stack layer (RDMA verbs, UCX, Open MPI) of the CUDA image",
+               Series("the stack's layer", (float(stack),), "B"), Series(image, (float(size),), "B"), stack / size,
+               "of the image", f"< {CLUSTER_BUDGET:.0%}: in every GPU image", stack / size < CLUSTER_BUDGET)
 
 
 def build(cache: Path, state: Path, result: BenchResult) -> float:
@@ -81,6 +94,7 @@ def bench_cuda_image(quick: bool) -> BenchResult:
     result.rows.append(Row("cuda_image", "OS-updates layer of the CUDA image",
                            Series("OS-updates layer", (float(updates),), "B"), Series(IMAGE, (float(size),), "B"),
                            updates / size, "of the image", "report only", None))
+    result.rows.append(cluster_stack_row(IMAGE))
     compressed, base_compressed = compressed_bytes(PUSHED), registry_layer_bytes(base)
     result.rows.append(Row("cuda_image", "CUDA image compressed (what a registry stores and a pull downloads)",
                            Series("compressed layers", (float(compressed),), "B"),

@@ -57,6 +57,13 @@ def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown
     if explain:
         for one in pruned:
             print_line(f"  pruned (matrix line {one.line}): {one.describe()}")
+        print_line(f"  {NO_CLUSTER_FLAVOR}")
+
+
+NO_CLUSTER_FLAVOR = ("no cluster flavor: every GPU image carries the multi-node stack (RDMA verbs, UCX, Open MPI;"
+                     " templates/partials/cluster.j2), about 1% of a CUDA image, under the 5% above which it would be"
+                     " a flavor of its own (benchmarks/RESULTS.md, cuda_image)")
+"""Why the matrix has no `cluster` flavor: said by `list --explain`, with what the pruning explains."""
 
 
 def list_document(expansion: Expansion, variants: tuple[Variant, ...], pruned: tuple[Pruned, ...]) -> dict[str, Any]:

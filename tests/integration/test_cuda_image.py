@@ -6,6 +6,8 @@ team runs. One build a session (tests/conftest.py, `cuda_debian`), shared by eve
 - the entry-point guard, inside the real image, decides a table of NVIDIA hosts (a fake nvidia-smi where
   GKE puts the driver's, /usr/local/nvidia/bin) from the image's own facts.json;
 - the smoke workload ran on the CPU with the CUDA torch: numpy, torch.compile, load_inline, the companions;
+- the multi-node stack (RDMA verbs, UCX, Open MPI) is there, the facts name it, and the guard says whether
+  a (fake) fabric is usable, refusing one that is not when ACCEL_IMAGES_REQUIRE_RDMA=1;
 - the SBOM names every NVIDIA wheel with its hash, the provenance the index that served each;
 - the signed publish verifies, and an unchanged second nightly uploads and downloads nothing.
 
@@ -240,6 +242,57 @@ def test_the_guard_decides_from_the_images_facts_not_the_rendered_list(cuda_debi
     code, out, err = in_image(docker_client, cuda_debian, ["sh", "-c", "echo started"], volumes=volumes,
                               environment={**claimed, "ACCEL_IMAGES_FACTS": "/nonexistent/facts.json"})
     assert (code, out) == (0, "started\n"), err
+
+
+# ---- many nodes: the stack, its facts and the guard's line ---------------------------------------------
+
+def test_the_image_carries_the_multi_node_stack_its_facts_name(cuda_debian: CudaImage,
+                                                                docker_client: docker.DockerClient) -> None:
+    """RDMA verbs (what NCCL opens), UCX and Open MPI from Debian 12, read by the facts from the real files."""
+    facts = facts_of(docker_client, cuda_debian)
+    network = facts["network"]
+    assert network["ibverbs"].startswith("1.") and network["ucx"] and network["mpi"].startswith("Open MPI "), network
+    assert network["collective"] == {"name": "nccl", "version": facts["toolkit"]["nccl"]}
+    script = ("command -v ibv_devices ibv_devinfo rping mpirun ucx_info > /dev/null && ldconfig -p | grep -c "
+              "-e 'libibverbs.so.1 ' -e 'libmlx5.so.1 ' -e 'librdmacm.so.1 ' -e 'libucp.so.0 '")
+    code, out, err = in_image(docker_client, cuda_debian, ["sh", "-c", script],
+                              environment={"ACCEL_IMAGES_GUARD": "off"})
+    assert (code, out.strip()) == (0, "4"), err
+
+
+def fake_fabric(root: Path, memlock: str) -> dict[str, dict[str, str]]:
+    """A host tree for ACCEL_IMAGES_DEV_ROOT with one RDMA device passed (mlx5_0, uverbs0) and a locked-memory limit."""
+    (root / "sys" / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
+    (root / "dev" / "infiniband").mkdir(parents=True)
+    (root / "dev" / "infiniband" / "uverbs0").write_text("")
+    (root / "dev" / "infiniband" / "uverbs0").chmod(0o666)
+    (root / "proc" / "self").mkdir(parents=True)
+    (root / "proc" / "self" / "limits").write_text(f"Max locked memory         {memlock}  {memlock}  bytes\n")
+    for path in (root, *root.rglob("*")):
+        path.chmod(path.stat().st_mode | 0o755 if path.is_dir() else path.stat().st_mode | 0o644)
+    return {str(root): {"bind": "/fakehost", "mode": "rw"}}
+
+
+@pytest.mark.parametrize(("memlock", "started", "fragment"), [
+    ("unlimited", True, "network: RDMA devices mlx5_0 usable"),
+    ("8388608", False, "--ulimit memlock=-1"),
+])
+def test_the_guard_in_the_real_image_says_whether_rdma_is_usable(cuda_debian: CudaImage,
+                                                                  docker_client: docker.DockerClient, tmp_path: Path,
+                                                                  memlock: str, started: bool, fragment: str) -> None:
+    environment = {"ACCEL_IMAGES_DEV_ROOT": "/fakehost", "ACCEL_IMAGES_REQUIRE_RDMA": "1"}
+    code, out, err = in_image(docker_client, cuda_debian, ["sh", "-c", "echo started"],
+                              volumes=fake_fabric(tmp_path / "host", memlock), environment=environment)
+    assert (code == 0 and out == "started\n") is started, err
+    assert code in (0, GUARD_EXIT) and fragment in err, err
+
+
+def test_the_guard_in_the_real_image_refuses_a_required_fabric_that_is_not_there(
+        cuda_debian: CudaImage, docker_client: docker.DockerClient) -> None:
+    code, out, err = in_image(docker_client, cuda_debian, ["sh", "-c", "echo started"],
+                              environment={"ACCEL_IMAGES_REQUIRE_RDMA": "1"})
+    assert (code, out) == (GUARD_EXIT, ""), err
+    assert "ACCEL_IMAGES_REQUIRE_RDMA=1: no RDMA device visible" in err, err
 
 
 # ---- supply chain and the nightly --------------------------------------------------------------------

@@ -200,6 +200,7 @@ def test_list_json_has_arm64_images_for_cpu_and_cuda_only_and_explains_the_rest(
     assert {tuple(r["gpu_archs"]) for r in cuda_arm64} == {("8.0", "9.0", "10.0", "11.0", "12.0")}  # sbsa list
     explained = run("list", "--explain", "--vendor", "rocm").stdout
     assert "linux/arm64: AMD ROCm images are amd64 only" in explained
+    assert "no cluster flavor: every GPU image carries the multi-node stack" in " ".join(explained.split())
 
 
 def test_list_table() -> None:
