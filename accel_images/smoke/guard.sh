@@ -292,6 +292,8 @@ check_fabric() {
     read_facts
     [ -n "$facts_ibverbs" ] && [ "$facts_ibverbs" != none ] || [ "$require_rdma" = 1 ] || return 0
     [ "$facts_ibverbs" != none ] || { fabric_problem "no RDMA verbs library"; return 0; }
+    # On the CPU (no accelerator found) the fabric is no news, unless a job requires it.
+    case "$seen_device" in "CPU only"*) [ "$require_rdma" = 1 ] || return 0 ;; esac
     sys_ib="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/infiniband"
     hcas=""
     for hca in "$sys_ib"/*; do

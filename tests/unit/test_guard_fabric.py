@@ -132,3 +132,13 @@ def test_the_cpu_image_reads_no_facts_for_the_fabric(host: Host, tmp_path: Path)
     result = host.run("cpu", ACCEL_IMAGES_VENDOR="cpu", ACCEL_IMAGES_FACTS=str(broken))
     assert_ran(result)
     assert result.stderr == ""
+
+
+def test_a_start_on_the_cpu_says_nothing_of_the_fabric_unless_a_job_requires_it(fabric_host: Host) -> None:
+    (fabric_host.bin / "nvidia-smi").unlink()
+    result = start(fabric_host)
+    assert_ran(result)
+    assert "network" not in result.stderr and "running on the CPU" in result.stderr
+    refused = start(fabric_host, ACCEL_IMAGES_REQUIRE_RDMA="1")
+    assert refused.returncode == GUARD_EXIT and refused.stdout == ""
+    assert refused.stderr.splitlines()[-1].startswith("accel-images: error: ACCEL_IMAGES_REQUIRE_RDMA=1: no RDMA device")

@@ -277,6 +277,16 @@ fabric_problem() {
     fi
     say "note: network: $1; ${facts_collective:-the collective library} between nodes uses TCP sockets"
 }
+# locked_memory: this process's soft limit of locked memory in bytes, "unlimited", or "unknown" (proc(5),
+# /proc/self/limits: "Max locked memory  8388608  8388608  bytes"; under ACCEL_IMAGES_DEV_ROOT like /dev and /sys).
+locked_memory() {
+    limits="${ACCEL_IMAGES_DEV_ROOT:-}/proc/self/limits"
+    [ -r "$limits" ] || { echo unknown; return 0; }
+    while read -r first second third soft _; do
+        if [ "$first $second $third" = "Max locked memory" ]; then echo "$soft"; return 0; fi
+    done < "$limits"
+    echo unknown
+}
 check_fabric() {
     require_rdma="${ACCEL_IMAGES_REQUIRE_RDMA:-0}"
     # The CPU image carries no RDMA user space (templates/partials/cluster.j2): no facts to read on its start.
@@ -284,13 +294,14 @@ check_fabric() {
     read_facts
     [ -n "$facts_ibverbs" ] && [ "$facts_ibverbs" != none ] || [ "$require_rdma" = 1 ] || return 0
     [ "$facts_ibverbs" != none ] || { fabric_problem "no RDMA verbs library"; return 0; }
+    # On the CPU (no accelerator found) the fabric is no news, unless a job requires it.
+    case "$seen_device" in "CPU only"*) [ "$require_rdma" = 1 ] || return 0 ;; esac
     sys_ib="${ACCEL_IMAGES_DEV_ROOT:-}/sys/class/infiniband"
     hcas=""
     for hca in "$sys_ib"/*; do
         [ -e "$hca" ] && hcas="${hcas:+$hcas }${hca##*/}"
     done
-    # shellcheck disable=SC3045  # dash (the images' /bin/sh) and bash both have ulimit -l
-    memlock=$(ulimit -l 2> /dev/null) || memlock=unknown
+    memlock=$(locked_memory)
     set -- "$dev"/infiniband/uverbs*
     if [ -z "$hcas" ]; then
         fabric_problem "no RDMA device visible (${sys_ib#"${ACCEL_IMAGES_DEV_ROOT:-}"} lists none)"
@@ -298,8 +309,8 @@ check_fabric() {
         fabric_problem "RDMA devices $hcas on the host, but no /dev/infiniband/uverbs* here: run with --device /dev/infiniband"
     elif ! (exec 3<>"$1") 2> /dev/null; then
         fabric_problem "user $(id -u) cannot open ${1#"${ACCEL_IMAGES_DEV_ROOT:-}"}"
-    elif [ "$memlock" != unlimited ] && [ "$memlock" != unknown ]; then
-        fabric_problem "RDMA devices $hcas, but locked memory is limited to ${memlock} KB: run with --ulimit memlock=-1"
+    elif [ "$memlock" != unlimited ] && is_version "$memlock"; then
+        fabric_problem "RDMA devices $hcas, but locked memory is limited to $((memlock / 1024)) KB: run with --ulimit memlock=-1"
     else
         say "network: RDMA devices $hcas usable ($# verbs nodes, locked memory unlimited)"
     fi

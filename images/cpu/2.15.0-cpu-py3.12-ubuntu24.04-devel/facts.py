@@ -214,9 +214,8 @@ def verbs_library(root: str = "/") -> str | None:
     for pattern in patterns:
         for link in sorted(glob.glob(os.path.join(root, pattern, VERBS_SONAME))):
             name = os.path.basename(os.path.realpath(link))
-            if name.startswith(VERBS_SONAME + "."):
-                return name[len(VERBS_SONAME) + 1:]
-            return "1"
+            prefix = VERBS_SONAME.rsplit(".", 1)[0] + "."   # libibverbs.so.
+            return name[len(prefix):] if name.startswith(VERBS_SONAME) else "1"
     return None
 
 
