@@ -28,7 +28,7 @@ from benchmarks.mutation_benches import MUTATION_BENCHES
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("startup", "unit_suite", "guard_facts", "noop", "incremental", "scale", "parallel", "image_size",
-         "smoke_latency", "republish", "fetch", "catalogue", "cuda_size", "cuda_image", "mutation")
+         "smoke_latency", "republish", "fetch", "catalogue", "cuda_size", "cuda_image", "cluster_stack", "mutation")
 ENGINE_BENCHES = {**LIGHT_ENGINE_BENCHES, **FETCH_BENCHES, **CUDA_IMAGE_BENCHES}
 ALL = {**STARTUP_BENCHES, **UNIT_SUITE_BENCHES, **GUARD_BENCHES, **PURE_BENCHES, **ENGINE_BENCHES, **REGISTRY_BENCHES,
        **WHEEL_BENCHES, **MUTATION_BENCHES}
