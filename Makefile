@@ -101,7 +101,7 @@ images: $(CLI) ## Every image the filters match (no VENDOR: all of this host's v
 	$(ACCEL) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
 
 image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (`make engine`; or REGISTRY_MIRROR=, WHEELHOUSE=; CI's wheelhouse has no +cpu torchvision).
-	@test -d '$(OFFLINE_WHEELS)' || { echo "make image-offline: no wheelhouse at $(OFFLINE_WHEELS): run \`make engine\` (Debian 12, as root) to make the one CI uses, or point WHEELHOUSE= at a directory of wheels (README: Mirrors and offline builds)" >&2; exit 2; }
+	@test -d '$(OFFLINE_WHEELS)' || { echo "make image-offline: no wheelhouse at $(OFFLINE_WHEELS): run \`make engine\` (Debian 12, as root) to make the one CI uses, or point WHEELHOUSE= at a directory of wheels (docs/platform/mirrors.md)" >&2; exit 2; }
 	$(ACCEL) build --vendor cpu --torch 2.13 --python 3.11 --os debian12 --flavor runtime --registry-mirror $(OFFLINE_MIRROR) --pip-find-links '$(OFFLINE_WHEELS)' --without-companion torchvision
 
 # Without REGISTRY the command line would read `--registry --jobs 1`: say what is missing instead.
