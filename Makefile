@@ -49,7 +49,7 @@ LOCAL_WHEELS    := /var/cache/accel-images/wheelhouse
 OFFLINE_MIRROR  = $(or $(REGISTRY_MIRROR),$(LOCAL_MIRROR))
 OFFLINE_WHEELS  = $(or $(WHEELHOUSE),$(LOCAL_WHEELS))
 
-.PHONY: help install test test-fast ci render check lint image images image-offline engine nightly bench bench-quick device-check clean
+.PHONY: help install test test-fast ci render check lint docs image images image-offline engine nightly bench bench-quick device-check clean
 
 help:  ## This list.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -80,12 +80,19 @@ render: $(CLI) ## Regenerate images/ from matrix.yaml and templates/.
 check: $(CLI) ## Fail if images/ is stale.
 	$(CLI) render --check
 
-lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendered Dockerfile, shellcheck over every rendered script, zizmor over the workflows.
+lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendered Dockerfile, shellcheck over every rendered script, zizmor over the workflows, the manual built with warnings as errors.
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	find images -name Dockerfile -print0 | xargs -0 -n1 $(BIN)/hadolint
 	find images -name '*.sh' -print0 | xargs -0 $(BIN)/shellcheck --shell=sh
 	$(BIN)/zizmor --offline .github/workflows/
+	$(MKDOCS) build --strict --site-dir site
+
+# The manual (mkdocs.yml, docs/): offline, strict (a broken internal link or anchor is an error).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
+
+docs: $(CLI) ## Build the manual (docs/, mkdocs.yml) into site/, warnings as errors.
+	$(MKDOCS) build --strict --site-dir site
 
 image: $(CLI) ## One image: the newest the filters match (none: this host's vendor), e.g. make image VENDOR=rocm TORCH=2.13
 	$(ACCEL) build $(FILTERS) --newest $(SOURCES) --jobs $(JOBS)
@@ -94,7 +101,7 @@ images: $(CLI) ## Every image the filters match (no VENDOR: all of this host's v
 	$(ACCEL) build $(FILTERS) $(SOURCES) --jobs $(JOBS)
 
 image-offline: $(CLI) ## The CPU image CI builds, from the local mirror and wheelhouse (`make engine`; or REGISTRY_MIRROR=, WHEELHOUSE=; CI's wheelhouse has no +cpu torchvision).
-	@test -d '$(OFFLINE_WHEELS)' || { echo "make image-offline: no wheelhouse at $(OFFLINE_WHEELS): run \`make engine\` (Debian 12, as root) to make the one CI uses, or point WHEELHOUSE= at a directory of wheels (README: Mirrors and offline builds)" >&2; exit 2; }
+	@test -d '$(OFFLINE_WHEELS)' || { echo "make image-offline: no wheelhouse at $(OFFLINE_WHEELS): run \`make engine\` (Debian 12, as root) to make the one CI uses, or point WHEELHOUSE= at a directory of wheels (docs/platform/mirrors.md)" >&2; exit 2; }
 	$(ACCEL) build --vendor cpu --torch 2.13 --python 3.11 --os debian12 --flavor runtime --registry-mirror $(OFFLINE_MIRROR) --pip-find-links '$(OFFLINE_WHEELS)' --without-companion torchvision
 
 # Without REGISTRY the command line would read `--registry --jobs 1`: say what is missing instead.

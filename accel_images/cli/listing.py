@@ -25,7 +25,7 @@ COLUMNS = ("vendor", "stack", "torch", "python", "os", "flavor", "platforms", "t
 @click.option("--json", "as_json", is_flag=True,
               help='One object: {"variants": [...], "pruned": [...]}, with or without --explain.')
 @click.option("--explain", is_flag=True, help="Also show the combinations the knowledge base pruned, and why.")
-@click.option("--markdown", is_flag=True, help="The supported-images table of the README.")
+@click.option("--markdown", is_flag=True, help="The manual's supported-images table (docs/using/supported-images.md).")
 @click.option("--tags", "tags_only", is_flag=True, help="Only the tags, one per line (for scripts).")
 @expected_failures
 def list_command(matrix_path: str | None, as_json: bool, explain: bool, markdown: bool, tags_only: bool,

@@ -1,9 +1,10 @@
-"""The README, executed from top to bottom where this machine can: every shell block's commands, and
-the output shown after a `$ ` prompt compared with what the command prints now.
+"""The README and the manual (docs/), executed from top to bottom where this machine can: every shell
+block's commands, and the output shown after a `$ ` prompt compared with what the command prints now.
 
 Each command is either run here (RUN_HERE) or named in ELSEWHERE with why it cannot run in the unit
-tests (an engine, a remote registry) and which test covers it. A command the README gains or changes
-that is in neither fails the test, so the README and the commands cannot drift apart unnoticed.
+tests (an engine, a remote registry) and which test covers it. A command the README or a page of the
+manual gains or changes that is in neither fails the test, so the documents and the commands cannot
+drift apart unnoticed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCUMENTS = (README, *sorted((ROOT / "docs").rglob("*.md")))
+"""Where documented commands live: the README's tour, then every page of the manual."""
 HOSTS = {"# on an 8 x H100 host with driver 535.104.05": ROOT / "tests" / "data" / "readme" / "h100-535.json",
          "# on a GH200 host (aarch64) with driver 580.65.06": ROOT / "tests" / "data" / "readme" / "gh200-580.json"}
 """A `$ command  # on HOST` example is run against that recorded host (the --host-json option)."""
@@ -126,14 +129,14 @@ def matches(shown: tuple[str, ...], printed: list[str]) -> bool:
     return position == len(printed)
 
 
-README_COMMANDS = commands(README.read_text(encoding="utf-8"))
+README_COMMANDS = [c for document in DOCUMENTS for c in commands(document.read_text(encoding="utf-8"))]
 
 
 def test_every_readme_command_is_run_here_or_says_where_it_is_covered() -> None:
     unknown = [c.line for c in README_COMMANDS if c.line not in RUN_HERE and c.line not in ELSEWHERE]
-    assert unknown == [], "README commands neither run by this test nor listed in ELSEWHERE"
+    assert unknown == [], "documented commands neither run by this test nor listed in ELSEWHERE"
     stale = sorted((set(ELSEWHERE) | RUN_HERE) - {c.line for c in README_COMMANDS})
-    assert stale == [], "commands this test knows that the README no longer has"
+    assert stale == [], "commands this test knows that neither the README nor the manual has any longer"
 
 
 def _environment() -> dict[str, str]:
@@ -154,7 +157,7 @@ def test_the_readme_command_runs_and_prints_what_the_readme_shows(command: Comma
     assert "Traceback" not in done.stderr
     if command.shown:
         printed = (done.stderr + done.stdout).splitlines()  # notes on stderr first, then the docker line
-        assert matches(command.shown, printed), "\n".join(["README shows:", *command.shown, "printed:", *printed])
+        assert matches(command.shown, printed), "\n".join(["documented:", *command.shown, "printed:", *printed])
 
 
 @pytest.mark.parametrize("shown, printed, ok", [

@@ -85,7 +85,7 @@ def test_make_image_offline_without_the_wheelhouse_says_what_to_do() -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == (
         "make image-offline: no wheelhouse at /nonexistent/wheelhouse: run `make engine` (Debian 12, as root) to make"
-        " the one CI uses, or point WHEELHOUSE= at a directory of wheels (README: Mirrors and offline builds)")
+        " the one CI uses, or point WHEELHOUSE= at a directory of wheels (docs/platform/mirrors.md)")
 
 
 def test_a_make_targets_failure_speaks_make() -> None:
