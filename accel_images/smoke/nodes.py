@@ -144,7 +144,8 @@ class NodeResult:
     failures: tuple[str, ...]
     rank: int | None = None
     world_size: int | None = None
-    sum: float | None = None
+    sum: float | None = None             # what every element held, when they all held the same
+    result_ok: bool = False              # that sum was exactly n(n+1)/2 for the nodes asked for
     bandwidth_gbps: float | None = None
     seconds: float | None = None
     exit_code: int | None = None
@@ -163,8 +164,8 @@ class NodeResult:
 
     def record(self) -> dict[str, Any]:
         return {"node": self.node, "ok": self.ok, "rank": self.rank, "world_size": self.world_size, "sum": self.sum,
-                "bandwidth_gbps": self.bandwidth_gbps, "seconds": self.seconds, "exit_code": self.exit_code,
-                "timed_out": self.timed_out, "failures": list(self.failures)}
+                "result_ok": self.result_ok, "bandwidth_gbps": self.bandwidth_gbps, "seconds": self.seconds,
+                "exit_code": self.exit_code, "timed_out": self.timed_out, "failures": list(self.failures)}
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class NodesResult:
 
     @property
     def result_ok(self) -> bool:
-        return bool(self.per_node) and all(node.sum == allreduce.expected_sum(self.nodes) for node in self.per_node)
+        return len(self.per_node) == self.nodes and all(node.result_ok for node in self.per_node)
 
     @property
     def bandwidth_gbps(self) -> float | None:
@@ -224,11 +225,12 @@ def judge_node(plan: NodesPlan, node: int, outcome: RunOutcome) -> NodeResult:
         return NodeResult(node, (f"node{node}: {no_report(plan, outcome)}",), exit_code=outcome.exit_code,
                           timed_out=outcome.timed_out)
     failures = report_failures(plan, node, report)
+    low, high = number(report.get("seen_min"), float), number(report.get("seen_max"), float)
     if outcome.exit_code != 0 and not failures:
         failures.append(f"exited {outcome.exit_code}")
     return NodeResult(node, tuple(f"node{node}: {failure}" for failure in failures),
                       rank=number(report.get("rank"), int), world_size=number(report.get("world_size"), int),
-                      sum=number(report.get("seen_max"), float),
+                      sum=high if low == high else None, result_ok=low == high == allreduce.expected_sum(plan.nodes),
                       bandwidth_gbps=number(report.get("bandwidth_gbps"), float),
                       seconds=number(report.get("seconds"), float), exit_code=outcome.exit_code,
                       timed_out=outcome.timed_out)
