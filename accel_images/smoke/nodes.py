@@ -108,8 +108,13 @@ class NodesPlan:
         return f"{self.launch.mount_dir}/allreduce.py"
 
     def alias(self, node: int) -> str:
-        """How the others reach node `node` on the run's network; node0 holds the rendezvous."""
+        """How the others reach node `node` on the run's network."""
         return f"node{node}"
+
+    @property
+    def rendezvous(self) -> str:
+        """Where torchrun's static rendezvous is: node0 holds it (its TCPStore)."""
+        return self.alias(0)
 
     def labels(self, image: str) -> dict[str, str]:
         return {SMOKE_LABEL: "true", f"{SMOKE_LABEL}.image": image, NODES_LABEL: self.run_id}
@@ -121,7 +126,7 @@ def torchrun_command(plan: NodesPlan, node: int) -> list[str]:
     `python -m torch.distributed.run` is torchrun, run by the interpreter the integrity check vouched for.
     https://docs.pytorch.org/docs/stable/elastic/run.html"""
     return ["-I", "-m", "torch.distributed.run", "--nnodes", str(plan.nodes), "--node-rank", str(node),
-            "--nproc-per-node", "1", "--master-addr", plan.alias(0), "--master-port", str(MASTER_PORT),
+            "--nproc-per-node", "1", "--master-addr", plan.rendezvous, "--master-port", str(MASTER_PORT),
             plan.workload, "--backend", plan.collective.backend, "--device", plan.collective.device,
             "--world-size", str(plan.nodes), "--mib", str(plan.mib), "--iterations", str(plan.iterations),
             "--timeout-s", str(max(10, int(plan.timeout_s))), "--nonce", plan.launch.nonce]
@@ -262,8 +267,8 @@ def no_report(plan: NodesPlan, outcome: RunOutcome) -> str:
     collective) or a crash, with the end of its output."""
     tail = output_tail(outcome.stdout, outcome.stderr, limit=300).replace("\n", " | ").strip()
     if outcome.timed_out:
-        cause = (f"no report within the {plan.timeout_s:.0f} s timeout (the rendezvous at {plan.alias(0)}:{MASTER_PORT}"
-                 " or the all-reduce did not finish, or a peer failed)")
+        cause = (f"no report within the {plan.timeout_s:.0f} s timeout (the rendezvous at"
+                 f" {plan.rendezvous}:{MASTER_PORT} or the all-reduce did not finish, or a peer failed)")
     else:
         cause = f"no report (exit {outcome.exit_code})"
     return f"{cause}{': ' + tail if tail else ''}"

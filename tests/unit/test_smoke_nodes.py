@@ -269,3 +269,23 @@ def test_an_image_without_a_build_record_is_refused_before_any_network():
     result = run_nodes(engine, "img", PLAN, python="3.11", recorded=None, vendor_options=None)
     assert not result.ok and result.failures[0].startswith("refused before the run: no build record")
     assert engine.events == []
+
+
+# ---- the command line, with no daemon ---------------------------------------------------------------------
+
+def test_a_daemon_that_is_down_is_one_line_and_no_traceback(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+    from accel_images.cli import main
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    result = CliRunner().invoke(main, ["smoke", "--nodes", "2", "some/image:tag", "--json"])
+    assert result.exit_code not in (0, None)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accel-images: error: Docker daemon not reachable at unix://")
+    assert "Traceback" not in result.output
+
+
+def test_nodes_is_bounded():
+    from click.testing import CliRunner
+    from accel_images.cli import main
+    result = CliRunner().invoke(main, ["smoke", "--nodes", "0", "some/image:tag"])
+    assert result.exit_code == 2 and "--nodes" in result.output
