@@ -124,12 +124,16 @@ def torchrun_command(plan: NodesPlan, node: int) -> list[str]:
     """The interpreter's arguments (it is the entry point) on node `node`: torchrun, one process per node,
     static rendezvous at node0 (`--master-addr`/`--master-port`), then the script and its checks.
     `python -m torch.distributed.run` is torchrun, run by the interpreter the integrity check vouched for.
+    The static rendezvous waits 600 s unless its `timeout` says otherwise: the run's --timeout, so it
+    neither gives up before the run does nor waits past it.
     https://docs.pytorch.org/docs/stable/elastic/run.html"""
+    timeout = str(max(10, int(plan.timeout_s)))
     return ["-I", "-m", "torch.distributed.run", "--nnodes", str(plan.nodes), "--node-rank", str(node),
             "--nproc-per-node", "1", "--master-addr", plan.rendezvous, "--master-port", str(MASTER_PORT),
+            "--rdzv-conf", f"timeout={timeout}",
             plan.workload, "--backend", plan.collective.backend, "--device", plan.collective.device,
             "--world-size", str(plan.nodes), "--mib", str(plan.mib), "--iterations", str(plan.iterations),
-            "--timeout-s", str(max(10, int(plan.timeout_s))), "--nonce", plan.launch.nonce]
+            "--timeout-s", timeout, "--nonce", plan.launch.nonce]
 
 
 def node_options(vendor_options: DeviceOptions | None, interpreter: str, plan: NodesPlan, mounted: Path,

@@ -82,8 +82,10 @@ def test_a_rendezvous_that_never_completes_fails_in_time_and_leaves_nothing(dock
     started = time.monotonic()
     result = run_nodes(engine, SUITE_IMAGE, plan, python="3.11", recorded=recorded, vendor_options=None)
     assert not result.ok
-    assert result.failures[0].startswith("node0: no report within the 20 s timeout (the rendezvous at elsewhere:29500"), \
-        result.failures
+    # the run's deadline, or torchrun's own rendezvous timeout (the same 20 s) where it came first
+    assert result.failures[0].startswith("node0: no report"), result.failures
+    assert ("within the 20 s timeout (the rendezvous at elsewhere:29500" in result.failures[0]
+            or "Timed out after" in result.failures[0]), result.failures
     assert time.monotonic() - started < 20 + 60
     assert left_behind(docker_client, f"{NODES_LABEL}={plan.run_id}") == []
 

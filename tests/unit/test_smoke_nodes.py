@@ -48,7 +48,7 @@ def ran(report: Mapping[str, Any] | None, exit_code: int = 0, *, timed_out: bool
 def test_torchrun_command_joins_node0_statically_with_one_process_per_node():
     assert torchrun_command(PLAN, 1) == [
         "-I", "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "1",
-        "--master-addr", "node0", "--master-port", "29500",
+        "--master-addr", "node0", "--master-port", "29500", "--rdzv-conf", "timeout=120",
         "/run/accel-images-smoke-0123456789abcdef/allreduce.py", "--backend", "gloo", "--device", "cpu",
         "--world-size", "2", "--mib", "64", "--iterations", "5", "--timeout-s", "120", "--nonce", NONCE]
     assert torchrun_command(PLAN, 0)[6] == "0"
