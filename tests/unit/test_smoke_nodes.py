@@ -146,7 +146,7 @@ def test_a_rendezvous_that_timed_out_says_so_in_one_line():
     assert not result.ok and result.per_node[0].timed_out
     assert result.failures[0].startswith("node0: no report within the 120 s timeout (the rendezvous at node0:29500")
     assert result.failures[1].startswith("node1: no report (exit 1): ")
-    assert all("\n" in failure for failure in result.failures) is False
+    assert not any("\n" in failure for failure in result.failures)
     assert result.bandwidth_gbps is None and result.world_size is None
 
 
