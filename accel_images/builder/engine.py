@@ -21,6 +21,7 @@ import posixpath
 import tarfile
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ MANAGED_LABEL = "io.accel-images.managed"
 
 LOG_TAIL_LINES = 60
 _KILL_GRACE_S = 30.0
+PEER_GRACE_S = 15.0
+"""How long containers run together (run_together) may go on once one of them has failed."""
 
 _NO_STRINGS: Mapping[str, str] = MappingProxyType({})
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -368,6 +371,91 @@ class Engine:
         finally:
             if container is not None and container.id is not None:  # a created container has an id
                 self._remove_container_quietly(container.id)
+
+    def run_together(self, image: str, commands: Sequence[list[str]], *, network: str, aliases: Sequence[str],
+                     options: Mapping[str, Any] | None = None, timeout_s: float,
+                     labels: Mapping[str, str] | None = None,
+                     before_start: Callable[[ContainerFiles], None] | None = None) -> list[RunResult]:
+        """Run one container of `image` per command, all at once on `network` (each reachable there by its
+        alias), and always remove every one of them afterwards, on a failure or Ctrl-C too.
+
+        Containers that talk to each other must run at the same time, which `run` (one after another)
+        cannot give. They share one deadline, `timeout_s` from the start; once one has failed or timed out
+        the others get PEER_GRACE_S more, since a peer waiting for it would otherwise hold the run until
+        the deadline. Who is still running then is killed and says `timed_out`.
+        """
+        created: list[Any] = []
+        try:
+            with self._daemon_errors(f"running {image} on network {network}"):
+                for command, alias in zip(commands, aliases, strict=True):
+                    created.append(self._create_on(image, command, network, alias, options, labels))
+                    if before_start is not None:
+                        before_start(ContainerFiles(self._client.api, str(created[-1].id)))
+                for container in created:
+                    container.start()
+                return self._wait_together(created, timeout_s)
+        finally:
+            for container in created:
+                self._remove_container_quietly(str(container.id))
+
+    def _create_on(self, image: str, command: list[str], network: str, alias: str,
+                   options: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> Any:
+        """A labelled container on `network`, which its peers reach by `alias` (also its host name)."""
+        endpoint = self._client.api.create_endpoint_config(aliases=[alias])
+        try:
+            return self._client.containers.create(
+                image, command, hostname=alias, network=network, networking_config={network: endpoint},
+                labels={MANAGED_LABEL: "true", OWNER_LABEL: owner_token(), **(labels or {})}, **dict(options or {}))
+        except docker.errors.ImageNotFound as err:
+            raise EngineError(f"image {image} not found locally: build or pull it first") from err
+
+    @staticmethod
+    def _wait_together(containers: Sequence[Any], timeout_s: float) -> list[RunResult]:
+        """Each container's result, waiting under one deadline (see run_together)."""
+        deadline = time.monotonic() + timeout_s
+        results = []
+        for container in containers:
+            exit_code, timed_out = _wait_or_kill(container, max(1.0, deadline - time.monotonic()))
+            if exit_code != 0 or timed_out:
+                deadline = min(deadline, time.monotonic() + PEER_GRACE_S)
+            results.append(RunResult(exit_code=exit_code, stdout=_text(container.logs(stdout=True, stderr=False)),
+                                     stderr=_text(container.logs(stdout=False, stderr=True)), timed_out=timed_out))
+        return results
+
+    @contextmanager
+    def network(self, name: str, labels: Mapping[str, str] | None = None) -> Iterator[str]:
+        """A user-defined bridge network for one run, removed afterwards whatever happened (a failure,
+        Ctrl-C). Internal: its containers reach each other by name and alias, and nothing outside it, so a
+        smoke test across containers gets no more network than the containers' conversation needs."""
+        with self._daemon_errors(f"creating network {name}"):
+            created = self._client.networks.create(
+                name, driver="bridge", internal=True, check_duplicate=True,
+                labels={MANAGED_LABEL: "true", OWNER_LABEL: owner_token(), **(labels or {})})
+        try:
+            yield name
+        finally:
+            self._remove_network_quietly(str(created.id))
+
+    def list_networks(self, label: str) -> list[str]:
+        """IDs of the networks carrying `label` (`key` or `key=value`)."""
+        with self._daemon_errors(f"listing networks labelled {label}"):
+            found = self._client.api.networks(filters={"label": label})
+        return [entry["Id"] for entry in found]
+
+    def remove_network(self, network_id: str) -> None:
+        """Remove a network; absent is fine."""
+        with self._daemon_errors(f"removing network {network_id}"):
+            try:
+                self._client.api.remove_network(network_id)
+            except docker.errors.NotFound:
+                pass
+
+    def _remove_network_quietly(self, network_id: str) -> None:
+        """Cleanup that must not hide the failure (or Ctrl-C) already on its way up."""
+        try:
+            self.remove_network(network_id)
+        except EngineError as err:
+            log.warning("network %s left behind (label %s): %s", network_id, MANAGED_LABEL, err.one_line())
 
     @contextmanager
     def image_files(self, image: str) -> Iterator[ContainerFiles]:

@@ -11,7 +11,7 @@ import socket
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -38,6 +38,8 @@ from accel_images.report.reports import compare, read_previous, write_reports
 from accel_images.smoke.judge import Expectation
 from accel_images.builder.fingerprint import FINGERPRINT_LABEL
 from accel_images.smoke.launcher import run_smoke
+from accel_images.smoke.integrity import Recorded
+from accel_images.smoke.nodes import NodesPlan, collective_for, run_nodes
 from accel_images.smoke.records import recorded_build
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion, newest_per_vendor
@@ -213,6 +215,10 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
     return paths["html"]
 
 
+MAX_NODES = 8
+"""More containers of one image on one machine prove no more than two and cost memory."""
+
+
 @click.command("smoke")
 @click.argument("image")
 @click.option("--require-accelerator", is_flag=True, help="Fail when the accelerator is missing.")
@@ -222,14 +228,19 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where `build` kept its records (default: .accel-images): the image must hold the files "
                    "its build recorded there; an image with no build record is refused.")
+@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, MAX_NODES),
+              help="With 2 or more: that many containers of IMAGE on a network made for the run, joined by "
+                   "torchrun, check an all-reduce and its bandwidth (gloo on the CPU, the vendor's backend "
+                   "on its accelerator).")
 @expected_failures
 def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json: bool,
-                  state_dir: Path | None) -> None:
+                  state_dir: Path | None, nodes: int) -> None:
     """Run the smoke workload in IMAGE and check it against what the image's labels promise.
 
     \b
     Example:
       accel-images smoke accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --json
+      accel-images smoke --nodes 2 accel-images/pytorch:2.13.0-cpu-py3.11-debian12
     """
     engine = Engine.connect()
     info = engine.inspect_image(image)
@@ -238,6 +249,9 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
     expectation = expectation_from_labels(image, info.labels)
     present = vendors.accelerator_present(expectation.vendor)
     recorded = recorded_build(StateDir.at(state_dir), info.labels.get(FINGERPRINT_LABEL))
+    if nodes > 1:
+        smoke_nodes(engine, image, expectation, recorded, present, require_accelerator=require_accelerator,
+                    nodes=nodes, timeout_s=timeout_s, as_json=as_json)
     result = run_smoke(engine, image, expectation, recorded=recorded,
                        vendor_options=vendors.device_options(expectation.vendor) if present else None,
                        require_accelerator=require_accelerator, timeout_s=timeout_s,
@@ -246,6 +260,25 @@ def smoke_command(image: str, require_accelerator: bool, timeout_s: int, as_json
         click.echo(json.dumps(result.raw if result.raw is not None else
                               {"ok": False, "failures": list(result.failures)}, indent=2))
     say(f"{image}: {result.summary()}", err=as_json)   # the failures may quote the image's own output
+    sys.exit(0 if result.ok else 1)
+
+
+def smoke_nodes(engine: Engine, image: str, expectation: Expectation, recorded: Recorded | None, present: bool, *,
+                require_accelerator: bool, nodes: int, timeout_s: int, as_json: bool) -> NoReturn:
+    """`smoke --nodes N`: one line per node and the verdict (the verdict alone on stderr with --json, whose
+    record is alone on stdout); exit 0 only when every node passed."""
+    vendor = vendors.get(expectation.vendor)
+    if require_accelerator and vendor.accelerator and not present:
+        raise InputError(f"no {vendor.title} accelerator on this host (--require-accelerator)")
+    plan = NodesPlan(collective_for(vendor.smoke_backend, present), nodes=nodes, timeout_s=timeout_s)
+    result = run_nodes(engine, image, plan, python=expectation.python, recorded=recorded,
+                       vendor_options=vendors.device_options(expectation.vendor) if plan.collective.device != "cpu"
+                       else None, status=lambda text: click.echo(f"{image}: {text}", err=True))
+    if as_json:
+        click.echo(json.dumps({"image": image, **result.record()}, indent=2))
+    for node in result.per_node:
+        say(node.line(), err=as_json)
+    say(f"{image}: {result.verdict()}", err=as_json)
     sys.exit(0 if result.ok else 1)
 
 

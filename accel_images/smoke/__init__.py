@@ -8,6 +8,9 @@
     banner.sh     what an interactive shell in the image says first: which image, torch and device
     judge.py      the report against what the variant promises
     launcher.py   runs the workload in a container with the vendor's device options
+    allreduce.py  the stdlib-and-torch script each node of `smoke --nodes N` runs under torchrun: one exact
+                  all-reduce and its bandwidth, one JSON report
+    nodes.py      runs that script in N containers of an image on a network made for the run, and judges them
     integrity.py  what the image holds, checked from outside, so a forged report is caught
     records.py    the smoke passes and builds this state directory remembers
 
