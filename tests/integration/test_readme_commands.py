@@ -43,6 +43,10 @@ ELSEWHERE = {
         "writes the user's configuration (tests/unit/test_sources.py reads such a file)",
     "accel-images run -- python train.py": "starts a container on an image from ghcr.io/acme",
     "accel-images devcontainer": "chooses from ghcr.io/acme (tests/unit/test_session.py)",
+    "accel-images smoke --nodes 2 accel-images/pytorch:2.13.0-cpu-py3.11-debian12":
+        "starts two containers with the Docker engine (tests/integration/test_smoke_nodes_integration.py)",
+    "accel-images smoke --nodes 2 accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --json | python -m json.tool":
+        "starts two containers with the Docker engine (tests/integration/test_smoke_nodes_integration.py reads its --json)",
     "make device-check": "needs an accelerator and its tools (tests/unit/test_devicecheck.py runs the module against fake ones)",
     "accel-images build --vendor cpu --torch 2.13 --os debian12 --registry-mirror docker.io=127.0.0.1:5000"
     " --pip-find-links /var/cache/accel-images/wheelhouse --without-companion torchvision":
