@@ -5,6 +5,8 @@
     apptainer.py   `apptainer run docker://...`: --nv / --rocm, the host user and its home
     enroot.py      `srun --container-image=...` with Pyxis: the image's `#` form, Slurm's GRES
     kubernetes.py  a Pod: the device plugin's resource, /dev/shm in memory, the image's user
+    pod.py         the Pod's parts, which kubernetes_nodes.py's indexed Job and PyTorchJob hold too
+    kubernetes_nodes.py  N Pods: an indexed Job and a headless Service, or a Kubeflow PyTorchJob
     compose.py     a Compose service: NVIDIA's device reservation, devices and groups for the others
     nodes.py       what their many-node forms share (a Launch with a Cluster of several nodes)
     slurm.py       the allocation and rendezvous the Slurm forms (Enroot, Apptainer) share

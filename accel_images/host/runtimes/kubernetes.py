@@ -1,4 +1,5 @@
-"""A Kubernetes Pod, validated in the tests against the API's OpenAPI schema (kubernetes-validate).
+"""A Kubernetes Pod, validated in the tests against the API's OpenAPI schema (kubernetes-validate). Its parts are
+built in pod.py, which the N-node forms (kubernetes_nodes.py: an indexed Job, a PyTorchJob) share.
 
 - Devices come from the vendor's device plugin as an extended resource, "GPUs are only supposed to be
   specified in the limits section" (Kubernetes, Schedule GPUs; V): `limits: {RESOURCE: N}`, N the
