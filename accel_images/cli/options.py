@@ -236,8 +236,12 @@ def nodes_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def cluster_of_options(nodes: str, rdma_resource: str | None, k8s_kind: str) -> Any:
     """The Cluster the options describe; None for one node, whose forms are the one-node ones."""
+    from accel_images.errors import InputError
     from accel_images.host.cluster import Cluster
     cluster = Cluster.parse(nodes, rdma_resource, k8s_kind)
+    for option, given in (("--rdma-resource", rdma_resource is not None), ("--k8s-kind", k8s_kind != "job")):
+        if given and not cluster.many:  # said, not ignored: a one-node Pod would not carry it
+            raise InputError("applies to several nodes only", field=option, hint="pass --nodes N, N 2 or more")
     return cluster if cluster.many else None
 
 

@@ -347,6 +347,14 @@ def test_a_bad_rdma_resource_is_one_line_naming_the_option(tmp_path: Path) -> No
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("option", [["--rdma-resource", "rdma/ib"], ["--k8s-kind", "pytorchjob"]])
+def test_a_many_node_option_on_one_node_is_said_not_ignored(option: list[str], tmp_path: Path) -> None:
+    result = recommend(tmp_path, "--engine", "kubernetes", *option)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"accel-images: error: {option[0]}: applies to several nodes only")
+    assert len(result.stderr.splitlines()) == 1
+
+
 def test_run_prints_the_many_node_form_instead_of_starting_it(tmp_path: Path) -> None:
     from accel_images.cli import session as cli_session
     host = tmp_path / "host.json"
