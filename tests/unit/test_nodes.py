@@ -208,7 +208,10 @@ def test_the_rdma_resource_is_the_one_named_and_its_pods_may_lock_memory() -> No
     assert container["resources"]["limits"] == {"amd.com/gpu": 8, "rdma/hca_shared_devices_a": 1}
     assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
     assert job["spec"]["completions"] == 3
-    assert rendered.text.startswith("# Pod Security Standard: privileged (")
+    assert rendered.text.startswith("# Pod Security Standard: privileged (hostIPC: rocm asks for the host's IPC"
+                                    " namespace; seccomp Unconfined: rocm asks for it; capabilities SYS_PTRACE: rocm"
+                                    " adds them; capability IPC_LOCK: RDMA pins the memory it registers"
+                                    " (--rdma-resource))\n")
     assert not any("NCCL uses TCP" in note for note in rendered.notes)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel_images.host.cluster import RDMA_CAPABILITY
 from accel_images.host.launch import Launch
 from accel_images.model.variant import ENTRYPOINT
 
@@ -101,9 +102,12 @@ def pod_security_level(launch: Launch) -> tuple[str, list[str]]:
     if launch.extras.mounts:
         privileged.append("hostPath volumes (--volume)")
     added = added_capabilities(launch)
-    beyond = [name for name in added if name not in BASELINE_CAPABILITIES]
+    rdma = launch.cluster is not None and launch.cluster.rdma_resource is not None and RDMA_CAPABILITY in added
+    beyond = [name for name in added if name not in BASELINE_CAPABILITIES and not (rdma and name == RDMA_CAPABILITY)]
     if beyond:
         privileged.append(f"capabilities {', '.join(beyond)}: {launch.vendor} adds them")
+    if rdma:
+        privileged.append(f"capability {RDMA_CAPABILITY}: RDMA pins the memory it registers (--rdma-resource)")
     if privileged:
         return "privileged", privileged
     if added:
