@@ -17,10 +17,11 @@ import click
 
 from accel_images.host.choosing import (Choice, build_first, choose, chosen_launch, load_host, nothing_fits,
                                         refuse_fallback, refuse_unobtainable)
-from accel_images.cli.options import (choice_options, choice_request, chosen_variants, engine_option,
-                                      expected_failures, filter_options, matrix_option, say, show_choice,
-                                      show_rendered, variant_record)
+from accel_images.cli.options import (choice_options, choice_request, chosen_variants, cluster_of_options,
+                                      engine_option, expected_failures, filter_options, matrix_option,
+                                      nodes_options, say, show_choice, show_rendered, variant_record)
 from accel_images.errors import InputError
+from accel_images.host.cluster import Cluster
 from accel_images.host.runtimes import LOCAL, Rendered
 
 def recommendation_record(choice: Choice, rendered: Rendered | None = None, build: str | None = None) -> dict[str, Any]:
@@ -35,12 +36,13 @@ def recommendation_record(choice: Choice, rendered: Rendered | None = None, buil
     return record
 
 
-def rendered_for(choice: Choice, engine: str) -> Rendered | None:
-    """The chosen image's line or document for `engine`; None when nothing was chosen."""
+def rendered_for(choice: Choice, engine: str, cluster: Cluster | None = None) -> Rendered | None:
+    """The chosen image's line or document for `engine`, on the `cluster`'s nodes where one is given; None when
+    nothing was chosen."""
     from accel_images.host.runtimes import render
     if choice.recommendation.image is None:
         return None
-    return render(engine, chosen_launch(choice))
+    return render(engine, dataclasses.replace(chosen_launch(choice), cluster=cluster))
 
 
 def _repository(ref: str) -> str:
@@ -72,19 +74,23 @@ def chosen(matrix_path: str | None, registry: str | None, image_name: str | None
 @click.command("recommend")
 @choice_options
 @engine_option
+@nodes_options
 @click.option("--json", "as_json", is_flag=True, help="Print the recommendation as JSON.")
 @expected_failures
 def recommend_command(matrix_path: str | None, registry: str | None, image_name: str | None, from_matrix: bool,
-                      flavor: str, host_json: Path | None, engine: str, as_json: bool, **kwargs: Any) -> None:
+                      flavor: str, host_json: Path | None, engine: str, nodes: str, rdma_resource: str | None,
+                      k8s_kind: str, as_json: bool, **kwargs: Any) -> None:
     """Pick the newest image that fits this host and print how to run it (`docker run`, or --engine's form).
 
     \b
     Examples:
       accel-images recommend --registry ghcr.io/acme
       accel-images recommend --host-json host.json --engine kubernetes
+      accel-images recommend --host-json node.json --engine enroot --nodes 4
     """
+    cluster = cluster_of_options(nodes, rdma_resource, k8s_kind)  # a bad --nodes fails before the choice is made
     choice = chosen(matrix_path, registry, image_name, from_matrix, flavor, host_json, kwargs)
-    rendered = rendered_for(choice, engine)
+    rendered = rendered_for(choice, engine, cluster)
     build = build_first(choice, registry, matrix_path)
     report(choice, as_json, rendered, build)
     if not as_json and rendered is not None:

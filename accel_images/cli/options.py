@@ -218,6 +218,33 @@ def engine_option(func: Callable[..., Any]) -> Callable[..., Any]:
                              + pod_security_help())(func)
 
 
+def nodes_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--nodes, --rdma-resource, --k8s-kind: the many-node forms (accel_images.host.cluster); the command gets
+    them as `nodes`, `rdma_resource`, `k8s_kind`, made one Cluster by `cluster_of_options`."""
+    from accel_images.host.cluster import K8S_KINDS
+    func = click.option("--k8s-kind", "k8s_kind", type=click.Choice(K8S_KINDS), default="job", show_default=True,
+                        help="With --nodes and --engine kubernetes: an indexed Job and a headless Service, or the"
+                             " Kubeflow training operator's PyTorchJob.")(func)
+    func = click.option("--rdma-resource", default=None, metavar="DOMAIN/NAME",
+                        help="With --nodes and --engine kubernetes: the RDMA device plugin's resource each Pod asks"
+                             " for (e.g. rdma/hca_shared_devices_a); without it NCCL uses TCP.")(func)
+    return click.option("--nodes", default="1", show_default=True, metavar="N",
+                        help="Print how to train on N nodes: the line for each node (docker, podman), srun across N"
+                             " nodes (enroot, apptainer), N Pods (kubernetes), N services rehearsing them on this"
+                             " host (compose); each runs torchrun.")(func)
+
+
+def cluster_of_options(nodes: str, rdma_resource: str | None, k8s_kind: str) -> Any:
+    """The Cluster the options describe; None for one node, whose forms are the one-node ones."""
+    from accel_images.errors import InputError
+    from accel_images.host.cluster import Cluster
+    cluster = Cluster.parse(nodes, rdma_resource, k8s_kind)
+    for option, given in (("--rdma-resource", rdma_resource is not None), ("--k8s-kind", k8s_kind != "job")):
+        if given and not cluster.many:  # said, not ignored: a one-node Pod would not carry it
+            raise InputError("applies to several nodes only", field=option, hint="pass --nodes N, N 2 or more")
+    return cluster if cluster.many else None
+
+
 def pod_security_help() -> str:
     """Which vendors' Pods need more than the restricted Pod Security Standard, and why: from the renderer's
     own decision (accel_images.host.runtimes.kubernetes.pod_security_level), for a `run` session."""

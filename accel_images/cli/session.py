@@ -30,9 +30,11 @@ from accel_images.host.choosing import (Choice, choose, host_devices, load_expan
 from accel_images.cli.options import (
     choice_options,
     choice_request,
+    cluster_of_options,
     engine_option,
     expected_failures,
     matrix_option,
+    nodes_options,
     print_table,
     say,
     show_choice,
@@ -171,13 +173,15 @@ def image_vendor(image: str, asked: str | None) -> str:
 @click.option("--name", default=None, help="Name the container (the pod, the Compose container).")
 @click.option("--engine-arg", "engine_args", multiple=True, metavar="ARG",
               help="Pass ARG to the engine's command line as it is (e.g. --engine-arg=--network=host); repeatable.")
+@nodes_options
 @click.option("--print", "print_only", is_flag=True, help="Print the line (or document) instead of running it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the line and its arguments as JSON; run nothing.")
 @expected_failures
 def run_command(image: str | None, matrix_path: str | None, registry: str | None, image_name: str | None,
                 from_matrix: bool, flavor: str, host_json: Path | None, engine: str, workspace: Path,
                 volumes: tuple[str, ...], ports: tuple[str, ...], env: tuple[str, ...], name: str | None,
-                engine_args: tuple[str, ...], print_only: bool, as_json: bool, **kwargs: Any) -> None:
+                engine_args: tuple[str, ...], nodes: str, rdma_resource: str | None, k8s_kind: str,
+                print_only: bool, as_json: bool, **kwargs: Any) -> None:
     """Start a development container: device options, host UID:GID, this directory at /workspace.
 
     `accel-images run [IMAGE] [-- CMD...]`: without IMAGE, the image `recommend` would choose. The
@@ -188,8 +192,10 @@ def run_command(image: str | None, matrix_path: str | None, registry: str | None
     Examples:
       accel-images run -- python train.py
       accel-images run --print --engine podman -- python train.py
+      accel-images run --print --nodes 2 --host-json node.json -- python train.py
     """
     command = click.get_current_context().meta.get(COMMAND_KEY, ())
+    cluster = cluster_of_options(nodes, rdma_resource, k8s_kind)
     extras = Extras(tuple(Mount.parse(v) for v in volumes), tuple(Port.parse(p) for p in ports),
                     tuple(parse_env(e) for e in env), checked_name(name), engine_args)
     chosen = target(image, (matrix_path, registry, image_name, from_matrix, flavor), host_json, as_json, kwargs)
@@ -198,7 +204,8 @@ def run_command(image: str | None, matrix_path: str | None, registry: str | None
                       workspace=workspace.resolve(), command=tuple(command), interactive=sys.stdin.isatty(),
                       extras=extras, identity=git_identity(workspace), rootless=os.geteuid() != 0,
                       local=chosen.local, home=chosen.home,
-                      device_count=counted_devices(choice, host_json, engine, chosen.vendor))
+                      device_count=counted_devices(choice, host_json, engine, chosen.vendor, cluster is not None),
+                      cluster=cluster)
     if choice is not None:
         session = replace(session, digest=choice.recommendation.digest,
                           image_user=(choice.user.uid, choice.user.gid))
@@ -227,11 +234,13 @@ def checked_name(name: str | None) -> str | None:
     return name
 
 
-def counted_devices(choice: Choice | None, host_json: Path | None, engine: str, vendor: str) -> int | None:
+def counted_devices(choice: Choice | None, host_json: Path | None, engine: str, vendor: str,
+                    many_nodes: bool = False) -> int | None:
     """How many of `vendor`'s devices the host description counts, for the forms that ask a scheduler for them
-    (Slurm, Kubernetes): from the choice's host, else the description given or detected; None when it counts
-    none (another vendor's host, a broken driver). Other engines take every device and need no count."""
-    if engine not in ("enroot", "kubernetes"):
+    (Slurm, Kubernetes) and for every form on many nodes (torchrun's processes per node): from the choice's host,
+    else the description given or detected; None when it counts none (another vendor's host, a broken driver).
+    One node under another engine takes every device and needs no count."""
+    if engine not in ("enroot", "kubernetes") and not many_nodes:
         return None
     host = choice.host if choice is not None else load_host(host_json)
     return host_devices(host, vendor)

@@ -14,7 +14,8 @@ Each fact has one source:
 - a development session (`run`, devcontainer) adds the host user's UID:GID, this directory at
   /workspace, the user's git identity and what the user passes through (`-v`, `-p`, `-e`, `--name`,
   raw engine arguments); `recommend`'s line has none of these;
-- the image's own user (the matrix's `user`): what a cluster runs it as, where no host user exists.
+- the image's own user (the matrix's `user`): what a cluster runs it as, where no host user exists;
+- training on several nodes (`--nodes`): a Cluster (accel_images.host.cluster), which every renderer reads.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from accel_images import vendors
 from accel_images.errors import InputError
+from accel_images.host.cluster import Cluster
 from accel_images.model.devices import DeviceOptions, SessionSettings
 from accel_images.plan.matrix import User
 
@@ -139,6 +141,8 @@ class Launch:
     local: bool = False
     """The image is a build of this host, in its engine's store (accel_images.host.sources): every runtime is
     told never to pull it, since its name without a registry is a Docker Hub name."""
+    cluster: Cluster | None = None
+    """N nodes of this image (`--nodes`): each runtime's many-node form; None or one node: the one-node form."""
 
     @property
     def environment_groups(self) -> tuple[int, ...]:

@@ -5,7 +5,11 @@
     apptainer.py   `apptainer run docker://...`: --nv / --rocm, the host user and its home
     enroot.py      `srun --container-image=...` with Pyxis: the image's `#` form, Slurm's GRES
     kubernetes.py  a Pod: the device plugin's resource, /dev/shm in memory, the image's user
+    pod.py         the Pod's parts, which kubernetes_nodes.py's indexed Job and PyTorchJob hold too
+    kubernetes_nodes.py  N Pods: an indexed Job and a headless Service, or a Kubeflow PyTorchJob
     compose.py     a Compose service: NVIDIA's device reservation, devices and groups for the others
+    nodes.py       what their many-node forms share (a Launch with a Cluster of several nodes)
+    slurm.py       the allocation and rendezvous the Slurm forms (Enroot, Apptainer) share
 
 A renderer follows its runtime's documentation (cited where it decides) and reads the vendor only
 through DeviceOptions: nothing here names a vendor. What a runtime cannot express, or expresses only by
@@ -65,13 +69,19 @@ def refuse_engine_args(launch: Launch, engine: str) -> None:
                          " nowhere to go", field="--engine-arg", hint="edit the printed document instead")
 
 
+class ShellWord(str):
+    """A word written as it is, unquoted, for the shell to expand (`"$MASTER_ADDR:29500"`): only a renderer
+    makes one, never from what a user passed."""
+
+
 def shell_join(argv: Iterable[str]) -> str:
     """The line a POSIX shell (bash, zsh) reads back as exactly `argv`, and that shows every character: a word
     with a tab, a newline, a no-break space or any other character that is not printable is written in
     ANSI-C quoting (`$'a\\tb'`, each such character as the bytes of its UTF-8 escaped), the rest as
     shlex.quote writes it. So the line `run --print` shows is the line `run` executes, character for character,
     and a terminal shows nothing in it that a person cannot see."""
-    return " ".join(shlex.quote(word) if word.isprintable() else ansi_c_quoted(word) for word in argv)
+    return " ".join(word if isinstance(word, ShellWord) else shlex.quote(word) if word.isprintable()
+                    else ansi_c_quoted(word) for word in argv)
 
 
 def ansi_c_quoted(word: str) -> str:

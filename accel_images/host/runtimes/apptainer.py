@@ -9,6 +9,9 @@ Apptainer's defaults do much of what Docker needs flags for (user guide, V unles
 - $HOME, /tmp and $PWD are bound from the host; the image itself is read-only;
 - no IPC namespace of its own and the host's /dev/shm, so nothing for shared memory; the host's
   ulimits and network apply.
+On N nodes (`--nodes`): `srun --nodes=N ... apptainer run ... torchrun ...` inside a Slurm allocation, one task
+per node, the rendezvous at the allocation's first node (accel_images.host.runtimes.slurm): Apptainer shares
+the node's network and devices, so the RDMA fabric needs nothing passed.
 `run` executes the image's ENTRYPOINT, so the guard runs ("If the Docker container only has an
 ENTRYPOINT - that ENTRYPOINT is run, with any arguments appended"); `exec` would skip it.
 """
@@ -16,7 +19,9 @@ ENTRYPOINT - that ENTRYPOINT is run, with any arguments appended"); `exec` would
 from __future__ import annotations
 
 from accel_images.host.launch import WORKSPACE, Launch
-from accel_images.host.runtimes import Rendered, refuse_separators, shell_join
+from accel_images.host.runtimes import Rendered, refuse_separators, shell_join, slurm
+from accel_images.host.runtimes.nodes import many_nodes
+from accel_images.host.runtimes.nodes import notes as nodes_notes
 
 ENV_PREFIX = "APPTAINERENV_"
 """`APPTAINERENV_NAME=VALUE` in the host's environment sets NAME in the container (Apptainer user guide,
@@ -24,10 +29,21 @@ ENV_PREFIX = "APPTAINERENV_"
 
 
 def render(launch: Launch) -> Rendered:
+    if many_nodes(launch):
+        argv = apptainer_argv(launch, slurm.allocation_flags(launch), tuple(slurm.rendezvous(launch)))
+        return Rendered("apptainer", slurm.header(launch) + shell_join(argv) + "\n", None,
+                        (*nodes_notes(launch, "the allocation's first node"), *slurm.fabric_note(launch),
+                         *notes(launch)))
+    return Rendered("apptainer", shell_join(apptainer_argv(launch, None, launch.command)) + "\n", None, notes(launch))
+
+
+def apptainer_argv(launch: Launch, srun_flags: list[str] | None, command: tuple[str, ...]) -> tuple[str, ...]:
+    """`[env APPTAINERENV_...] [srun FLAGS] apptainer run FLAGS IMAGE COMMAND`: under srun on N nodes, one task per
+    node (srun passes the environment on: its --export defaults to ALL)."""
     prefix, flags = env_forms(launch)
-    argv = (*(["env", *prefix] if prefix else []), "apptainer", "run", *launch.devices.apptainer_flags, *flags,
-            *bind_flags(launch), *launch.extras.engine_args, image_uri(launch), *launch.command)
-    return Rendered("apptainer", shell_join(argv) + "\n", None, notes(launch))
+    return (*(["env", *prefix] if prefix else []), *(["srun", *srun_flags] if srun_flags is not None else []),
+            "apptainer", "run", *launch.devices.apptainer_flags, *flags, *bind_flags(launch),
+            *launch.extras.engine_args, image_uri(launch), *command)
 
 
 def image_uri(launch: Launch) -> str:

@@ -1,4 +1,5 @@
-"""A Compose file (one service), validated in the tests against the compose-spec schema.
+"""A Compose file (one service; with `--nodes N`, N services rehearsing N nodes), validated in the tests against
+the compose-spec schema.
 
 - A GPU request becomes a device reservation, `deploy.resources.reservations.devices` with
   `capabilities: [gpu]` and `count: all` (Docker, "Enable GPU access with Docker Compose": "count.
@@ -16,21 +17,62 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from accel_images.host.launch import WORKSPACE, Launch
 from accel_images.host.runtimes import Rendered, refuse_engine_args
+from accel_images.host.runtimes.nodes import accelerated, cluster_of, many_nodes, torchrun
+from accel_images.host.runtimes.nodes import notes as nodes_notes
 
 SERVICE = "dev"
+NETWORK = "nodes"
+"""The network N services share when `--nodes` rehearses N nodes on one host."""
 
 
 def render(launch: Launch) -> Rendered:
     refuse_engine_args(launch, "compose")
+    if many_nodes(launch):
+        return rehearsal(launch)
     text = yaml.safe_dump({"services": {SERVICE: service(launch)}}, sort_keys=False, default_flow_style=False,
                           width=1000)
     return Rendered("compose", text)
+
+
+def rehearsal(launch: Launch) -> Rendered:
+    """N nodes rehearsed on this host: one service per node (`node0`, `node1`, ...), the same image and command,
+    on one network whose DNS names each service by its name (Compose, "Networking in Compose"; V), so torchrun's
+    rendezvous is `node0:PORT`. The host network would make the services one address and collide on the port,
+    so it is left out (Compose's network_mode and networks exclude each other: compose-spec 05-services; V);
+    the first service alone publishes the ports given, which N services could not all bind."""
+    cluster = cluster_of(launch)
+    endpoint = f"{node_name(0)}:{cluster.port}"
+    node = replace(launch, command=tuple(torchrun(launch, endpoint)), extras=replace(launch.extras, name=None),
+                   settings=replace(launch.settings, network=None))
+    services: dict[str, Any] = {}
+    for index in range(cluster.nodes):
+        body = service(node if index == 0 else replace(node, extras=replace(node.extras, ports=())))
+        body["networks"] = [NETWORK]
+        services[node_name(index)] = body
+    text = yaml.safe_dump({"services": services, "networks": {NETWORK: {}}}, sort_keys=False,
+                          default_flow_style=False, width=1000)
+    rehearsed = [f"a rehearsal of {cluster.nodes} nodes on this host, meeting over the Compose network (no RDMA); on"
+                 " real nodes use --engine docker or enroot"]
+    if accelerated(launch):
+        rehearsed.append("every service sees all of this host's devices, and NCCL refuses two ranks on one GPU"
+                         " (\"Duplicate GPU detected\"): rehearse with the CPU image (gloo), or give each service its"
+                         " own devices")
+    if launch.settings.network:
+        rehearsed.append(f"network_mode {launch.settings.network} left out: the services share the `{NETWORK}` network")
+    if launch.extras.name:
+        rehearsed.append(f"--name {launch.extras.name} not used: the services are {node_name(0)}, {node_name(1)}, ...")
+    return Rendered("compose", text, None, (*nodes_notes(launch, endpoint), *rehearsed))
+
+
+def node_name(index: int) -> str:
+    return f"node{index}"
 
 
 def service(launch: Launch) -> dict[str, Any]:

@@ -5,6 +5,9 @@ run hands the SDK (accel_images/model/devices.py), then the session's part.
                [--mount type=bind,source=CWD,target=/workspace -w /workspace]
                [-v/-p/-e/--name passed through] [raw engine args] IMAGE [COMMAND...]
 
+On N nodes (`--nodes`), the line to run on each: the same container with the RDMA flags and the host's
+network, running torchrun (accel_images.host.runtimes.nodes).
+
 The command is run with the docker CLI rather than the SDK: an interactive session needs the CLI's
 terminal handling (raw mode, resizes, detach keys), and the person sees the exact line `--print` shows.
 """
@@ -17,12 +20,19 @@ from dataclasses import replace
 
 from accel_images.host.launch import WORKSPACE, Launch
 from accel_images.host.runtimes import Rendered, shell_join
+from accel_images.host.runtimes.nodes import many_nodes, on_each_node
 
 
 def render(launch: Launch) -> Rendered:
-    argv = ("docker", "run", "--rm", "-it" if launch.interactive else "-i", *pull_flags(launch),
-            *container_flags(launch), *session_flags(launch), *passed_through(launch), launch.image, *launch.command)
+    if many_nodes(launch):
+        return on_each_node(launch, "docker", lambda node: (docker_argv(node), ()))
+    argv = docker_argv(launch)
     return Rendered("docker", shell_join(argv) + "\n", argv)
+
+
+def docker_argv(launch: Launch) -> tuple[str, ...]:
+    return ("docker", "run", "--rm", "-it" if launch.interactive else "-i", *pull_flags(launch),
+            *container_flags(launch), *session_flags(launch), *passed_through(launch), launch.image, *launch.command)
 
 
 def pull_flags(launch: Launch) -> list[str]:

@@ -11,6 +11,9 @@
 - Environment: "all exported host environment variables are set in the container" (Pyxis, V; its
   tests pass NVIDIA_VISIBLE_DEVICES this way), so the line starts with `env NAME=VALUE`.
 - The filesystem is read-only unless `--container-writable`; the user is the submitting user.
+- On N nodes (`--nodes`): one srun task per node running torchrun, the node's devices asked for by the host
+  description's count, the rendezvous at the allocation's first node (accel_images.host.runtimes.slurm).
+  The job shares the node's network and devices (/dev/infiniband included), and its limits apply.
 """
 
 from __future__ import annotations
@@ -18,19 +21,30 @@ from __future__ import annotations
 import re
 
 from accel_images.host.launch import WORKSPACE, Launch
-from accel_images.host.runtimes import Rendered, refuse_separators, shell_join
+from accel_images.host.runtimes import Rendered, refuse_separators, shell_join, slurm
+from accel_images.host.runtimes.nodes import many_nodes
+from accel_images.host.runtimes.nodes import notes as nodes_notes
 from accel_images.model.variant import ENTRYPOINT
 
 
 def render(launch: Launch) -> Rendered:
+    if many_nodes(launch):
+        argv = srun_argv(launch, slurm.allocation_flags(launch), tuple(slurm.rendezvous(launch)))
+        return Rendered("enroot", slurm.header(launch) + shell_join(argv) + "\n", None,
+                        (*nodes_notes(launch, "the allocation's first node"), *slurm.fabric_note(launch),
+                         *notes(launch)))
+    argv = srun_argv(launch, [*(["--pty"] if not launch.command else []), *resource_flags(launch)],
+                     launch.command or ("bash",))
+    return Rendered("enroot", shell_join(argv) + "\n", None, notes(launch))
+
+
+def srun_argv(launch: Launch, srun_flags: list[str], command: tuple[str, ...]) -> tuple[str, ...]:
+    """`[env NAME=VALUE...] srun FLAGS --container-image=... [mounts] [name] ENTRYPOINT COMMAND`."""
     environment = [f"{name}={value}" for name, value in (*launch.devices.environment, *launch.extras.environment)]
-    command = launch.command or ("bash",)
-    argv = (*(["env", *environment] if environment else []), "srun",
-            *(["--pty"] if not launch.command else []), *resource_flags(launch),
+    return (*(["env", *environment] if environment else []), "srun", *srun_flags,
             f"--container-image={image_source(launch)}", *mount_flags(launch),
             *([f"--container-name={launch.extras.name}"] if launch.extras.name else []),
             *launch.extras.engine_args, *ENTRYPOINT, *command)
-    return Rendered("enroot", shell_join(argv) + "\n", None, notes(launch))
 
 
 def enroot_uri(image: str) -> str:
@@ -81,7 +95,7 @@ def notes(launch: Launch) -> tuple[str, ...]:
         found.append(f"a build of this host: make its squashfs first, `enroot import -o {squashfs_name(launch.image)}"
                      f" dockerd://{launch.image}`, in a directory the nodes read (or push it to a registry and pass"
                      " --registry)")
-    if options.slurm_gres and not launch.device_count:
+    if options.slurm_gres and not launch.device_count and not many_nodes(launch):  # the nodes' notes say it then
         found.append(f"--gres={options.slurm_gres}:1: the host description counts no {launch.vendor} devices"
                      " (pass --host-json with a node's)")
     if (options.device_requests or options.devices or options.runtime) and not options.slurm_gres:

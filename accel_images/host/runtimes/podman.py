@@ -27,15 +27,23 @@ from __future__ import annotations
 from accel_images.host.launch import Launch
 from accel_images.host.runtimes import Rendered, shell_join
 from accel_images.host.runtimes.docker import passed_through, pull_flags, workspace_flags
+from accel_images.host.runtimes.nodes import many_nodes, on_each_node
 
 
 def render(launch: Launch) -> Rendered:
+    if many_nodes(launch):
+        return on_each_node(launch, "podman", podman_argv)
+    argv, notes = podman_argv(launch)
+    return Rendered("podman", shell_join(argv) + "\n", argv, notes)
+
+
+def podman_argv(launch: Launch) -> tuple[tuple[str, ...], tuple[str, ...]]:
     notes: list[str] = []
     argv = ("podman", "run", "--rm", "-it" if launch.interactive else "-i", *pull_flags(launch),
             *device_flags(launch, notes),
             *process_flags(launch, notes), *user_flags(launch), *passed_through(launch),
             launch.image, *launch.command)
-    return Rendered("podman", shell_join(argv) + "\n", argv, tuple(notes))
+    return argv, tuple(notes)
 
 
 def device_flags(launch: Launch, notes: list[str]) -> list[str]:
