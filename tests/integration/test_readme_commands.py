@@ -47,6 +47,13 @@ ELSEWHERE = {
         "starts two containers with the Docker engine (tests/integration/test_smoke_nodes_integration.py)",
     "accel-images smoke --nodes 2 accel-images/pytorch:2.13.0-cpu-py3.11-debian12 --json | python -m json.tool":
         "starts two containers with the Docker engine (tests/integration/test_smoke_nodes_integration.py reads its --json)",
+    "accel-images host describe > node.json":
+        "writes a file from this host's description (`accel-images host describe` runs here, above)",
+    "accel-images recommend --host-json node.json --engine enroot --nodes 4":
+        "reads node.json from a cluster node (tests/unit/test_nodes.py prints the srun line from a recorded 8-GPU host)",
+    "accel-images run --print --host-json node.json --nodes 2 --engine kubernetes"
+    " --rdma-resource rdma/hca_shared_devices_a -- python train.py --epochs 3":
+        "reads node.json from a cluster node (tests/unit/test_nodes.py validates the Job and Service offline)",
     "make device-check": "needs an accelerator and its tools (tests/unit/test_devicecheck.py runs the module against fake ones)",
     "accel-images build --vendor cpu --torch 2.13 --os debian12 --registry-mirror docker.io=127.0.0.1:5000"
     " --pip-find-links /var/cache/accel-images/wheelhouse --without-companion torchvision":
