@@ -29,7 +29,8 @@ import fakeimage
 from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
-from accel_images.registry import OCI_INDEX, OCI_MANIFEST, Artifact, RegistryClient, RemoteImage
+from accel_images.registry import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, Artifact, RegistryClient,
+                                   RemoteImage)
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 
@@ -462,6 +463,38 @@ class ForgetfulRegistry(InMemoryRegistry):
     def _put(self, reference: str, data: bytes, media_type: str) -> None:
         if not reference.startswith("sha256-"):
             super()._put(reference, data, media_type)
+
+
+@dataclass
+class GatedRegistry:
+    """The nightly's stand-in (FakeRegistry: tags and images by value) with its artifacts in the shared
+    InMemoryRegistry behind it, for the nightly's gate (accel_images.supply.verify): the provenance and SBOM
+    the nightly attaches, and that the gate reads back, go through the real client to `artifacts`; a digest
+    of an image only FakeRegistry knows reads as a bare image manifest."""
+
+    tags: FakeRegistry
+    artifacts: InMemoryRegistry = field(default_factory=InMemoryRegistry)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.tags, name)
+
+    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> tuple[str, str, bytes] | None:
+        found = self.artifacts.manifest_bytes(repository, reference, accept or MANIFEST_TYPES)
+        if found is None and reference.startswith("sha256:"):
+            return reference, DOCKER_MANIFEST, b"{}"  # an image manifest
+        return found
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        return self.artifacts.put_manifest(repository, reference, data, media_type)
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        return self.artifacts.push_blob(repository, data)
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        return self.artifacts.blob(repository, digest)
+
+    def referrers(self, repository: str, digest: str) -> dict | None:
+        return self.artifacts.referrers(repository, digest)
 
 
 def http_answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
