@@ -7,6 +7,12 @@ assignments at the end of this module make mypy check them against those protoco
 protocol that grows a method fails type checking here rather than at a test's first call.
 Defaults are the behaviour most tests want; the parameters give the rest (a build that fails,
 a push that fails, a registry that refuses a delete).
+
+The registry itself is InMemoryRegistry: the real client with only its HTTP exchange answered from memory,
+as the distribution registry answers it (tests/unit/test_fakes.py holds it to that), with its variants as
+options and subclasses (deletes disabled, a referrers API, failing blobs, put hooks, ForgetfulRegistry).
+FakeRegistry, FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
+value, for tests whose engine uploads nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from accel_images.registry import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, O
                                    RemoteImage)
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
+from accel_images.supply.attach import ArtifactStore
 
 PUSHED = "sha256:" + "d" * 64
 """What FakeEngine's pushes answer unless told otherwise (`digests`, `pushed_digest`)."""
@@ -140,6 +147,10 @@ class FakeRegistry:
 
     `ping_error` makes the first contact fail; `read_failures` are raised by successive reads of
     an image by tag; a tag nobody set serves PUSHED.
+
+    Not a registry but the nightly's TagStore answered by value, above the client: FakeEngine's pushes upload
+    nothing, so every tag serves PUSHED and images are RemoteImages with made-up digests. Tests that want the
+    registry's own answers use InMemoryRegistry (with PushingEngine, tests/unit/test_index_nightly.py).
     """
 
     host: str = "reg.example:5000"
@@ -204,6 +215,8 @@ class FakeTagStore:
     """The tags publishing moves: what each serves (none unless set), copies and deletes.
 
     A copy of a tag nobody set serves `copied_digest`; `delete_error` is raised by every delete.
+    Like FakeRegistry, the promote.TagStore protocol answered by value for FakeEngine's upload-less pushes,
+    not a registry (that is InMemoryRegistry).
     """
 
     serving: dict[str, str] = field(default_factory=dict)
@@ -231,7 +244,11 @@ class FakeTagStore:
 @dataclass
 class FakeTagRegistry:
     """The tags retention lists and deletes: `digests[tag]` (None: no manifest), every other tag an
-    error; a delete of a tag in `refuse` is answered 405, and every delete when `no_deletes` (asked first)."""
+    error; a delete of a tag in `refuse` is answered 405, and every delete when `no_deletes` (asked first).
+
+    The retention.TagRegistry protocol answered by value (a tag with no manifest, a refusal of one tag, an
+    index by its entries), for retention's decisions; the registry's own 405 through the real client is
+    InMemoryRegistry(deletes_enabled=False) (tests/unit/test_retention.py)."""
 
     digests: dict[str, str | None]
     deleted: list[str] = field(default_factory=list)
@@ -549,3 +566,5 @@ _runner: Runner = fakeimage.FakeEngine(RunResult(exit_code=0, stdout="", stderr=
 _nightly_tags: TagStore = FakeRegistry()
 _tag_store: TagStore = FakeTagStore()
 _tag_registry: TagRegistry = FakeTagRegistry({})
+_artifact_store: ArtifactStore = InMemoryRegistry()
+_gated_store: ArtifactStore = GatedRegistry(FakeRegistry())
