@@ -7,6 +7,12 @@ assignments at the end of this module make mypy check them against those protoco
 protocol that grows a method fails type checking here rather than at a test's first call.
 Defaults are the behaviour most tests want; the parameters give the rest (a build that fails,
 a push that fails, a registry that refuses a delete).
+
+The registry itself is InMemoryRegistry: the real client with only its HTTP exchange answered from memory,
+as the distribution registry answers it (tests/unit/test_fakes.py holds it to that), with its variants as
+options and subclasses (deletes disabled, a referrers API, failing blobs, put hooks, ForgetfulRegistry).
+FakeRegistry, FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
+value, for tests whose engine uploads nothing.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ import fakeimage
 from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
-from accel_images.registry import OCI_MANIFEST, Artifact, RegistryClient, RemoteImage
+from accel_images.registry import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, Artifact, RegistryClient,
+                                   RemoteImage)
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
+from accel_images.supply.attach import ArtifactStore
 
 PUSHED = "sha256:" + "d" * 64
 """What FakeEngine's pushes answer unless told otherwise (`digests`, `pushed_digest`)."""
@@ -139,6 +147,10 @@ class FakeRegistry:
 
     `ping_error` makes the first contact fail; `read_failures` are raised by successive reads of
     an image by tag; a tag nobody set serves PUSHED.
+
+    Not a registry but the nightly's TagStore answered by value, above the client: FakeEngine's pushes upload
+    nothing, so every tag serves PUSHED and images are RemoteImages with made-up digests. Tests that want the
+    registry's own answers use InMemoryRegistry (with PushingEngine, tests/unit/test_index_nightly.py).
     """
 
     host: str = "reg.example:5000"
@@ -203,6 +215,8 @@ class FakeTagStore:
     """The tags publishing moves: what each serves (none unless set), copies and deletes.
 
     A copy of a tag nobody set serves `copied_digest`; `delete_error` is raised by every delete.
+    Like FakeRegistry, the promote.TagStore protocol answered by value for FakeEngine's upload-less pushes,
+    not a registry (that is InMemoryRegistry).
     """
 
     serving: dict[str, str] = field(default_factory=dict)
@@ -230,7 +244,11 @@ class FakeTagStore:
 @dataclass
 class FakeTagRegistry:
     """The tags retention lists and deletes: `digests[tag]` (None: no manifest), every other tag an
-    error; a delete of a tag in `refuse` is answered 405, and every delete when `no_deletes` (asked first)."""
+    error; a delete of a tag in `refuse` is answered 405, and every delete when `no_deletes` (asked first).
+
+    The retention.TagRegistry protocol answered by value (a tag with no manifest, a refusal of one tag, an
+    index by its entries), for retention's decisions; the registry's own 405 through the real client is
+    InMemoryRegistry(deletes_enabled=False) (tests/unit/test_retention.py)."""
 
     digests: dict[str, str | None]
     deleted: list[str] = field(default_factory=list)
@@ -270,21 +288,45 @@ answer instead."""
 
 
 class InMemoryRegistry(RegistryClient):
-    """The real registry client (accel_images.registry.RegistryClient) talking to an in-memory registry.
+    """The one in-memory registry of the unit tests: the real client (accel_images.registry.RegistryClient)
+    whose HTTP exchange alone (`_send`, the lowest seam: authentication aside, everything the client does
+    with an answer, its status codes, headers and shape checks, runs as against a real registry) is answered
+    from memory, as the distribution registry (`registry:2`, distribution/distribution 2.8) answers it.
 
-    Only the HTTP exchange is replaced (`_send`): manifests by digest and tag, blobs, uploads, the tag list
-    and manifest deletes answer as the distribution registry does, one repository's worth (every repository
-    name shares it); there is no referrers API (404), so artifacts are listed under the fallback tag. What a
-    test needs beyond that: `push_image` puts an image (a config with labels and a platform), `put_hooks[tag]`
-    runs before each manifest PUT of `tag` (`"*"`: of any reference), to answer a 500 or to play another job
-    writing the tag meanwhile, `requests`
-    lists every call made. `deletes_enabled=False` is the registry whose storage.delete setting is off: every
-    manifest DELETE answers 405 UNSUPPORTED, as docker-registry 2.8 does (accel_images.registry.check_deletes).
+    What it models, after the OCI distribution-spec
+    (https://github.com/opencontainers/distribution-spec/blob/main/spec.md):
+
+    * manifests stored by digest with their media type (`manifests[digest] = (media type, bytes)`), tags
+      pointing at digests (`tagged[tag] = digest`); GET and HEAD answer Content-Type, Docker-Content-Digest
+      and Content-Length; a PUT by digest whose bytes have another digest is 400 DIGEST_INVALID;
+    * an unknown tag or digest: 404 MANIFEST_UNKNOWN; an unknown blob: 404 BLOB_UNKNOWN ("Error Codes");
+    * blob uploads, monolithic: POST then PUT `?digest=`, 400 DIGEST_INVALID when the bytes differ;
+    * the tag list ("Listing Tags"): lexically sorted, `n` entries at most after the tag `last`, and while
+      more remain an RFC 5988 `Link: </v2/<name>/tags/list?n=<n>&last=<last>>; rel="next"` header; a
+      repository without tags: 404 NAME_UNKNOWN;
+    * manifest deletes by digest only ("Deleting Manifests": a tag is 400 UNSUPPORTED), 202, and every tag
+      on the digest goes with it; `deletes_enabled=False` is a registry whose storage.delete setting is
+      off: every manifest DELETE answers 405 UNSUPPORTED, as docker-registry 2.8 does
+      (accel_images.registry.check_deletes);
+    * no referrers API (404, so artifacts are listed under the fallback tag `sha256-<hex>`) unless
+      `referrers_api`: then `GET /v2/<name>/referrers/<digest>` answers the image index of every manifest
+      whose subject is that digest, and a PUT of such a manifest answers the `OCI-Subject` header.
+
+    One repository's worth: every repository name shares it. What a test needs beyond that: `push_image`
+    puts an image (a config with labels and a platform), `put_hooks[tag]` runs before each manifest PUT of
+    `tag` (`"*"`: of any reference), to answer a 500 or to play another job writing the tag meanwhile (a
+    gated push); `blob_error`, when set, is the status every blob read answers (a registry under load:
+    503 UNAVAILABLE); `requests` lists every call made, (method, path). A registry that forgets what it
+    was given is ForgetfulRegistry below. Deliberately odd registries that script raw answers to test the
+    client's defences are not this one (tests/unit/test_registry_hostile_unit.py ScriptedRegistry).
     """
 
-    def __init__(self, host: str = "reg.example:5000", deletes_enabled: bool = True) -> None:
+    def __init__(self, host: str = "reg.example:5000", deletes_enabled: bool = True,
+                 referrers_api: bool = False) -> None:
         super().__init__(host, scheme="http", credentials=lambda host: None)
         self.deletes_enabled = deletes_enabled
+        self.referrers_api = referrers_api
+        self.blob_error: int | None = None
         self.manifests: dict[str, tuple[str, bytes]] = {}
         self.tagged: dict[str, str] = {}
         self.blobs: dict[str, bytes] = {}
@@ -293,7 +335,8 @@ class InMemoryRegistry(RegistryClient):
 
     def push_image(self, labels: Mapping[str, str], platform: str = "linux/amd64", tag: str | None = None,
                    salt: str = "") -> str:
-        """Store an image (a config with `labels`, of `platform`, no layers) under `tag` or its digest alone."""
+        """Store an image (a config with `labels`, of `platform`, no layers) under `tag` or its digest alone;
+        `salt` sets apart the digests of images otherwise the same."""
         os, arch = platform.split("/")[:2]
         config = json.dumps({"os": os, "architecture": arch, "config": {"Labels": dict(labels)},
                              "rootfs": {"type": "layers", "diff_ids": []}, "salt": salt}, sort_keys=True).encode()
@@ -331,15 +374,46 @@ class InMemoryRegistry(RegistryClient):
                          parts.path)
         if found is None:
             return http_answer(method, url, 404, _error("NAME_UNKNOWN"))
-        kind, rest = found["kind"], found["rest"]
+        kind, rest, query = found["kind"], found["rest"], parse_qs(parts.query)
         if kind == "manifests":
             return self._manifests(method, url, rest, dict(headers or {}), data or b"")
         if kind == "blobs":
-            return self._blobs(method, url, rest, parse_qs(parts.query), data or b"")
-        if kind == "tags":
-            body = json.dumps({"name": found["repository"], "tags": sorted(self.tagged)}).encode()
-            return http_answer(method, url, 200, body)
+            return self._blobs(method, url, rest, query, data or b"")
+        if kind == "tags" and rest == "list":
+            return self._tag_list(method, url, found["repository"], query)
+        if kind == "referrers" and self.referrers_api:
+            return self._referrers(method, url, rest)
         return http_answer(method, url, 404, _error("NOT_FOUND"))  # no referrers API
+
+    def _tag_list(self, method: str, url: str, repository: str, query: dict[str, list[str]]) -> requests.Response:
+        """distribution-spec "Listing Tags": sorted, after `last`, `n` at most, a Link to the rest."""
+        names = sorted(self.tagged)
+        if not names:
+            return http_answer(method, url, 404, _error("NAME_UNKNOWN"))
+        last = query.get("last", [""])[0]
+        if last:
+            names = [name for name in names if name > last]
+        headers = {}
+        if "n" in query:
+            limit = int(query["n"][0])
+            if len(names) > limit:
+                names = names[:limit]
+                headers["Link"] = f'</v2/{repository}/tags/list?n={limit}&last={names[-1]}>; rel="next"'
+        body = json.dumps({"name": repository, "tags": names}).encode()
+        return http_answer(method, url, 200, body, headers)
+
+    def _referrers(self, method: str, url: str, digest: str) -> requests.Response:
+        """distribution-spec "Listing Referrers": an image index of the manifests whose subject is `digest`."""
+        found = []
+        for manifest_digest, (media_type, data) in self.manifests.items():
+            manifest = json.loads(data)
+            if (manifest.get("subject") or {}).get("digest") == digest:
+                found.append({"mediaType": media_type, "digest": manifest_digest, "size": len(data),
+                              "artifactType": manifest.get("artifactType") or manifest.get("config", {}).get(
+                                  "mediaType"), **({"annotations": manifest["annotations"]}
+                                                   if manifest.get("annotations") else {})})
+        body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": found}).encode()
+        return http_answer(method, url, 200, body, {"Content-Type": OCI_INDEX})
 
     def _manifests(self, method: str, url: str, reference: str, headers: dict[str, str],
                    data: bytes) -> requests.Response:
@@ -349,14 +423,21 @@ class InMemoryRegistry(RegistryClient):
                 status = hook(reference, media_type)
                 if status is not None:
                     return http_answer(method, url, status, _error("UNKNOWN"))
-            digest = self._store(data, media_type)
-            if not reference.startswith("sha256:"):
-                self.tagged[reference] = digest
-            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": digest})
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            if reference.startswith("sha256:") and reference != digest:
+                return http_answer(method, url, 400, _error("DIGEST_INVALID"))
+            self._put(reference, data, media_type)
+            answer = {"Docker-Content-Digest": digest}
+            subject = (json.loads(data).get("subject") or {}).get("digest") if self.referrers_api else None
+            if subject:
+                answer["OCI-Subject"] = subject
+            return http_answer(method, url, 201, b"", answer)
         digest = reference if reference.startswith("sha256:") else self.tagged.get(reference)
         if method == "DELETE":
             if not self.deletes_enabled:
                 return http_answer(method, url, 405, _error("UNSUPPORTED"))
+            if not reference.startswith("sha256:"):
+                return http_answer(method, url, 400, _error("UNSUPPORTED"))
             if digest not in self.manifests:
                 return http_answer(method, url, 404, _error("MANIFEST_UNKNOWN"))
             del self.manifests[digest]
@@ -368,20 +449,69 @@ class InMemoryRegistry(RegistryClient):
         return http_answer(method, url, 200, body, {"Content-Type": media_type, "Docker-Content-Digest": digest,
                                                 "Content-Length": str(len(body))})
 
-    def _store(self, data: bytes, media_type: str) -> str:
+    def _put(self, reference: str, data: bytes, media_type: str) -> None:
+        """Keep a manifest PUT's bytes by digest, and point `reference` at them when it is a tag."""
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         self.manifests[digest] = (media_type, data)
-        return digest
+        if not reference.startswith("sha256:"):
+            self.tagged[reference] = digest
 
     def _blobs(self, method: str, url: str, rest: str, query: dict[str, list[str]], data: bytes) -> requests.Response:
         if rest.startswith("uploads/"):
             if method == "POST":
                 return http_answer(method, url, 202, b"", {"Location": f"{url.rstrip('/')}/{uuid.uuid4().hex}"})
+            digest = query.get("digest", [""])[0]
+            if digest != "sha256:" + hashlib.sha256(data).hexdigest():
+                return http_answer(method, url, 400, _error("DIGEST_INVALID"))
             self._store_blob(data)
-            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": query.get("digest", [""])[0]})
+            return http_answer(method, url, 201, b"", {"Docker-Content-Digest": digest})
+        if self.blob_error is not None:
+            return http_answer(method, url, self.blob_error, _error("UNAVAILABLE"))
         if rest not in self.blobs:
             return http_answer(method, url, 404, _error("BLOB_UNKNOWN"))
-        return http_answer(method, url, 200, self.blobs[rest], {"Content-Length": str(len(self.blobs[rest]))})
+        return http_answer(method, url, 200, self.blobs[rest], {"Content-Length": str(len(self.blobs[rest])),
+                                                              "Docker-Content-Digest": rest})
+
+
+class ForgetfulRegistry(InMemoryRegistry):
+    """An InMemoryRegistry that acknowledges a manifest PUT under a referrers fallback tag (`sha256-<hex>`)
+    with 201 and keeps nothing: the artifacts exist, nobody can find them."""
+
+    def _put(self, reference: str, data: bytes, media_type: str) -> None:
+        if not reference.startswith("sha256-"):
+            super()._put(reference, data, media_type)
+
+
+@dataclass
+class GatedRegistry:
+    """The nightly's stand-in (FakeRegistry: tags and images by value) with its artifacts in the shared
+    InMemoryRegistry behind it, for the nightly's gate (accel_images.supply.verify): the provenance and SBOM
+    the nightly attaches, and that the gate reads back, go through the real client to `artifacts`; a digest
+    of an image only FakeRegistry knows reads as a bare image manifest."""
+
+    tags: FakeRegistry
+    artifacts: InMemoryRegistry = field(default_factory=InMemoryRegistry)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.tags, name)
+
+    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> tuple[str, str, bytes] | None:
+        found = self.artifacts.manifest_bytes(repository, reference, accept or MANIFEST_TYPES)
+        if found is None and reference.startswith("sha256:"):
+            return reference, DOCKER_MANIFEST, b"{}"  # an image manifest
+        return found
+
+    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
+        return self.artifacts.put_manifest(repository, reference, data, media_type)
+
+    def push_blob(self, repository: str, data: bytes) -> str:
+        return self.artifacts.push_blob(repository, data)
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        return self.artifacts.blob(repository, digest)
+
+    def referrers(self, repository: str, digest: str) -> dict | None:
+        return self.artifacts.referrers(repository, digest)
 
 
 def http_answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
@@ -396,6 +526,7 @@ def http_answer(method: str, url: str, status: int, body: bytes, headers: Mappin
 
 
 def _error(code: str) -> bytes:
+    """The distribution-spec error body: {"errors": [{"code", "message"}]}."""
     return json.dumps({"errors": [{"code": code, "message": code.lower().replace("_", " ")}]}).encode()
 
 
@@ -435,3 +566,5 @@ _runner: Runner = fakeimage.FakeEngine(RunResult(exit_code=0, stdout="", stderr=
 _nightly_tags: TagStore = FakeRegistry()
 _tag_store: TagStore = FakeTagStore()
 _tag_registry: TagRegistry = FakeTagRegistry({})
+_artifact_store: ArtifactStore = InMemoryRegistry()
+_gated_store: ArtifactStore = GatedRegistry(FakeRegistry())

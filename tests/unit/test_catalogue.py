@@ -46,7 +46,12 @@ def digest_of(tag: str) -> str:
 
 @dataclass
 class MemoryRegistry:
-    """Tags -> (digest, labels); artifacts as put; every read counted."""
+    """Tags -> (digest, labels); artifacts as put; every read counted.
+
+    The catalogue's reads answered by value, not the shared registry (tests/fakes.py InMemoryRegistry):
+    these tests name digests after tags (digest_of), forge an index by its list of entries (a platform
+    twice, an image under another platform) and assert which tags were read at all (`reads`); the same
+    through the real client would be other tests."""
 
     host: str = "reg.example"
     images: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)

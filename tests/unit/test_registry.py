@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -26,6 +27,9 @@ from accel_images.errors import InputError, RegistryError
 from accel_images.registry import Destination, RegistryClient, is_loopback, parse_time
 from faultproxy import RequestSink
 from nightly_fixture.rawregistry import (DOCKER_MANIFEST)
+
+IMAGE_DIGEST = "sha256:" + "d" * 64
+CONFIG_DIGEST = "sha256:" + "c" * 64
 
 
 @pytest.fixture
@@ -53,7 +57,18 @@ def test_unreachable_registry_is_a_transient_one_line_error() -> None:
 # ---- authentication, against a stand-in registry ------------------------------------------------
 
 class FakeRegistry(BaseHTTPRequestHandler):
-    """A registry that wants `auth` ('basic' or 'bearer') for everything, with user `u` / password `p`."""
+    """A registry over HTTP that wants `auth` ('basic' or 'bearer') for everything, with user `u` / password `p`.
+
+    Not the shared in-memory registry (tests/fakes.py InMemoryRegistry): that one replaces the client's HTTP
+    exchange, and authentication, the token service and what goes over the socket are what this one is for.
+    Otherwise it answers as that one and the distribution registry do (distribution-spec,
+    https://github.com/opencontainers/distribution-spec/blob/main/spec.md): one image, the tag `tag` (its
+    manifest sha256:d..., its config blob sha256:c...); an unknown tag or digest is 404 MANIFEST_UNKNOWN, an
+    unknown blob 404 BLOB_UNKNOWN; the tag list (`server.tags`) is sorted and paged by `n` and `last`, with a
+    `Link: <...>; rel="next"` header while tags remain; a manifest DELETE is 405 UNSUPPORTED while
+    `server.deletes_enabled` is off, else 202 for the digest, 404 for another digest, 400 for a tag.
+    `server.endless` makes it a hostile one instead: every tag-list page names a next one, forever.
+    """
 
     server: Any
 
@@ -71,19 +86,50 @@ class FakeRegistry(BaseHTTPRequestHandler):
             return self._challenge()
         if self.path == "/v2/":
             return self._send(200, {})
-        if "/tags/list" in self.path:  # pages on forever: each names the next
-            page = int(self.path.rsplit("last=t", 1)[1]) if "last=t" in self.path else 0
+        path, _, query = self.path.partition("?")
+        if path == "/v2/team/img/tags/list":
+            return self._tag_list(parse_qs(query))
+        if "/manifests/" in path:
+            if path.rsplit("/", 1)[1] not in ("tag", IMAGE_DIGEST):
+                return self._send(404, {"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown"}]})
+            return self._send(200, {"schemaVersion": 2, "mediaType": DOCKER_MANIFEST, "layers": [],
+                                    "config": {"digest": CONFIG_DIGEST, "size": 1}},
+                              {"Docker-Content-Digest": IMAGE_DIGEST, "Content-Type": DOCKER_MANIFEST})
+        if path.endswith(f"/blobs/{CONFIG_DIGEST}"):
+            return self._send(200, {"created": "2026-11-01T00:00:00Z", "config": {"Labels": {"k": "v"}}})
+        if "/blobs/" in path:
+            return self._send(404, {"errors": [{"code": "BLOB_UNKNOWN", "message": "blob unknown to registry"}]})
+        self._send(404, {"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known to registry"}]})
+
+    def _tag_list(self, query: dict[str, list[str]]) -> None:
+        """distribution-spec "Listing Tags": sorted, after `last`, `n` at most, a Link while more remain."""
+        last = query.get("last", [""])[0]
+        if self.server.endless:  # pages on forever: each names the next
+            page = int(last[1:]) if last else 0
             return self._send(200, {"name": "team/img", "tags": [f"t{page + 1}"]},
                               {"Link": f'</v2/team/img/tags/list?n=1&last=t{page + 1}>; rel="next"'})
-        if self.path.endswith("/manifests/missing"):
+        if not self.server.tags:
+            return self._send(404, {"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known"}]})
+        names = [name for name in sorted(self.server.tags) if name > last]
+        headers = {}
+        if "n" in query and len(names) > int(query["n"][0]):
+            names = names[:int(query["n"][0])]
+            headers["Link"] = f'</v2/team/img/tags/list?n={query["n"][0]}&last={names[-1]}>; rel="next"'
+        self._send(200, {"name": "team/img", "tags": names}, headers)
+
+    def do_DELETE(self) -> None:  # noqa: N802 (http.server's naming)
+        self.server.seen.append((self.path, self.headers.get("Authorization")))
+        wanted = "Basic " + base64.b64encode(b"u:p").decode() if self.server.auth == "basic" else "Bearer tok-123"
+        if self.headers.get("Authorization") != wanted:
+            return self._challenge()
+        reference = self.path.rsplit("/", 1)[1]
+        if not self.server.deletes_enabled:
+            return self._send(405, {"errors": [{"code": "UNSUPPORTED", "message": "The operation is unsupported."}]})
+        if not reference.startswith("sha256:"):
+            return self._send(400, {"errors": [{"code": "UNSUPPORTED", "message": "delete by digest only"}]})
+        if reference != IMAGE_DIGEST:
             return self._send(404, {"errors": [{"code": "MANIFEST_UNKNOWN", "message": "manifest unknown"}]})
-        if "/manifests/" in self.path:
-            return self._send(200, {"schemaVersion": 2, "mediaType": DOCKER_MANIFEST, "layers": [],
-                                    "config": {"digest": "sha256:" + "c" * 64, "size": 1}},
-                              {"Docker-Content-Digest": "sha256:" + "d" * 64, "Content-Type": DOCKER_MANIFEST})
-        if "/blobs/" in self.path:
-            return self._send(200, {"created": "2026-11-01T00:00:00Z", "config": {"Labels": {"k": "v"}}})
-        self._send(404, {})
+        self._send(202, {})
 
     do_HEAD = do_GET
 
@@ -122,6 +168,7 @@ class FakeRegistry(BaseHTTPRequestHandler):
 def fake_registry() -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeRegistry)
     server.auth, server.status, server.seen = "bearer", None, []  # type: ignore[attr-defined]
+    server.tags, server.endless, server.deletes_enabled = ["tag"], False, True  # type: ignore[attr-defined]
     server.upload_location = ""  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -210,6 +257,7 @@ def test_an_https_registry_may_not_send_the_login_to_a_token_service_without_tls
 
 def test_a_tag_list_that_pages_on_forever_is_bounded(fake_registry: ThreadingHTTPServer) -> None:
     fake_registry.auth = "basic"  # type: ignore[attr-defined]
+    fake_registry.endless = True  # type: ignore[attr-defined]
     host = f"127.0.0.1:{fake_registry.server_address[1]}"
     client = RegistryClient(host, credentials=lambda h: {"username": "u", "password": "p"})
     with pytest.raises(RegistryError) as caught:
@@ -217,6 +265,48 @@ def test_a_tag_list_that_pages_on_forever_is_bounded(fake_registry: ThreadingHTT
     assert "the tag list goes on past 25 pages" in caught.value.one_line()
     assert caught.value.transient is False
     assert len([path for path, _ in fake_registry.seen if "/tags/list" in path]) <= 26  # type: ignore[attr-defined]
+
+
+# ---- the stand-in answers as the distribution registry does -----------------------------------------
+
+def basic_client(server: ThreadingHTTPServer) -> RegistryClient:
+    server.auth = "basic"  # type: ignore[attr-defined]
+    return RegistryClient(f"127.0.0.1:{server.server_address[1]}",
+                          credentials=lambda h: {"username": "u", "password": "p"})
+
+
+@pytest.mark.parametrize("count, page_size", [(0, 2), (1, 2), (5, 2), (6, 2), (4, 1000)])
+def test_the_stand_in_pages_its_tag_list_by_n_and_last_to_every_tag_once(fake_registry: ThreadingHTTPServer,
+                                                                           count: int, page_size: int) -> None:
+    client = basic_client(fake_registry)
+    wanted = [f"v{n}" for n in range(count)]
+    fake_registry.tags = list(reversed(wanted))  # type: ignore[attr-defined]
+    assert client.tags("team/img", page_size=page_size) == wanted
+    pages = [path for path, auth in fake_registry.seen if "/tags/list" in path and auth]  # type: ignore[attr-defined]
+    assert len(pages) == max(1, -(-count // page_size))
+
+
+def test_the_stand_in_answers_404_for_an_unknown_manifest_or_blob(fake_registry: ThreadingHTTPServer) -> None:
+    client = basic_client(fake_registry)
+    assert client.manifest_digest("team/img", "tag") == IMAGE_DIGEST
+    assert client.manifest_digest("team/img", "absent") is None
+    assert client.manifest("team/img", "sha256:" + "1" * 64) is None
+    with pytest.raises(RegistryError, match=r"answered 404 \(BLOB_UNKNOWN"):
+        client.blob("team/img", "sha256:" + "2" * 64)
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_the_stand_in_refuses_deletes_with_405_while_they_are_disabled(fake_registry: ThreadingHTTPServer,
+                                                                       enabled: bool) -> None:
+    client = basic_client(fake_registry)
+    fake_registry.deletes_enabled = enabled  # type: ignore[attr-defined]
+    if enabled:
+        client.check_deletes("team/img")   # the probe's unknown digest: 404, deletes work
+        return
+    with pytest.raises(RegistryError) as caught:
+        client.check_deletes("team/img")
+    assert "answered 405 (UNSUPPORTED" in caught.value.one_line()
+    assert "storage.delete.enabled is off" in caught.value.one_line()
 
 
 # ---- values -----------------------------------------------------------------------------------

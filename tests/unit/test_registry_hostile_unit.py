@@ -92,7 +92,11 @@ def test_a_smoke_report_nested_too_deep_is_no_report() -> None:
 
 class ScriptedRegistry(registry.RegistryClient):
     """The real client against a registry that wants Basic auth and answers every tag list with `link`;
-    each request sent is recorded with the Authorization it carried."""
+    each request sent is recorded with the Authorization it carried.
+
+    Not the shared in-memory registry (tests/fakes.py InMemoryRegistry) on purpose: that one answers as
+    the distribution registry does, and these tests need a hostile one, whose next page leads to another
+    host, scheme or repository, to show what the client refuses to follow."""
 
     def __init__(self, scheme: str, link: str) -> None:
         super().__init__("reg.example", scheme=scheme, credentials=lambda host: {"username": "u", "password": "p"})
