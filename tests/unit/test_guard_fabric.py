@@ -8,6 +8,7 @@ memlock=-1 lifts. ACCEL_IMAGES_REQUIRE_RDMA=1 refuses a host where NCCL would fa
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def hcas(host: Host, *names: str) -> None:
         (host.dev_root / "sys" / "class" / "infiniband" / name).mkdir(parents=True)
 
 
-def start(host: Host, network: object = NETWORK, **env: str):  # type: ignore[no-untyped-def]
+def start(host: Host, network: object = NETWORK, **env: str) -> subprocess.CompletedProcess[str]:
     facts = facts_file(host.bin.parent, network=network)
     return host.run("cuda", **image_env(RUNTIME_132) | {"ACCEL_IMAGES_FACTS": str(facts)} | env)
 
