@@ -16,9 +16,10 @@ Copying a tag (a floating alias that must follow an image that was not rebuilt) 
 put of the same bytes: no layer moves, and no local image is needed.
 
 Everything a registry answers is checked against the shape the API defines before it is used
-(`MANIFEST`, `INDEX`, `CONFIG`, `TAG_LIST`, `TOKEN` below, and `parse` for bytes read elsewhere):
-JSON nested past accel_images.untrusted's limit, a field of the wrong type, an entry that is not an
-object are one permanent `MalformedAnswer` naming the field, never an exception further on.
+(accel_images/data/registry.schema.json, one `$defs` entry per kind: `MANIFEST`, `INDEX`, `CONFIG`,
+`TAG_LIST`, `TOKEN` below, and `parse` for bytes read elsewhere): JSON nested past
+accel_images.untrusted's limit, a field of the wrong type, an entry that is not an object are one
+permanent `MalformedAnswer` naming the field, never an exception further on.
 
 Deleting a tag: the distribution registry (v2.x) deletes manifests by digest only, and
 that removes every tag pointing at the digest. A candidate tag shares its digest with the
@@ -31,6 +32,7 @@ for (`check_deletes`) before the first tag of a repository moves onto a tombston
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import logging
@@ -39,6 +41,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from collections.abc import Callable, Mapping, Sequence
@@ -172,25 +175,19 @@ def is_index(manifest: Mapping[str, Any]) -> bool:
 def index_entries(index: Mapping[str, Any], what: str) -> tuple[IndexEntry, ...]:
     """The image manifests an index lists, by platform; entries of no real platform (BuildKit's
     attestation manifests say `unknown/unknown`) are left out. A malformed index is a RegistryError."""
-    entries = index.get("manifests")
-    if not isinstance(entries, list):
-        raise malformed(what, f"the image index's manifests is {_kind_of(entries)}, not a list")
+    problem = mismatch(index, INDEX)
+    if problem is not None:
+        raise malformed(what, f"the image index's {problem}")
     found: list[IndexEntry] = []
-    for entry in entries:
-        if not isinstance(entry, Mapping):
-            raise malformed(what, f"an entry of the image index is {_kind_of(entry)}, not an object")
+    for entry in index["manifests"]:
         platform = entry.get("platform")
-        if platform is not None and not isinstance(platform, Mapping):
-            raise malformed(what, f"an entry's platform is {_kind_of(platform)}, not an object")
-        if platform is None or platform.get("os") in (None, "unknown"):
+        if platform is None or platform["os"] == "unknown":
             continue
-        digest, size = entry.get("digest"), entry.get("size")
-        if not isinstance(digest, str) or not DIGEST_RE.match(digest) or not isinstance(size, int):
-            raise malformed(what, f"the image index's {platform.get('os')}/{platform.get('architecture')} entry"
-                                  " has no valid digest and size")
-        name = platform_name(str(platform.get("os")), str(platform.get("architecture")),
-                             str(platform.get("variant") or ""))
-        found.append(IndexEntry(name, digest, size, str(entry.get("mediaType") or OCI_MANIFEST)))
+        if not DIGEST_RE.match(entry["digest"]):
+            raise malformed(what, f"the image index's {platform['os']}/{platform['architecture']} entry"
+                                  " is not a sha256 digest")
+        name = platform_name(platform["os"], platform["architecture"], platform.get("variant") or "")
+        found.append(IndexEntry(name, entry["digest"], entry["size"], entry.get("mediaType") or OCI_MANIFEST))
     return tuple(found)
 
 
@@ -276,10 +273,10 @@ class RegistryClient:
                 raise RegistryError(f"{self.host}/{what} lists {chosen.digest}, which the registry lacks")
             own, manifest = inner
         config = self._config(repository, manifest, what)
-        labels = _config_labels(config, f"{self.host}/{what}")
         problem = mismatch(config, CONFIG)
         if problem is not None:
             raise malformed(f"{self.host}/{what}", f"the image config's {problem}")
+        labels = dict((config.get("config") or {}).get("Labels") or {})
         diff_ids = tuple(str(d) for d in (config.get("rootfs") or {}).get("diff_ids") or ())
         sizes = tuple(int(layer.get("size") or 0) for layer in manifest.get("layers") or ())
         image_platform = _config_platform(config)
@@ -731,13 +728,14 @@ def _scope(repository: str, actions: str = "pull") -> str:
     return f"repository:{repository}:{actions}"
 
 
-def _json(response: requests.Response, what: str, shape: Shape | None = None) -> dict[str, Any]:
-    return parse(response.content, f"while {what}", shape)
+def _json(response: requests.Response, what: str, kind: str | None = None) -> dict[str, Any]:
+    return parse(response.content, f"while {what}", kind)
 
 
-def parse(data: bytes, what: str, shape: Shape | None = None) -> dict[str, Any]:
-    """A JSON object the registry served, checked against `shape`; MalformedAnswer (exit 4,
-    permanent) for anything else. `what` ends the message: "while reading team/image:tag"."""
+def parse(data: bytes, what: str, kind: str | None = None) -> dict[str, Any]:
+    """A JSON object the registry served, checked against the schema of `kind` (MANIFEST, INDEX...);
+    MalformedAnswer (exit 4, permanent) for anything else. `what` ends the message: "while reading
+    team/image:tag"."""
     try:
         value = untrusted.loads(data)
     except untrusted.JSONTooDeep as error:
@@ -746,9 +744,9 @@ def parse(data: bytes, what: str, shape: Shape | None = None) -> dict[str, Any]:
         raise MalformedAnswer(f"the registry answered something that is not JSON {what}") from None
     if not isinstance(value, dict):
         raise MalformedAnswer(f"the registry answered JSON that is not an object {what}")
-    problem = mismatch(value, shape) if shape is not None else None
+    problem = mismatch(value, kind) if kind is not None else None
     if problem is not None:
-        raise MalformedAnswer(f"the registry answered {shape.name if shape else 'JSON'} whose {problem} {what}")
+        raise MalformedAnswer(f"the registry answered {DOCUMENT_NAMES[kind or '']} whose {problem} {what}")
     return value
 
 
@@ -769,99 +767,57 @@ def malformed(what: str, problem: str) -> RegistryError:
 
 # -- the shapes of what a registry answers ----------------------------------------------------
 
-@dataclass(frozen=True)
-class Shape:
-    """A JSON object whose named fields, when present, have the given kinds; other fields pass.
-
-    A kind is "string", "integer" (a size: not negative), "digest", "object" (any object),
-    ("list", kind), ("map", kind) (an object whose every value has the kind) or another Shape.
-    Fields a reader needs are checked for presence by that reader, where the message says why.
-    """
-
-    name: str
-    fields: Mapping[str, Any]
+SCHEMA_FILE = Path(__file__).resolve().parent / "data" / "registry.schema.json"
+"""One JSON Schema, a `$defs` entry per kind of document (image-spec manifest.md, image-index.md,
+descriptor.md, config.md; distribution-spec's tag list): the names below."""
+MANIFEST, INDEX, CONFIG, TAG_LIST, TOKEN = "manifest", "index", "config", "tagList", "token"
+DOCUMENT_NAMES = {MANIFEST: "a manifest", INDEX: "an index", CONFIG: "an image config", TAG_LIST: "a tag list",
+                  TOKEN: "a token"}
 
 
-def mismatch(value: Any, shape: Shape | Any, path: str = "") -> str | None:
-    """`layers[0].size is a string, not an integer`: the first place `value` differs from `shape`; None
-    when it conforms."""
-    if isinstance(shape, Shape):
-        if not isinstance(value, Mapping):
-            return f"{path or 'document'} is {_kind_of(value)}, not an object"
-        for name, kind in shape.fields.items():
-            if name in value and value[name] is not None:
-                found = mismatch(value[name], kind, f"{path}.{name}" if path else name)
-                if found is not None:
-                    return found
-        return None
-    if isinstance(shape, tuple):
-        container, kind = shape
-        return _items_mismatch(value, container, kind, path)
-    return _scalar_mismatch(value, shape, path)
+@functools.cache
+def _validator(kind: str) -> Any:
+    """The validator of one kind of document, made once a process; jsonschema is imported only by a
+    process that reads a registry. An integer is an int (JSON Schema would also take 12.0), never a bool."""
+    import jsonschema
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _checker, value: type(value) is int)
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    strict = jsonschema.validators.extend(base, type_checker=checker)  # type: ignore[no-untyped-call]
+    return strict({**schema, "$ref": f"#/$defs/{kind}"})
 
 
-def _items_mismatch(value: Any, container: str, kind: Any, path: str) -> str | None:
-    """Of ("list", kind) or ("map", kind): the container, then each item."""
-    if container == "list":
-        if not isinstance(value, list):
-            return f"{path} is {_kind_of(value)}, not a list"
-        pairs: Any = ((f"{path}[{index}]", item) for index, item in enumerate(value))
-    else:
-        if not isinstance(value, Mapping):
-            return f"{path} is {_kind_of(value)}, not an object"
-        pairs = ((f"{path}[{str(key)[:40]!r}]", item) for key, item in value.items())
-    return next((found for where, item in pairs if (found := mismatch(item, kind, where)) is not None), None)
+def mismatch(value: Any, kind: str) -> str | None:
+    """`layers[0].size is a string, not a size`: the first way `value` is not a document of `kind` (in the
+    schema's order), in one line; None when it is one."""
+    error = next(iter(_validator(kind).iter_errors(value)), None)
+    return None if error is None else _problem(error)
 
 
-def _scalar_mismatch(value: Any, kind: str, path: str) -> str | None:
-    if kind == "string" and not isinstance(value, str):
-        return f"{path} is {_kind_of(value)}, not a string"
-    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        return f"{path} is {_kind_of(value) if not isinstance(value, int) else 'negative'}, not a size"
-    if kind == "digest" and not (isinstance(value, str) and _ANY_DIGEST_RE.match(value)):
-        return f"{path} is {_kind_of(value) if not isinstance(value, str) else repr(value[:80])}, not a digest"
-    if kind == "object" and not isinstance(value, Mapping):
-        return f"{path} is {_kind_of(value)}, not an object"
-    return None
-
-
-ANNOTATIONS = ("map", "string")
-PLATFORM_SHAPE = Shape("platform", {"os": "string", "architecture": "string", "variant": "string"})
-DESCRIPTOR = Shape("descriptor", {"mediaType": "string", "digest": "digest", "size": "integer",
-                                  "artifactType": "string", "annotations": ANNOTATIONS, "platform": PLATFORM_SHAPE})
-"""image-spec descriptor.md: mediaType, digest and size, annotations a string map, platform (in an index)."""
-MANIFEST = Shape("a manifest", {"schemaVersion": "integer", "mediaType": "string", "artifactType": "string",
-                                "config": DESCRIPTOR, "layers": ("list", DESCRIPTOR), "subject": DESCRIPTOR,
-                                "annotations": ANNOTATIONS, "manifests": ("list", DESCRIPTOR)})
-"""image-spec manifest.md (and image-index.md's `manifests`: a tag may name either)."""
-INDEX = Shape("an index", {"schemaVersion": "integer", "mediaType": "string", "manifests": ("list", DESCRIPTOR),
-                           "annotations": ANNOTATIONS})
-"""image-spec image-index.md; the referrers API answers one (distribution-spec, "Listing Referrers")."""
-CONFIG = Shape("an image config", {"created": "string", "config": Shape("config", {"Labels": ANNOTATIONS}),
-                                   "rootfs": Shape("rootfs", {"diff_ids": ("list", "digest")})})
-"""image-spec config.md: `created`, `config.Labels` a string map, `rootfs.diff_ids` digests."""
-TAG_LIST = Shape("a tag list", {"name": "string", "tags": ("list", "string")})
-"""distribution-spec, "Listing Tags": {"name": ..., "tags": [...]}."""
-TOKEN = Shape("a token", {"token": "string", "access_token": "string"})
-"""The token service's answer (distribution's token authentication specification)."""
-
-
-def _config_labels(config: Mapping[str, Any], what: str) -> dict[str, str]:
-    """`config.Labels` of an image config, checked: a mapping of strings to strings, or absent."""
-    inner = config.get("config")
-    if inner is None:
-        return {}
-    if not isinstance(inner, Mapping):
-        raise malformed(what, f"the image config's 'config' is {_kind_of(inner)}, not an object")
-    labels = inner.get("Labels")
-    if labels is None:
-        return {}
-    if not isinstance(labels, Mapping):
-        raise malformed(what, f"the image config's Labels is {_kind_of(labels)}, not an object")
-    bad = next((key for key, value in labels.items() if not isinstance(value, str)), None)
-    if bad is not None:
-        raise malformed(what, f"the image config's label {str(bad)[:80]!r} is {_kind_of(labels[bad])}, not a string")
-    return dict(labels)
+def _problem(error: Any) -> str:
+    """One schema error as a reader says it: where (`config.digest`, `annotations['a']`), then what is wrong."""
+    where, names = "", iter(error.absolute_path)
+    for keyword in error.absolute_schema_path:   # each of these steps into the document
+        if keyword == "properties":
+            where += f".{next(names)}" if where else str(next(names))
+        elif keyword == "additionalProperties":
+            where += f"[{str(next(names))[:40]!r}]"
+        elif keyword == "items":
+            where += f"[{next(names)}]"
+    instance, noun = error.instance, error.schema.get("title", "valid")
+    if error.validator == "required":
+        missing = next(name for name in error.validator_value if name not in instance)
+        return f"{where}.{missing} is missing" if where else f"{missing} is missing"
+    where = where or "document"
+    if error.validator == "type":
+        return f"{where} is {_kind_of(instance)}, not {noun}"
+    if error.validator == "minimum":
+        return f"{where} is negative, not {noun}"
+    if isinstance(instance, str):                  # a pattern, a length, a constant
+        return f"{where} is {instance[:80]!r}, not {noun}"
+    if isinstance(instance, (int, float)):
+        return f"{where} is {instance!r}, not {noun}"
+    return f"{where} is {_kind_of(instance)}, not {noun}"
 
 
 def _kind_of(value: object) -> str:

@@ -147,7 +147,9 @@ def referrers(store: ArtifactStore, repository: str, subject_digest: str,
     index = store.referrers(repository, subject_digest)
     if index is None:
         found = store.manifest_bytes(repository, referrers_tag(subject_digest), (OCI_INDEX,))
-        index = parse(found[2], f"while {where} (the sha256-<hex> tag)", INDEX) if found is not None else {}
+        if found is None:
+            return []
+        index = parse(found[2], f"while {where} (the sha256-<hex> tag)", INDEX)
     problem = mismatch(index, INDEX)
     if problem is not None:
         raise MalformedAnswer(f"the registry answered an index whose {problem} while {where}")

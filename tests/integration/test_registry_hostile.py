@@ -67,11 +67,11 @@ def push_raw_config(raw: RawRegistry, repository: str, tag: str, config: Any) ->
 
 
 HOSTILE_CONFIGS = [
-    pytest.param({"config": "string"}, "the image config's 'config' is a string, not an object", id="config-string"),
-    pytest.param({"config": {"Labels": ["a=b"]}}, "the image config's Labels is a list, not an object",
+    pytest.param({"config": "string"}, "the image config's config is a string, not an object", id="config-string"),
+    pytest.param({"config": {"Labels": ["a=b"]}}, "the image config's config.Labels is a list, not an object",
                  id="labels-list"),
     pytest.param({"config": {"Labels": {"io.accel-images.fingerprint": 7}}},
-                 "the image config's label 'io.accel-images.fingerprint' is a number, not a string", id="label-number"),
+                 "the image config's config.Labels['io.accel-images.fingerprint'] is a number, not a string", id="label-number"),
     pytest.param(["not", "an", "object"], "the registry answered JSON that is not an object", id="config-list"),
 ]
 

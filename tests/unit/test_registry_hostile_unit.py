@@ -27,7 +27,9 @@ from nightly_fixture.rawregistry import DOCKER_LIST
 
 
 @pytest.mark.parametrize("manifests", [["not-an-object"], "a string", [{"platform": "linux", "digest": 1}],
-                                       [{"platform": {"os": "linux", "architecture": "amd64"}, "digest": 7}], None])
+                                       [{"platform": {"os": "linux", "architecture": "amd64"}, "digest": 7}], None,
+                                       [{"platform": {"os": "linux", "architecture": "amd64"},
+                                         "digest": "sha256:" + "a" * 64}]])
 def test_a_malformed_index_is_one_registry_error(manifests: Any) -> None:
     """The local registry refuses to store such an index, so the index itself is read directly."""
     with pytest.raises(RegistryError) as caught:
@@ -52,6 +54,11 @@ def test_json_nested_too_deep_is_a_value_error_before_the_parser_recurses() -> N
     ({"layers": [{"digest": "sha256:" + "a" * 64, "size": "12"}]}, "layers[0].size is a string, not a size"),
     ({"layers": {"digest": 1}}, "layers is an object, not a list"),
     ({"config": {"digest": "sha256 short"}}, "config.digest is 'sha256 short', not a digest"),
+    ({"config": {"digest": "sha256:" + "a" * 64 + "\n", "size": 1}},
+     "config.digest is 'sha256:" + "a" * 64 + "\\n', not a digest"),
+    ({"config": {"digest": "sha256:" + "a" * 64, "size": -1}}, "config.size is negative, not a size"),
+    ({"schemaVersion": 1, "fsLayers": []}, "schemaVersion is 1, not 2"),
+    ({"schemaVersion": 2, "layers": []}, "config is missing"),
     ({"annotations": {"a": 1}}, "annotations['a'] is a number, not a string"),
     ({"manifests": [{"platform": "linux/amd64"}]}, "manifests[0].platform is a string, not an object"),
 ])
