@@ -311,7 +311,8 @@ def test_without_the_n_node_test_no_report_says_anything_of_it(expansion: Expans
 
 def test_a_damaged_nodes_object_reads_as_unknown_not_an_error(expansion: Expansion, tmp_path: Path) -> None:
     [record, _] = [dict(outcome_record(o)) for o in outcomes(expansion)]
-    record["smoke"] = {**dict(record["smoke"]), "nodes": {"ok": True, "nodes": "two", "bandwidth_gbps": "fast"}}
+    smoke: dict[str, Any] = json.loads(json.dumps(record["smoke"]))
+    record["smoke"] = {**smoke, "nodes": {"ok": True, "nodes": "two", "bandwidth_gbps": "fast"}}
     paths = write_reports([record], tmp_path / "damaged", {"kind": "build", "started": NOW})
     assert f"- `cpu/{UBUNTU}`: ?-node: passed, ? on ?, bandwidth unknown" in paths["markdown"].read_text()
 
