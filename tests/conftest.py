@@ -149,6 +149,22 @@ def labelled_containers(client: docker.DockerClient) -> set[str]:
     return {c.id for c in (*ours, *builds)}
 
 
+SMOKE_IMAGE_LABEL = "io.accel-images.smoke.image"
+"""On a smoke run's containers and network (accel_images.smoke.launcher.SMOKE_LABEL + '.image'): the image tested."""
+
+
+def labelled_networks(client: docker.DockerClient) -> set[str]:
+    """This session's networks: labelled with it, made in this process (its owner label, as
+    accel_images.builder.leftovers writes it), or a smoke run's of an image only this session names (SUITE_IMAGE)."""
+    from accel_images.builder.leftovers import OWNER_LABEL, owner_token
+
+    ours = client.api.networks(filters={"label": f"{TEST_LABEL}={TEST_RUN}"})
+    mine = client.api.networks(filters={"label": f"{OWNER_LABEL}={owner_token()}"})
+    smoked = [entry for entry in client.api.networks(filters={"label": SMOKE_IMAGE_LABEL})
+              if TEST_RUN in str((entry.get("Labels") or {}).get(SMOKE_IMAGE_LABEL))]
+    return {str(entry["Id"]) for entry in (*ours, *mine, *smoked)}
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: None) -> Iterator[None]:
     """A test that leaves a container labelled io.accel-images.test=<this session>, or a build's intermediate
@@ -157,7 +173,7 @@ def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: 
         yield
         return
     client = request.getfixturevalue("docker_client")
-    before = labelled_containers(client)
+    before, networks_before = labelled_containers(client), labelled_networks(client)
     yield
     leaked = labelled_containers(client) - before
     for container_id in leaked:
@@ -165,9 +181,18 @@ def _no_leaked_containers(request: pytest.FixtureRequest, _marked_requirements: 
             client.containers.get(container_id).remove(force=True)
         except docker.errors.NotFound:
             pass
+    networks = labelled_networks(client) - networks_before   # after the containers: an attached one cannot go
+    for network_id in networks:
+        try:
+            client.api.remove_network(network_id)
+        except docker.errors.NotFound:
+            pass
     if leaked:
         pytest.fail(f"left {len(leaked)} container(s) labelled {TEST_LABEL}={TEST_RUN} or {BUILD_LABEL} behind",
                     pytrace=False)
+    if networks:
+        pytest.fail(f"left {len(networks)} network(s) of this session behind (labelled {TEST_LABEL}={TEST_RUN},"
+                    f" made by this process, or a smoke run's of its image)", pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:

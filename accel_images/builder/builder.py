@@ -31,8 +31,10 @@ from accel_images.render.contexts import (RenderedContext, Renderer, tools_index
 from accel_images.model import platforms as platform_names
 from accel_images.model.reference import mirrored, split_reference
 from accel_images.builder.settings import BuildSettings, build_args, image_ref
-from accel_images.smoke.judge import Expectation, SmokeResult
+from accel_images.smoke.integrity import Recorded
+from accel_images.smoke.judge import Expectation, NodesRecord, SmokeResult, with_nodes
 from accel_images.smoke.launcher import facts_of, inventory_of, run_smoke
+from accel_images.smoke.nodes import NodesPlan, collective_for, run_nodes
 from accel_images.kb.claims import contradiction
 from accel_images.kb.wheels import machine_of, manylinux_tags
 from accel_images.smoke.records import (built_here, last_smoke_pass, recorded_build, remember_build, remember_image,
@@ -329,7 +331,7 @@ class Builder:
 
     def _smoke(self, outcome: Outcome) -> Outcome:
         earlier = last_smoke_pass(self.settings.state_dir, outcome.image_id) if outcome.status == "skipped" else None
-        if earlier is not None:
+        if earlier is not None and passed_nodes(earlier) >= self.settings.smoke_nodes:
             where = f"on {earlier.get('ran_on') or 'an unknown device'}" + (
                 " (CPU mode)" if earlier.get("cpu_fallback") else "")
             return replace(outcome, earlier_smoke=where)
@@ -343,6 +345,13 @@ class Builder:
             return replace(outcome, smoke=result)
         return replace(outcome, status="failed", smoke=result, error="smoke: " + "; ".join(result.failures),
                        exit_code=1)
+
+
+def passed_nodes(earlier: Mapping[str, object]) -> int:
+    """How many nodes a recorded smoke pass's N-node test passed with (accel_images.smoke.records); 1 for none:
+    an unchanged image is tested again when --smoke-nodes asks for more than it passed."""
+    nodes = earlier.get("nodes")
+    return nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else 1
 
 
 def _registry_client(host: str) -> ManifestReader:
@@ -366,6 +375,28 @@ def smoke_image(engine: Engine, image: str, variant: Variant, settings: BuildSet
     promised = (info.labels.get(f"{LABEL_PREFIX}.companions", "") if info else "").split(",")
     expectation = replace(Expectation.of(variant), companions=tuple(filter(None, promised)))
     recorded = recorded_build(settings.state_dir, info.labels.get(FINGERPRINT_LABEL) if info else None)
-    return run_smoke(engine, image, expectation, vendor_options=options, recorded=recorded,
-                     require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s,
-                     status=status)
+    result = run_smoke(engine, image, expectation, vendor_options=options, recorded=recorded,
+                       require_accelerator=settings.require_accelerator, timeout_s=settings.smoke_timeout_s,
+                       status=status)
+    if not result.ok or settings.smoke_nodes < 2:
+        return result
+    return with_nodes(result, smoke_nodes(engine, image, variant, settings, present, recorded, status))
+
+
+def smoke_nodes(engine: Engine, image: str, variant: Variant, settings: BuildSettings, present: bool,
+                recorded: Recorded | None, status: Callable[[str], None] | None = None) -> NodesRecord:
+    """The N-node smoke test (accel_images.smoke.nodes) of `image`, the same image the smoke test just passed;
+    an engine that fails it midway is its failure, kept in the record like any other."""
+    vendor = vendors.get(variant.vendor)
+    plan = NodesPlan(collective_for(vendor.smoke_backend, present), nodes=settings.smoke_nodes,
+                     timeout_s=settings.smoke_timeout_s)
+    say = status or (lambda text: None)
+    say(f"{plan.nodes}-node smoke test")
+    try:
+        result = run_nodes(engine, image, plan, python=variant.python, recorded=recorded,
+                           vendor_options=vendors.device_options(variant.vendor) if plan.collective.device != "cpu"
+                           else None, status=lambda text: say(f"{plan.nodes}-node: {text}"))
+    except EngineError as error:
+        return NodesRecord(ok=False, nodes=plan.nodes, backend=plan.collective.backend, device=plan.collective.device,
+                           result_ok=False, bandwidth_gbps=None, seconds=0.0, failures=(error.one_line(),))
+    return result.brief()

@@ -40,7 +40,7 @@ from docker.utils import parse_repository_tag
 from accel_images.builder import buildlog, failure
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, BuildFailed, EngineError, InputError, NotInRegistry, RegistryError
-from accel_images.builder.leftovers import OWNER_LABEL, ContainerInfo, owner_token
+from accel_images.builder.leftovers import OWNER_LABEL, ContainerInfo, NetworkInfo, network_created, owner_token
 from accel_images.registry import platform_name
 from accel_images.smoke.integrity import KEEP_SUFFIXES, Entry
 
@@ -441,6 +441,13 @@ class Engine:
         with self._daemon_errors(f"listing networks labelled {label}"):
             found = self._client.api.networks(filters={"label": label})
         return [entry["Id"] for entry in found]
+
+    def managed_networks(self) -> list[NetworkInfo]:
+        """Every network `network` made (MANAGED_LABEL), with its labels and creation time."""
+        with self._daemon_errors(f"listing networks labelled {MANAGED_LABEL}"):
+            found = self._client.api.networks(filters={"label": MANAGED_LABEL})
+        return [NetworkInfo(str(entry.get("Id")), dict(entry.get("Labels") or {}),
+                            network_created(entry.get("Created"))) for entry in found]
 
     def remove_network(self, network_id: str) -> None:
         """Remove a network; absent is fine."""

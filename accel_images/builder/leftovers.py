@@ -8,7 +8,9 @@ it: `io.accel-images.owner=<host>:<pid>:<process start time>`. At its start each
 gone, or now belongs to a process started at another time) and that were created before the
 run began. Containers of a run still going, on this host or another sharing the engine, are
 never touched; managed containers without an owner (written by an older version) go only when
-they are no longer running.
+they are no longer running. The networks a run makes (the N-node smoke test's, accel_images.smoke.nodes)
+carry the same two labels and go by the same rule, after the containers (a network a container is still
+attached to cannot go); a managed network without an owner is left alone.
 """
 
 from __future__ import annotations
@@ -38,12 +40,25 @@ class ContainerInfo:
     running: bool
 
 
+@dataclass(frozen=True)
+class NetworkInfo:
+    """A managed network as the engine lists it."""
+
+    id: str
+    labels: Mapping[str, str]
+    created: datetime | None
+
+
 class ContainerStore(Protocol):
     """The part of accel_images.builder.engine.Engine reclaiming uses."""
 
     def managed_containers(self) -> list[ContainerInfo]: ...
 
     def remove_container(self, container_id: str) -> None: ...
+
+    def managed_networks(self) -> list[NetworkInfo]: ...
+
+    def remove_network(self, network_id: str) -> None: ...
 
 
 def _start_time(pid: int) -> str | None:
@@ -76,7 +91,8 @@ def owner_gone(token: str) -> bool | None:
 
 
 def reclaim(store: ContainerStore, run_started: datetime) -> list[str]:
-    """Remove what killed runs left (see the module docstring); the IDs removed. Best effort."""
+    """Remove what killed runs left (see the module docstring): containers, then networks; the IDs removed.
+    Best effort."""
     removed = []
     for container in store.managed_containers():
         if container.created is None or container.created >= run_started:
@@ -93,4 +109,45 @@ def reclaim(store: ContainerStore, run_started: datetime) -> list[str]:
         removed.append(container.id)
     if removed:
         log.info("removed %d container(s) killed runs left behind", len(removed))
+    return removed + reclaim_networks(store, run_started)
+
+
+def reclaim_networks(store: ContainerStore, run_started: datetime) -> list[str]:
+    """Remove the managed networks of ended runs created before this one began; the IDs removed."""
+    removed = []
+    try:
+        networks = store.managed_networks()
+    except AccelError as error:
+        log.warning("leftover networks not listed: %s", error.one_line())
+        return []
+    for network in networks:
+        if network.created is None or network.created >= run_started:
+            continue
+        token = network.labels.get(OWNER_LABEL)
+        if not token or not owner_gone(token):
+            continue
+        try:
+            store.remove_network(network.id)
+        except AccelError as error:
+            log.warning("leftover network %s not removed: %s", network.id[:12], error.one_line())
+            continue
+        removed.append(network.id)
+    if removed:
+        log.info("removed %d network(s) killed runs left behind", len(removed))
     return removed
+
+
+def network_created(text: object) -> datetime | None:
+    """The engine's `Created` of a network (RFC 3339 with nanoseconds: '2026-12-07T09:40:50.539590683Z'); None
+    for anything else."""
+    if not isinstance(text, str):
+        return None
+    head, dot, rest = text.partition(".")
+    if dot:   # Python reads at most microseconds: the fraction cut to six digits, the zone kept
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}"
+    try:
+        created = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return created if created.tzinfo is not None else None

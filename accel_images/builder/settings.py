@@ -30,6 +30,9 @@ class BuildSettings:
     network_mode: str | None = None
     jobs: int = 1
     smoke_timeout_s: float = 600
+    smoke_nodes: int = 0
+    """After the smoke test passed, run the N-node smoke test (accel_images.smoke.nodes) on the same image with
+    this many nodes; 0 or 1: not at all. A failure fails the smoke verdict (builder.smoke_image)."""
     user_uid: int | None = None
     user_gid: int | None = None
     no_cache: bool = False

@@ -27,8 +27,8 @@ from accel_images.builder.settings import PULL_POLICIES, BuildSettings, image_re
 from accel_images.state import StateDir
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, given_lock, json_option,
                                       lock_options, matrix_option, mirror_options, pinned_variants, print_outcome,
-                                      note, render_options, say, templates_option, verbosity, verbosity_options,
-                                      wheel_options, wheel_settings)
+                                      note, render_options, say, smoke_nodes_option, templates_option, verbosity,
+                                      verbosity_options, wheel_options, wheel_settings)
 from accel_images.builder.engine import Engine
 from accel_images.errors import InputError
 from accel_images.builder.progress import progress_for
@@ -39,7 +39,7 @@ from accel_images.smoke.judge import Expectation
 from accel_images.builder.fingerprint import FINGERPRINT_LABEL
 from accel_images.smoke.launcher import run_smoke
 from accel_images.smoke.integrity import Recorded
-from accel_images.smoke.nodes import NodesPlan, collective_for, run_nodes
+from accel_images.smoke.nodes import MAX_NODES, NodesPlan, collective_for, run_nodes
 from accel_images.smoke.records import recorded_build
 from accel_images.model.variant import LABEL_PREFIX, Variant
 from accel_images.plan.variants import Expansion, newest_per_vendor
@@ -70,6 +70,7 @@ def resolve_vendor(kwargs: dict[str, Any]) -> None:
                    " there is one (what `latest-<vendor>` names). `make image` passes it; `make images` does not.")
 @click.option("--require-accelerator", is_flag=True,
               help="Fail when the smoke test finds no accelerator (GPU runners).")
+@smoke_nodes_option
 @click.option("--pull", type=click.Choice(PULL_POLICIES), default="missing", show_default=True,
               help="When to pull base images.")
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host).")
@@ -86,7 +87,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
                   cache_max_size: str | None, without_companions: tuple[str, ...], templates_dir: Path | None,
                   pin_bases: bool, lock_path: Path | None,
                   jobs: int, force: bool, no_cache: bool, no_smoke: bool, newest: bool,
-                  require_accelerator: bool,
+                  require_accelerator: bool, smoke_nodes: int,
                   pull: str, network_mode: str | None, uid: int | None, gid: int | None,
                   state_dir: Path | None, quiet: bool, verbose: bool, as_json: bool, **kwargs: Any) -> None:
     """Render, build and smoke-test the chosen variants; `--vendor auto` picks this host's vendor.
@@ -108,6 +109,7 @@ def build_command(matrix_path: str | None, mirrors: tuple[str, ...], apt_mirrors
     native_only = kwargs.get("platform") is None and not every_platform
     settings = BuildSettings(options=options, state_dir=StateDir.at(state_dir), force=force or no_cache,
                              no_cache=no_cache, smoke=not no_smoke, require_accelerator=require_accelerator, pull=pull,
+                             smoke_nodes=smoke_nodes,
                              network_mode=network_mode, jobs=jobs, user_uid=uid, user_gid=gid,
                              wheel_cache=wheel_cache, wheel_cache_max=wheel_cache_max)
     settings.state_dir.check()
@@ -213,10 +215,6 @@ def write_build_report(state_dir: StateDir, outcomes: list[Outcome], meta: dict[
     paths = write_reports(records, state_dir.run_reports("build", started), meta)
     state_dir.link_latest("build", paths["html"].parent)
     return paths["html"]
-
-
-MAX_NODES = 8
-"""More containers of one image on one machine prove no more than two and cost memory."""
 
 
 @click.command("smoke")

@@ -19,7 +19,8 @@ from accel_images.kb import compat
 from accel_images.builder import failure
 from accel_images.cli.options import (chosen_variants, expected_failures, filter_options, json_option,
                                       matrix_option, mirror_options, print_outcome, render_options, say,
-                                      templates_option, verbosity, verbosity_options, wheel_options, wheel_settings)
+                                      smoke_nodes_option, templates_option, verbosity, verbosity_options, wheel_options,
+                                      wheel_settings)
 from accel_images.credentials import hide_credentials
 from accel_images.errors import AccelError, InputError
 from accel_images.formatting import FittedTable, TableColumn, human_size, in_users_terms
@@ -63,6 +64,7 @@ from accel_images.report.reports import REPORT_FILES, compare, read_previous, wr
 @click.option("--network", "network_mode", default=None, help="Network mode for RUN steps (e.g. host, none).")
 @click.option("--require-accelerator", is_flag=True,
               help="Fail when the smoke test finds no accelerator (GPU runners).")
+@smoke_nodes_option
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where contexts, logs, reports and the lock go (default .accel-images/).")
 @verbosity_options
@@ -90,7 +92,8 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
                     without_companions: tuple[str, ...], templates_dir: Path | None, jobs: int, max_age_days: float,
                     lock_wait_s: float,
                     report_dir: Path | None, network_mode: str | None, require_accelerator: bool,
-                    state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int, keep_days: float | None,
+                    smoke_nodes: int, state_dir: Path | None, quiet: bool, verbose: bool, keep_dated: int,
+                    keep_days: float | None,
                     pinned_files: tuple[Path, ...], prune_dry_run: bool, sign_key: Path | None, no_attest: bool,
                     as_json: bool, **kwargs: Any) -> None:
     """Rebuild every variant whose inputs changed, smoke-test it, and promote only what passed.
@@ -121,7 +124,7 @@ def nightly_command(registry_text: str, matrix_path: str | None, mirrors: tuple[
     state.check()
     settings = BuildSettings(options=options, state_dir=state, pull="always", smoke=False, jobs=jobs,
                              network_mode=network_mode, require_accelerator=require_accelerator,
-                             wheel_cache=wheel_cache, wheel_cache_max=wheel_cache_max)
+                             smoke_nodes=smoke_nodes, wheel_cache=wheel_cache, wheel_cache_max=wheel_cache_max)
     nightly = NightlyOptions(Target(destination.host, destination.repository(expansion.image)),
                              max_age_days=max_age_days, signer=signer,
                              source=Source.of(matrix_file(matrix_path)), attest=not no_attest)

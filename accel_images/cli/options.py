@@ -339,6 +339,16 @@ def verbosity(quiet: bool, verbose: bool) -> int:
     return -1 if quiet else 1 if verbose else 0
 
 
+def smoke_nodes_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--smoke-nodes N (`build`, `nightly`): the N-node smoke test after the smoke test, on the same image."""
+    from accel_images.smoke.nodes import MAX_NODES   # the standard library's and the smoke package's own modules
+    return click.option("--smoke-nodes", "smoke_nodes", default=0, show_default=True,
+                        type=click.IntRange(0, MAX_NODES), metavar="N",
+                        help=f"After each image's smoke test passed, run it on N containers joined by torchrun"
+                             f" (as `smoke --nodes N`: an exact all-reduce and its bandwidth); a failure fails the"
+                             f" image's smoke test. 0 or 1: not run; at most {MAX_NODES}.")(func)
+
+
 def lock_options(func: Callable[..., Any]) -> Callable[..., Any]:
     from accel_images.builder import pin  # the commands that take these render anyway; pin imports the renderer
     func = click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -95,6 +95,51 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class NodesView:
+    """The N-node smoke test of one image (the record's `smoke.nodes`), as every report says it."""
+
+    count: str                      # '2'; '?' where the record does not say
+    ok: bool
+    backend: str
+    device: str
+    bandwidth: str                  # '0.58 GB/s', 'bandwidth unknown'
+    seconds: float
+    first_failure: str
+
+    @property
+    def line(self) -> str:
+        """'2-node: passed, gloo on cpu, 0.58 GB/s' or '2-node: failed: <its first failure>'."""
+        if self.ok:
+            return f"{self.count}-node: passed, {self.backend} on {self.device}, {self.bandwidth}"
+        return f"{self.count}-node: failed: {self.first_failure}"
+
+    @property
+    def name(self) -> str:
+        """'2-node smoke': the test's name in JUnit and in a failure's cause."""
+        return f"{self.count}-node smoke"
+
+    @property
+    def cause(self) -> str:
+        """'2-node smoke failed: <its first failure>', as the smoke verdict's failure says it."""
+        return f"{self.name} failed: {self.first_failure}"
+
+
+def nodes_view(smoke: Mapping[str, Any] | None) -> NodesView | None:
+    """The record's N-node smoke test; None where it did not run (or the record is not a mapping: it is read
+    back from a previous report.json too, and never trusted)."""
+    nodes = (smoke or {}).get("nodes")
+    if not isinstance(nodes, Mapping):
+        return None
+    count, bandwidth, seconds = nodes.get("nodes"), nodes.get("bandwidth_gbps"), nodes.get("seconds")
+    failures = [clean_text(" ".join(_text(f).split())) for f in _items(nodes.get("failures"))]
+    return NodesView(count=str(int(count)) if _is_number(count) else "?", ok=nodes.get("ok") is True,
+                     backend=clean_text(nodes.get("backend")) or "?", device=clean_text(nodes.get("device")) or "?",
+                     bandwidth=f"{float(bandwidth):.2f} GB/s" if _is_number(bandwidth) else "bandwidth unknown",
+                     seconds=float(seconds) if _is_number(seconds) else 0.0,
+                     first_failure=next((f for f in failures if f), "failed without a message"))
+
+
+@dataclass(frozen=True)
 class VariantView:
     """A record's display values, derived once so the reports cannot disagree."""
 
@@ -128,6 +173,7 @@ class VariantView:
     holds: str = ""                 # what the image's own torch said it holds ('torch 2.13.0+cpu · Python 3.11.2 · …')
     without: tuple[str, ...] = ()   # companions left out on purpose (--without-companion)
     packages: str = ""              # its package list's page, relative to the report (attestations/<tag>/...)
+    nodes: NodesView | None = None  # the N-node smoke test (--smoke-nodes), where it ran
 
     @property
     def without_text(self) -> str:
@@ -202,7 +248,7 @@ def view(record: Mapping[str, Any]) -> VariantView:
         reason=clean_text(record.get("reason")), full_ref=_text(record.get("full_ref")),
         holds=holds_text(record.get("facts")),
         without=tuple(clean_text(n) for n in record.get("without_companions") or () if isinstance(n, str)),
-        packages=_text(record.get("packages")),
+        packages=_text(record.get("packages")), nodes=nodes_view(smoke),
     )
 
 
@@ -521,6 +567,10 @@ def render_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
         lines += ["", "## What each image holds", ""] + [
             f"- {_md_code(item.key)}: " + _md_cell(" · ".join(part for part in (item.holds, item.without_text) if part))
             for item in held]
+    across = [item for item in views if item.nodes is not None]
+    if across:
+        lines += ["", "## Across nodes", ""] + [
+            f"- {_md_code(item.key)}: {_md_cell(item.nodes.line)}" for item in across if item.nodes is not None]
     pulls = [item for item in views if item.pull]
     if pulls:
         lines += ["", "## What to pull", ""] + [f"- {_md_code(item.key)}: {_md_code(item.pull)}" for item in pulls]
@@ -742,6 +792,8 @@ def render_junit(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) 
         suite = _suite(root, vendor, known)
         for item in items:
             _testcase(suite, item)
+            if item.nodes is not None:
+                _nodes_testcase(suite, item, item.nodes)
     if known["partial"]:
         suite = _suite(root, "run", known)
         case = ET.SubElement(suite, "testcase", classname="accel-images.run", name="complete", time="0")
@@ -780,9 +832,19 @@ def _testcase(suite: ET.Element, item: VariantView) -> None:
     out += [f"holds: {item.holds}"] if item.holds else []
     out += [item.without_text] if item.without else []
     out += [f"timings: {item.timings_text()}"] if item.timings else []
+    out += [f"nodes: {item.nodes.line}"] if item.nodes is not None else []
     out += [f"pushed: {' '.join(item.pushed_tags)}"] if item.pushed_tags else []
     out += [f"log: {item.log}"] if item.log else []
     ET.SubElement(case, "system-out").text = clean_text("\n".join(out))
+
+
+def _nodes_testcase(suite: ET.Element, item: VariantView, nodes: NodesView) -> None:
+    """The image's N-node smoke test, a testcase of its own beside the image's: '<tag> [2-node smoke]'."""
+    case = ET.SubElement(suite, "testcase", classname=f"accel-images.{item.vendor}",
+                         name=clean_text(f"{item.tag or item.key} [{nodes.name}]"), time=f"{nodes.seconds:.3f}")
+    if not nodes.ok:
+        ET.SubElement(case, "failure", message=nodes.cause, type="failed").text = nodes.cause
+    ET.SubElement(case, "system-out").text = clean_text(f"image: {item.image}\n{nodes.line}")
 
 
 def _count(element: ET.Element) -> None:

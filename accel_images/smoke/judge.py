@@ -8,7 +8,7 @@ run that lost its --expect arguments still cannot pass a wrong build.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from collections.abc import Mapping
 
@@ -60,6 +60,40 @@ class Check:
 
 
 @dataclass(frozen=True)
+class NodesRecord:
+    """The verdict of the N-node smoke test (accel_images.smoke.nodes) as a build's or a nightly's smoke result
+    keeps it: what every report shows of it, one line or one small object."""
+
+    ok: bool
+    nodes: int
+    backend: str
+    device: str
+    result_ok: bool                 # the all-reduce sum was exactly n(n+1)/2 on every node
+    bandwidth_gbps: float | None    # the slowest node's; None when a node did not say
+    seconds: float
+    failures: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """'2-node: passed, gloo on cpu, 0.58 GB/s' or '2-node: failed: <its first failure>'."""
+        if not self.ok:
+            return f"{self.nodes}-node: failed: {self.first_failure()}"
+        speed = f"{self.bandwidth_gbps:.2f} GB/s" if self.bandwidth_gbps is not None else "bandwidth unknown"
+        return f"{self.nodes}-node: passed, {self.backend} on {self.device}, {speed}"
+
+    def first_failure(self) -> str:
+        return _one_line(self.failures[0]) if self.failures else "failed without a message"
+
+    def cause(self) -> str:
+        """The one line a failed N-node smoke adds to the smoke verdict's failures."""
+        return f"{self.nodes}-node smoke failed: {self.first_failure()}"
+
+    def record(self) -> dict[str, Any]:
+        return {"ok": self.ok, "nodes": self.nodes, "backend": self.backend, "device": self.device,
+                "result_ok": self.result_ok, "bandwidth_gbps": self.bandwidth_gbps, "seconds": round(self.seconds, 3),
+                "failures": list(self.failures)}
+
+
+@dataclass(frozen=True)
 class SmokeResult:
     """The verdict on one smoke run."""
 
@@ -74,6 +108,8 @@ class SmokeResult:
     facts: ImageFacts | None = field(default=None, hash=False, compare=False)
     """What the image's build recorded of its own torch (/opt/accel-images/facts.json), read from outside
     before the run; None for an image built without them. Carried into the smoke record and the catalogue."""
+    nodes: NodesRecord | None = None
+    """The N-node smoke test's verdict (--smoke-nodes), run after this one passed; None where it was not asked for."""
 
     def summary(self) -> str:
         """One line for a report or an error message."""
@@ -82,6 +118,13 @@ class SmokeResult:
         if self.ok:
             return f"smoke passed on {mode}"
         return f"smoke failed on {mode}: " + "; ".join(self.failures)
+
+
+def with_nodes(result: SmokeResult, nodes: NodesRecord) -> SmokeResult:
+    """The smoke verdict with the N-node test's: a failed N-node test fails it, its cause one more failure."""
+    if nodes.ok:
+        return replace(result, nodes=nodes)
+    return replace(result, ok=False, nodes=nodes, failures=(*result.failures, nodes.cause()))
 
 
 def judge(expectation: Expectation, stdout: str, exit_code: int, require_accelerator: bool,

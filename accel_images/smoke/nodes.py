@@ -31,7 +31,7 @@ from accel_images.errors import EngineError
 from accel_images.model.devices import DeviceOptions
 from accel_images.smoke import allreduce
 from accel_images.smoke.integrity import FileReader, Recorded, differences
-from accel_images.smoke.judge import last_json_object, output_tail
+from accel_images.smoke.judge import NodesRecord, last_json_object, output_tail
 from accel_images.smoke import launcher
 from accel_images.smoke.launcher import (NO_RECORD, SMOKE_LABEL, Launch, NotMounted, RunOutcome, check_mounted,
                                          container_options, inventory_of, launch_options)
@@ -42,6 +42,8 @@ ALLREDUCE_FILE = Path(allreduce.__file__).resolve()
 MASTER_PORT = 29500
 """torchrun's default rendezvous port. https://docs.pytorch.org/docs/stable/elastic/run.html"""
 DEFAULT_NODES = 2
+MAX_NODES = 8
+"""More containers of one image on one machine prove no more than two and cost memory."""
 COLLECTIVES: Mapping[str, tuple[str, str]] = {
     "cpu": ("gloo", "cpu"),
     "cuda": ("nccl", "cuda"),
@@ -213,6 +215,12 @@ class NodesResult:
                 "bandwidth_gbps": self.bandwidth_gbps, "tensor_mib": self.mib, "seconds": round(self.seconds, 3),
                 "run_id": self.run_id, "failures": list(self.failures),
                 "per_node": [node.record() for node in self.per_node]}
+
+    def brief(self) -> NodesRecord:
+        """What a build's or a nightly's smoke result keeps of the run (accel_images.smoke.judge.NodesRecord)."""
+        return NodesRecord(ok=self.ok, nodes=self.nodes, backend=self.collective.backend,
+                           device=self.collective.device, result_ok=self.result_ok,
+                           bandwidth_gbps=self.bandwidth_gbps, seconds=self.seconds, failures=self.failures)
 
     def verdict(self) -> str:
         """One line: passed or failed, on what, how fast."""

@@ -45,8 +45,10 @@ def last_smoke_pass(state: StateDir, image_id: str | None) -> dict[str, object] 
 def remember_smoke_pass(state: StateDir, image_id: str | None, result: SmokeResult) -> None:
     path = state.smoke_record(image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
+    nodes = result.nodes.nodes if result.nodes is not None and result.nodes.ok else None
     path.write_text(json.dumps({"ok": result.ok, "ran_on": result.ran_on, "cpu_fallback": result.cpu_fallback,
-                                "facts": result.facts.compact() if result.facts is not None else None}))
+                                "facts": result.facts.compact() if result.facts is not None else None,
+                                "nodes": nodes}))
 
 
 def remember_build(state: StateDir, fingerprint: str, image_id: str, inventory: Inventory,

@@ -63,13 +63,13 @@ def test_published_cpu_variant_builds_and_passes_its_smoke_test(published_build:
 def test_a_build_whose_local_name_another_build_takes_still_tests_its_own_image(
         published_build: dict, registry: str, wheelhouse: Path, base_images, tmp_path: Path, docker_client) -> None:
     """Two builds of one tag on one engine: the other build's image takes the local name between this build's
-    commit and its smoke test. This build still smoke-tests the image it built (by ID) and passes; the name
-    stays on the last image built."""
+    commit and its smoke test. This build still smoke-tests the image it built (by ID) and passes, its
+    two-node smoke test (--smoke-nodes 2) too; the name stays on the last image built."""
     kb = load_kb()
     variant = make_variant(kb, "cpu", None, "2.13", "3.11", "debian12", "runtime")
     options = RenderOptions(mirrors=(Mirror.parse(f"docker.io={registry}"),), pip_find_links=wheelhouse,
                             without_companions=("torchvision",))
-    settings = BuildSettings(options=options, state_dir=StateDir(tmp_path / "state"))
+    settings = BuildSettings(options=options, state_dir=StateDir(tmp_path / "state"), smoke_nodes=2)
     image = published_build["image"]
     before = docker_client.images.get(image).id
     moved: list[str] = []
@@ -89,6 +89,9 @@ def test_a_build_whose_local_name_another_build_takes_still_tests_its_own_image(
     assert moved and moved[0] != outcome.image_id
     assert outcome.status == "built", outcome.error
     assert outcome.smoke is not None and outcome.smoke.ok, outcome.smoke
+    nodes = outcome.smoke.nodes   # across two containers of the image it built, not of the name's
+    assert nodes is not None and nodes.ok and nodes.result_ok, nodes
+    assert (nodes.nodes, nodes.backend, nodes.device) == (2, "gloo", "cpu") and (nodes.bandwidth_gbps or 0) > 0
 
 
 def test_unchanged_rebuild_is_skipped(published_build: dict, registry: str, wheelhouse: Path) -> None:

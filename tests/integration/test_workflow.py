@@ -120,6 +120,16 @@ def test_build_smoke_tests_on_the_accelerator_then_pushes_on_green():
     assert len(logins) == 1 and steps.index(logins[0]) < steps.index(push)
 
 
+def test_the_push_of_a_cpu_image_asks_for_its_two_node_smoke_test():
+    """`nightly --smoke-nodes 2` for CPU images: what gates their publication and what their report records."""
+    (push,) = steps_running("build", "accel-images nightly")
+    assert push["env"]["VENDOR"] == "${{ matrix.vendor }}"
+    assert 'if [ "$VENDOR" = "cpu" ]; then flags+=(--smoke-nodes 2); fi' in push["run"]
+    assert '"${flags[@]}"' in push["run"].split("accel-images nightly", 1)[1]
+    (build,) = steps_running("build", "accel-images build")
+    assert "--smoke-nodes" not in build["run"]   # the nightly's smoke test of the pushed candidate is the one that counts
+
+
 def test_bake_job_builds_the_generated_file():
     bake = JOBS["bake"]
     assert "vars.BUILDKIT_ENDPOINT" in bake["if"]
