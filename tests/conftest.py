@@ -28,7 +28,7 @@ TEST_RUN = f"run-{os.getpid()}-{os.urandom(4).hex()}"
 """The value of TEST_LABEL on the containers this test session makes: a session that finds a container
 leaked removes only its own, never one another session on the same engine is using."""
 MARKER_FIXTURES = {"engine": "docker_client", "registry": "registry"}
-pytest_plugins = ["skips"]   # under CI=true a skip fails, but for the tests it allows
+pytest_plugins = ["skips", "frozen"]   # skips: under CI=true a skip fails, but for the tests it allows; frozen: the unit tests read tests/data/frozen
 
 
 @dataclass(frozen=True)

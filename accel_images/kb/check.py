@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel_images import vendors
+from accel_images import resources, vendors
 from accel_images.credentials import hide_credentials
 from accel_images.kb import compat, sources as kbsources
 from accel_images.errors import AccelError, InputError
@@ -93,7 +93,7 @@ class Report:
 class KbFiles:
     """A knowledge base on disk: `kb.yaml` and `vendors/<vendor>.yaml` next to it."""
 
-    root: Path = compat.DATA_FILE.parent
+    root: Path = field(default_factory=resources.kb_dir)
 
     @property
     def kb_yaml(self) -> Path:
@@ -101,8 +101,7 @@ class KbFiles:
 
     def vendor_file(self, vendor: vendors.Vendor) -> Path:
         """The vendor's file under this root; a plug-in vendor's own file when the root has none."""
-        local = self.root / "vendors" / vendor.kb_file.name
-        return local if local.is_file() else vendor.kb_file
+        return compat.vendor_file(self.root, vendor)
 
     def raw_sections(self) -> dict[str, Mapping[str, Any]]:
         """Each vendor's file as read (the tables its module parses, by their own names)."""

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import yaml
 
-from accel_images import vendors
+from accel_images import resources, vendors
 from accel_images.errors import IncompatibleError, InputError, UnknownToKnowledgeBase
 from accel_images.model.knowledge import (Combo, Knowledge, OsInfo, PlatformInfo, PlatformRow, Rules, Section,
                                           TorchRelease, Unverified)
@@ -269,15 +269,25 @@ def read_yaml(path: Path) -> Any:
         return yaml.load(handle, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
 
 
-def load_kb(path: Path = DATA_FILE) -> KnowledgeBase:
-    """The knowledge base shipped with the package, with every registered vendor's section."""
+def vendor_file(root: Path, vendor: vendors.Vendor) -> Path:
+    """The vendor's section under the knowledge base at `root`; a plug-in vendor's own file when `root`
+    has none."""
+    local = root / "vendors" / vendor.kb_file.name
+    return local if local.is_file() else vendor.kb_file
+
+
+def load_kb(path: Path | None = None) -> KnowledgeBase:
+    """The knowledge base shipped with the package (or the one $ACCEL_IMAGES_KB_DIR names,
+    resources.kb_dir), with every registered vendor's section; `path`: another kb.yaml."""
+    root = resources.kb_dir()
     registered = tuple(vendors.registry().values())
-    return _load(path, registered)
+    return _load(path or root / DATA_FILE.name, registered, tuple(vendor_file(root, v) for v in registered))
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: Path, registered: tuple[vendors.Vendor, ...]) -> KnowledgeBase:
-    sections = {vendor.name: parse_section(vendor, read_yaml(vendor.kb_file)) for vendor in registered}
+def _load(path: Path, registered: tuple[vendors.Vendor, ...], files: tuple[Path, ...]) -> KnowledgeBase:
+    sections = {vendor.name: parse_section(vendor, read_yaml(file))
+                for vendor, file in zip(registered, files, strict=True)}
     return parse_kb(read_yaml(path), sections)
 
 
@@ -306,4 +316,4 @@ def parse_query(terms: Iterable[str]) -> dict[str, str]:
     return query
 
 
-__all__ += ["parse_kb", "parse_section", "stack_keys", "vendor_of"]
+__all__ += ["parse_kb", "parse_section", "stack_keys", "vendor_file", "vendor_of"]

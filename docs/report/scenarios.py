@@ -8,11 +8,13 @@ the variant, so the pages are the same on every machine and every day.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from accel_images import resources
 from accel_images.kb import compat
 from accel_images.plan.matrix import load_matrix
 from accel_images.report.reports import compare
@@ -33,7 +35,8 @@ SHARED_CAUSE = ("step 4/24 (apt-get install) failed: apt cannot reach archive.ub
 def variants() -> tuple[Variant, ...]:
     """The matrix's linux/amd64 images: the pages (and the screenshots beside them) show one row per
     image, and these runs are about what happens to variants, not about platforms."""
-    return tuple(v for v in expand(load_matrix(ROOT / "matrix.yaml"), compat.load_kb()).variants
+    matrix = resources.default_matrix() if os.environ.get(resources.MATRIX_ENV) else ROOT / "matrix.yaml"
+    return tuple(v for v in expand(load_matrix(matrix), compat.load_kb()).variants
                  if v.platform == "linux/amd64")
 
 

@@ -27,11 +27,12 @@ from accel_images.registry import Artifact, RemoteImage
 from accel_images.smoke.judge import SmokeResult
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import Variant
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = compat.load_kb()
-VARIANTS = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants if v.platform == "linux/amd64"}
-ARM64 = {v.tag: v for v in load_expansion(str(ROOT / "matrix.yaml"), KB).variants if v.platform == "linux/arm64"}
+VARIANTS = {v.tag: v for v in load_expansion(str(FROZEN_MATRIX), KB).variants if v.platform == "linux/amd64"}
+ARM64 = {v.tag: v for v in load_expansion(str(FROZEN_MATRIX), KB).variants if v.platform == "linux/arm64"}
 CPU_NEW, CPU_OLD = "2.15.0-cpu-py3.12-ubuntu24.04", "2.13.0-cpu-py3.11-debian12"
 CUDA = "2.14.1-cuda13.0-py3.12-ubuntu24.04"
 PASSED = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=(),
@@ -228,7 +229,7 @@ def recommend_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, tmp
     described = tmp_path / "host.json"
     described.write_text(host)
     return CliRunner().invoke(cli_fanout.recommend_command, ["--registry", "reg.example/team", "--matrix",
-                                                             str(ROOT / "matrix.yaml"), "--host-json", str(described),
+                                                             str(FROZEN_MATRIX), "--host-json", str(described),
                                                              *args])
 
 
@@ -295,7 +296,7 @@ def catalogue_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, *ar
     from accel_images.registry import RegistryClient
     monkeypatch.setattr(RegistryClient, "for_destination", classmethod(lambda cls, destination: registry))
     return CliRunner().invoke(cli_session.catalogue_command, ["--registry", "reg.example/team", "--matrix",
-                                                              str(ROOT / "matrix.yaml"), *args])
+                                                              str(FROZEN_MATRIX), *args])
 
 
 def test_catalogue_shows_the_labels_readme_promises(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -330,6 +331,6 @@ def test_a_mistyped_namespace_is_the_same_answer_as_recommends(monkeypatch: pyte
     host = tmp_path / "host.json"
     host.write_text('{"vendor": "cpu"}')
     recommended = CliRunner().invoke(cli_fanout.recommend_command, ["--registry", "reg.example/team", "--matrix",
-                                                                    str(ROOT / "matrix.yaml"), "--host-json", str(host)])
+                                                                    str(FROZEN_MATRIX), "--host-json", str(host)])
     assert recommended.exit_code == result.exit_code
     assert recommended.stderr.strip().startswith(result.stderr.strip().removesuffix(")"))

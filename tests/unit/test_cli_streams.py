@@ -76,6 +76,7 @@ def test_list_refuses_two_outputs_at_once() -> None:
     assert result.exit_code == 2 and "give one" in result.stderr
 
 
+@pytest.mark.live_data
 def test_render_writes_its_status_on_stderr(tmp_path: Path) -> None:
     result = cli("render", "--vendor", "cpu", "--out", str(tmp_path / "out"))
     assert result.exit_code == 0

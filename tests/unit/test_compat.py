@@ -18,7 +18,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 
-from accel_images import vendors
+from accel_images import resources, vendors
 from accel_images.kb.compat import DATA_FILE, KnowledgeBase, load_kb, parse_query
 from accel_images.model.knowledge import OsInfo, version_matches
 from accel_images.versions import parse as vkey, sort_versions
@@ -35,7 +35,7 @@ def kb() -> KnowledgeBase:
 
 @pytest.fixture(scope="module")
 def raw() -> dict[str, Any]:
-    return yaml.safe_load(DATA_FILE.read_text(encoding="utf-8"))
+    return yaml.safe_load((resources.kb_dir() / DATA_FILE.name).read_text(encoding="utf-8"))
 
 
 def section(name: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import expand
 from accel_images.vendors.gaudi import generation
 from dockerfile_env import rendered_env
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELL = shutil.which("dash") or shutil.which("sh") or "sh"
@@ -278,7 +279,7 @@ def decide_all(vendor: str, hosts: Iterable[Host], images: list[Image], tmp: Pat
 
 @pytest.fixture(scope="module")
 def variants() -> dict[Image, Variant]:
-    return {(v.tag, v.platform): v for v in expand(load_matrix(ROOT / "matrix.yaml"), load_kb()).variants}
+    return {(v.tag, v.platform): v for v in expand(load_matrix(FROZEN_MATRIX), load_kb()).variants}
 
 
 @pytest.mark.parametrize("vendor", sorted(CORPUS))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from accel_images.host import devicecheck
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_NVIDIA_SMI = """#!/bin/sh
@@ -73,7 +74,7 @@ def fake_python(tmp_path: Path, report: dict[str, object], status: int = 0) -> s
 def run(tmp_path: Path, root: Path, python: str) -> tuple[int, dict]:
     out = tmp_path / "device-check.json"
     code = devicecheck.main(["--python", python, "--images", str(ROOT / "images"), "--matrix",
-                             str(ROOT / "matrix.yaml"), "--out", str(out), "--root", str(root)])
+                             str(FROZEN_MATRIX), "--out", str(out), "--root", str(root)])
     return code, json.loads(out.read_text())
 
 

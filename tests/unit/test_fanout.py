@@ -17,6 +17,7 @@ from accel_images.errors import InputError
 from accel_images.plan.variants import select
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.live_data   # the repository's matrix.yaml and images/ tree
 MATRIX = str(ROOT / "matrix.yaml")
 
 

@@ -24,6 +24,7 @@ from accel_images.plan.matrix import load_matrix
 from accel_images.model.variant import Variant
 from accel_images.plan.variants import expand
 from accel_images.vendors.cuda import split_archs
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELL = shutil.which("dash") or shutil.which("sh")
@@ -47,7 +48,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Variant]
     (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
     (root / "guard.sh").write_bytes(guard_script("cuda"))
-    expansion = expand(load_matrix(ROOT / "matrix.yaml"), load_kb())
+    expansion = expand(load_matrix(FROZEN_MATRIX), load_kb())
     return root, [v for v in expansion.variants if v.vendor == "cuda"]
 
 

@@ -25,6 +25,7 @@ from test_guard import ROOT, Host, assert_ran, assert_refused, assert_warned, sh
 from accel_images.kb import compat
 from accel_images.cli import options
 from accel_images.render.contexts import guard_script
+from frozen import MATRIX as FROZEN_MATRIX
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def host(tmp_path: Path) -> Host:
 
 @pytest.fixture(scope="module")
 def expansion():
-    return options.load_expansion(str(ROOT / "matrix.yaml"))
+    return options.load_expansion(str(FROZEN_MATRIX))
 
 
 @pytest.fixture(scope="module")

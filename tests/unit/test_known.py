@@ -16,6 +16,7 @@ from accel_images.kb import compat
 from accel_images.cli import main
 from accel_images.plan.known import known_values, unknown_value
 from accel_images.builder.mirror_check import base_registries
+from frozen import MATRIX as FROZEN_MATRIX
 
 KNOWN_BUT_RULED_OUT = """\
 schema: 1
@@ -77,7 +78,7 @@ def test_a_flavor_any_vendor_builds_is_known_to_every_vendor() -> None:
 def test_base_registries_of_the_repository_matrix() -> None:
     from accel_images.plan.matrix import load_matrix
     from accel_images.plan.variants import expand
-    expansion = expand(load_matrix(Path(__file__).resolve().parents[2] / "matrix.yaml"), compat.load_kb())
+    expansion = expand(load_matrix(FROZEN_MATRIX), compat.load_kb())
     assert base_registries(expansion.variants) == ("docker.io", "vault.habana.ai")
 
 

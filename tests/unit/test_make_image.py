@@ -16,9 +16,10 @@ import pytest
 from accel_images.kb import compat
 from accel_images.host.choosing import load_expansion
 from accel_images.plan.variants import newest_per_vendor, select
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = load_expansion(str(ROOT / "matrix.yaml"), compat.load_kb()).variants
+VARIANTS = load_expansion(str(FROZEN_MATRIX), compat.load_kb()).variants
 
 
 def make_n(*args: str) -> str:

@@ -88,6 +88,7 @@ def test_make_image_offline_without_the_wheelhouse_says_what_to_do() -> None:
         " the one CI uses, or point WHEELHOUSE= at a directory of wheels (docs/platform/mirrors.md)")
 
 
+@pytest.mark.live_data
 def test_a_make_targets_failure_speaks_make() -> None:
     """`make image WHEELHOUSE=/nowhere`: the CLI's one line names WHEELHOUSE, not --pip-find-links."""
     result = make_here("image", "VENDOR=cpu", "WHEELHOUSE=/nonexistent/wheelhouse")

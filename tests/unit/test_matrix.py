@@ -19,6 +19,7 @@ from accel_images.plan import yamlpos
 from accel_images.cli import main
 from accel_images.errors import InputError
 from accel_images.plan.matrix import Matrix, User, load_matrix, parse_matrix
+from frozen import MATRIX as FROZEN_MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"
@@ -37,7 +38,7 @@ def load_error(path: Path) -> InputError:
 # -- good files ----------------------------------------------------------------------------
 
 def test_published_matrix_loads() -> None:
-    matrix = load_matrix(REPO / "matrix.yaml")
+    matrix = load_matrix(FROZEN_MATRIX)
     assert matrix.image == "accel-images/pytorch"
     assert matrix.user == User("dev", 1000, 1000)
     assert {g.vendor for g in matrix.groups} == {"cpu", "cuda", "rocm", "xpu", "gaudi"}

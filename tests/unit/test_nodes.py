@@ -24,6 +24,7 @@ from accel_images.host.cluster import Cluster
 from accel_images.host.launch import Extras, Launch, launch
 from accel_images.host.runtimes import ENGINES, render
 from test_runtimes import compose_schema
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "ghcr.io/acme/accel-images/pytorch:T"
@@ -126,7 +127,7 @@ def recommend(tmp_path: Path, *args: str, host: dict[str, object] = H100X8) -> R
     from accel_images.cli import fanout
     path = tmp_path / "host.json"
     path.write_text(json.dumps(host))
-    return CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--host-json",
+    return CliRunner().invoke(fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--host-json",
                                                          str(path), "--registry", "ghcr.io/acme", "--from-matrix",
                                                          *args])
 

@@ -32,6 +32,7 @@ from accel_images.registry import (OCI_INDEX, OCI_MANIFEST, IndexEntry, RemoteIm
 from accel_images.render.contexts import RenderOptions
 from accel_images.state import StateDir
 from fakes import FakeEngine
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 AMD64, ARM64 = "sha256:" + "a" * 64, "sha256:" + "b" * 64
@@ -271,7 +272,7 @@ def test_the_default_platform_sorts_first_and_local_names_say_the_rest() -> None
     assert platforms.sort(["linux/arm64", "linux/amd64"]) == ("linux/amd64", "linux/arm64")
     assert (platforms.suffix("linux/amd64"), platforms.suffix("linux/arm64")) == ("", "-arm64")
     assert platform_name("linux", "arm64", "v8") == "linux/arm64"
-    variant = load_expansion(str(ROOT / "matrix.yaml")).variants[0]
+    variant = load_expansion(str(FROZEN_MATRIX)).variants[0]
     assert replace(variant, platform="linux/arm64").key == f"cpu/{variant.tag}@linux/arm64"
 
 

@@ -25,6 +25,7 @@ from accel_images.host.recommend import (Recommendation, default_vendor, describ
 from accel_images.model.reference import image_ref
 from accel_images.plan.variants import select
 from fakes import PullRecorder
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parents[1] / "data" / "host"
@@ -62,7 +63,7 @@ def host_from(tmp_path: Path, answers: dict[tuple[str, ...], str], files: dict[s
 
 @pytest.fixture(scope="module")
 def expansion():
-    return options.load_expansion(str(ROOT / "matrix.yaml"))
+    return options.load_expansion(str(FROZEN_MATRIX))
 
 
 @pytest.fixture(scope="module")
@@ -453,7 +454,7 @@ def host_file(tmp_path: Path, host: HostInfo) -> Path:
 
 
 def run(command, *args: str):
-    return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), *args])
+    return CliRunner().invoke(command, ["--matrix", str(FROZEN_MATRIX), *args])
 
 
 A100 = HostInfo(vendor="cuda", driver_version="580.126.09", stack_version="13.0",
@@ -502,7 +503,7 @@ def test_an_image_from_the_matrix_is_said_to_need_building_on_the_docker_run_lin
                             f" `registry: REG` in {config_path()}")
     build = comment.split("`")[1].split()
     filters = {build[i][2:]: build[i + 1] for i in range(2, len(build), 2) if build[i] != "--matrix"}
-    expansion = expand(load_matrix(ROOT / "matrix.yaml"), compat.load_kb())
+    expansion = expand(load_matrix(FROZEN_MATRIX), compat.load_kb())
     # one tag (its platforms' variants: a build without --platform builds the engine's own, this host's)
     assert {v.tag for v in select(expansion.variants, filters)} == {"2.15.0-cuda13.2-py3.12-ubuntu24.04"}
     record = json.loads(run(cli_fanout.recommend_command, "--host-json", str(host_file(tmp_path, A100)),

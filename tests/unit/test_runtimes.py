@@ -26,6 +26,7 @@ from accel_images.host.launch import Extras, Launch, Mount, Port, git_identity, 
 from accel_images.host.runtimes import ENGINES, render
 from accel_images.host.runtimes.enroot import enroot_uri
 from test_session import dev_root, fake_dev, gids  # noqa: F401  (the fixture and its helpers)
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "reg.example/ai/pytorch:T"
@@ -515,7 +516,7 @@ A100 = {"vendor": "cuda", "driver_version": "580.126.09", "stack_version": "13.0
 
 def test_recommend_prints_one_valid_pod_naming_the_hosts_resource(tmp_path: Path) -> None:
     from accel_images.cli import fanout
-    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine",
+    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--engine",
                                                            "kubernetes", "--host-json", host_json(tmp_path, **A100),
                                                            "--registry", "ghcr.io/acme", "--from-matrix"])
     assert result.exit_code == 0, result.output
@@ -534,7 +535,7 @@ B580 = {"vendor": "xpu", "gpu_names": ["Intel(R) Arc(TM) B580 Graphics"], "devic
 def intel_pod(tmp_path: Path, **fields: object) -> tuple[dict[str, object], str]:
     """`recommend --engine kubernetes --host-json` for an Intel host: the Pod's limits and the notes."""
     from accel_images.cli import fanout
-    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine",
+    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--engine",
                                                            "kubernetes", "--host-json", host_json(tmp_path, **fields)])
     assert result.exit_code == 0, result.output
     validate_pod(result.stdout)
@@ -559,7 +560,7 @@ def test_an_intel_host_of_unknown_kernel_driver_gets_i915_and_a_note_saying_so(t
 
 def test_recommend_json_carries_the_rendered_engine(tmp_path: Path) -> None:
     from accel_images.cli import fanout
-    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--engine", "podman",
+    result = CliRunner().invoke(fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--engine", "podman",
                                                            "--host-json", host_json(tmp_path, **A100), "--json",
                                                            "--registry", "ghcr.io/acme", "--from-matrix"])
     record = json.loads(result.stdout)
@@ -677,7 +678,7 @@ def test_slurm_and_kubernetes_ask_for_the_devices_the_host_description_counts(tm
     """Before: `--gres=gpu:1` and `nvidia.com/gpu: 1` whatever the node had."""
     from accel_images.cli import fanout
     node = host_json(tmp_path, **{**A100, "device_count": 4})
-    args = ["--matrix", str(ROOT / "matrix.yaml"), "--host-json", node, "--registry", "ghcr.io/acme", "--from-matrix"]
+    args = ["--matrix", str(FROZEN_MATRIX), "--host-json", node, "--registry", "ghcr.io/acme", "--from-matrix"]
     enroot = CliRunner().invoke(fanout.recommend_command, [*args, "--engine", "enroot"])
     assert enroot.exit_code == 0, enroot.output
     assert enroot.stdout.splitlines()[-1].startswith("srun --pty --gres=gpu:4 ")

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from accel_images.cli import session as cli_session
 from accel_images.host.session import IDENTITY_SCRIPT, Session, devcontainer, docker_run_argv
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 TAIL = ["--user", "1234:5678", "--group-add", "100", "--mount", "type=bind,source=/src,target=/workspace", "-w", "/workspace", "img:tag",
@@ -114,7 +115,7 @@ def host_json(tmp_path: Path, **fields: object) -> str:
 
 
 def invoke(command, *args: str):
-    return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), *args])
+    return CliRunner().invoke(command, ["--matrix", str(FROZEN_MATRIX), *args])
 
 
 REGISTRY = ("--registry", "ghcr.io/acme", "--from-matrix")

@@ -22,6 +22,7 @@ from accel_images.publish.catalogue import Catalogue, Entry, SmokeRecord
 from accel_images.smoke.records import built_images, remember_image
 from accel_images.state import StateDir
 from fakes import PullRecorder
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_TAG = "2.15.0-cpu-py3.12-ubuntu24.04"
@@ -39,7 +40,7 @@ def cli(command: Any, tmp_path: Path, *args: str) -> Any:
     host = tmp_path / "host.json"
     if not host.exists():
         host.write_text(json.dumps({"vendor": "cpu", "machine": "x86_64"}))
-    return CliRunner().invoke(command, ["--matrix", str(ROOT / "matrix.yaml"), "--host-json", str(host), *args])
+    return CliRunner().invoke(command, ["--matrix", str(FROZEN_MATRIX), "--host-json", str(host), *args])
 
 
 def built(tmp_path: Path, ref: str = LOCAL, state: Path | None = None) -> None:
@@ -255,10 +256,10 @@ def test_a_pod_written_on_any_machine_names_the_index(tmp_path: Path, monkeypatc
     monkeypatch.setattr("accel_images.host.detect.detect_host",
                         lambda: __import__("accel_images.model.hostinfo", fromlist=["HostInfo"]).HostInfo(
                             vendor="cpu", machine="x86_64"))
-    result = CliRunner().invoke(cli_fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--registry",
+    result = CliRunner().invoke(cli_fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--registry",
                                                                "ghcr.io/acme", "--engine", "kubernetes"])
     assert pod_image(result) == f"ghcr.io/acme/accel-images/pytorch@{INDEX}"
-    apptainer = CliRunner().invoke(cli_fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--registry",
+    apptainer = CliRunner().invoke(cli_fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--registry",
                                                                   "ghcr.io/acme", "--engine", "apptainer"])
     assert f"docker://ghcr.io/acme/accel-images/pytorch@{INDEX}" in apptainer.stdout
 
@@ -275,7 +276,7 @@ def test_naming_an_index_with_an_unoffered_platform_says_so(tmp_path: Path, monk
     monkeypatch.setattr("accel_images.host.detect.detect_host",
                         lambda: __import__("accel_images.model.hostinfo", fromlist=["HostInfo"]).HostInfo(
                             vendor="cpu", machine="x86_64"))
-    result = CliRunner().invoke(cli_fanout.recommend_command, ["--matrix", str(ROOT / "matrix.yaml"), "--registry",
+    result = CliRunner().invoke(cli_fanout.recommend_command, ["--matrix", str(FROZEN_MATRIX), "--registry",
                                                                "ghcr.io/acme", "--engine", "kubernetes"])
     assert pod_image(result) == f"ghcr.io/acme/accel-images/pytorch@{INDEX}"
     assert (f"warning: {CPU_TAG} is named by its index {INDEX[:19]}, whose linux/arm64 image is not offered"
@@ -287,11 +288,11 @@ def test_catalogue_lists_the_configured_registry(tmp_path: Path, monkeypatch: py
     published(monkeypatch)
     config_path().parent.mkdir(parents=True, exist_ok=True)
     config_path().write_text("registry: ghcr.io/acme\n")
-    result = CliRunner().invoke(cli_session.catalogue_command, ["--matrix", str(ROOT / "matrix.yaml"), "--json"])
+    result = CliRunner().invoke(cli_session.catalogue_command, ["--matrix", str(FROZEN_MATRIX), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["repository"] == "acme/accel-images/pytorch"
     config_path().unlink()
-    missing = CliRunner().invoke(cli_session.catalogue_command, ["--matrix", str(ROOT / "matrix.yaml")])
+    missing = CliRunner().invoke(cli_session.catalogue_command, ["--matrix", str(FROZEN_MATRIX)])
     assert missing.exit_code == 2
     assert missing.stderr.strip() == ("accel-images: error: --registry: no registry to list (pass --registry REG, set"
                                       f" ACCEL_IMAGES_REGISTRY=REG, or write `registry: REG` in {config_path()})")

@@ -13,6 +13,7 @@ from accel_images.kb.compat import KnowledgeBase, load_kb
 from accel_images.plan.matrix import load_matrix
 from accel_images.plan.variants import Expansion, expand, make_variant
 from accel_images.model.variant import Variant
+from frozen import MATRIX as FROZEN_MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"
@@ -26,7 +27,7 @@ def kb() -> KnowledgeBase:
 
 @pytest.fixture(scope="module")
 def published(kb: KnowledgeBase) -> Expansion:
-    return expand(load_matrix(REPO / "matrix.yaml"), kb)
+    return expand(load_matrix(FROZEN_MATRIX), kb)
 
 
 @pytest.fixture(scope="module")

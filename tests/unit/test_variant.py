@@ -13,6 +13,7 @@ from accel_images.plan.matrix import load_matrix, parse_matrix
 from accel_images.plan.variants import Expansion, expand, make_variant, select, select_or_explain
 from accel_images.model.variant import Variant
 from accel_images.smoke.judge import Expectation
+from frozen import MATRIX as FROZEN_MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
 MATRICES = Path(__file__).resolve().parents[1] / "matrices"
@@ -47,7 +48,7 @@ def small(kb: KnowledgeBase) -> Expansion:
 
 @pytest.fixture(scope="module")
 def published(kb: KnowledgeBase) -> Expansion:
-    return expand(load_matrix(REPO / "matrix.yaml"), kb)
+    return expand(load_matrix(FROZEN_MATRIX), kb)
 
 
 def one(variants: tuple[Variant, ...], tag: str, platform: str = "linux/amd64") -> Variant:

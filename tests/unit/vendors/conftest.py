@@ -13,6 +13,7 @@ from accel_images.plan.matrix import load_matrix
 from accel_images.render.contexts import Renderer, RenderOptions
 from accel_images.plan.variants import Expansion, expand, make_variant
 from accel_images.model.variant import Variant
+from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -24,7 +25,7 @@ def kb() -> KnowledgeBase:
 
 @pytest.fixture(scope="session")
 def expansion(kb: KnowledgeBase) -> Expansion:
-    return expand(load_matrix(ROOT / "matrix.yaml"), kb)
+    return expand(load_matrix(FROZEN_MATRIX), kb)
 
 
 @pytest.fixture(scope="session")
