@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from accel_images.cli import main
@@ -25,6 +26,7 @@ def readme_table() -> str:
     return match.group(1)
 
 
+@pytest.mark.live_data   # the docs page is generated from the live matrix
 def test_supported_images_table_matches_the_matrix(monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     result = CliRunner().invoke(main, ["list", "--markdown"])
@@ -45,6 +47,7 @@ def test_readme_names_the_test_command_ci_runs() -> None:
     assert ".venv/bin/python -m pytest -q" in ci
 
 
+@pytest.mark.live_data   # the docs page is generated from the live matrix
 def test_run_forms_are_what_the_renderers_print(monkeypatch) -> None:
     from accel_images.host.runtimes.examples import markdown, newest_tags
     monkeypatch.chdir(ROOT)
