@@ -394,7 +394,7 @@ def smoke_nodes(engine: Engine, image: str, variant: Variant, settings: BuildSet
     say(f"{plan.nodes}-node smoke test")
     try:
         result = run_nodes(engine, image, plan, python=variant.python, recorded=recorded,
-                           vendor_options=vendors.device_options(variant.vendor) if plan.collective.device != "cpu"
+                           vendor_options=vendors.device_options(variant.vendor) if plan.collective.accelerated
                            else None, status=lambda text: say(f"{plan.nodes}-node: {text}"))
     except EngineError as error:
         return NodesRecord(ok=False, nodes=plan.nodes, backend=plan.collective.backend, device=plan.collective.device,

@@ -33,6 +33,7 @@ from accel_images.smoke import allreduce
 from accel_images.smoke.integrity import FileReader, Recorded, differences
 from accel_images.smoke.judge import NodesRecord, last_json_object, output_tail
 from accel_images.smoke import launcher
+from accel_images.vendors import collectives
 from accel_images.smoke.launcher import (NO_RECORD, SMOKE_LABEL, Launch, NotMounted, RunOutcome, check_mounted,
                                          container_options, inventory_of, launch_options)
 
@@ -44,16 +45,6 @@ MASTER_PORT = 29500
 DEFAULT_NODES = 2
 MAX_NODES = 8
 """More containers of one image on one machine prove no more than two and cost memory."""
-COLLECTIVES: Mapping[str, tuple[str, str]] = {
-    "cpu": ("gloo", "cpu"),
-    "cuda": ("nccl", "cuda"),
-    "rocm": ("nccl", "cuda"),   # RCCL is `nccl` in a HIP build of torch, its GPUs `cuda` devices
-    "xpu": ("xccl", "xpu"),     # torch >= 2.8; oneCCL underneath
-    "hpu": ("hccl", "hpu"),     # registered by habana_frameworks.torch.distributed.hccl (allreduce.PLUGIN_MODULES)
-}
-"""A vendor's smoke backend (Vendor.smoke_backend: the device its single-node workload reports) -> the
-torch.distributed backend and torch device type of its collective.
-https://docs.pytorch.org/docs/stable/distributed.html#backends"""
 
 
 class Runner(launcher.Runner, Protocol):
@@ -74,19 +65,23 @@ class Collective:
     backend: str
     device: str
     why: str
+    accelerated: bool = False
+    """On the vendor's accelerator (its device options passed to the containers), not gloo on the CPU."""
 
 
 def collective_for(smoke_backend: str, accelerator_present: bool) -> Collective:
     """The vendor's backend where its accelerator is on this host; gloo on the CPU otherwise (and saying so),
-    as the single-node smoke test falls back to the CPU."""
-    if smoke_backend == "cpu":
-        return Collective("gloo", "cpu", "a CPU image")
-    if smoke_backend not in COLLECTIVES:
-        return Collective("gloo", "cpu", f"no collective backend known for {smoke_backend}: gloo on the CPU")
+    as the single-node smoke test falls back to the CPU (accel_images.vendors.collectives names each vendor's)."""
+    known = collectives.collective(smoke_backend)
+    gloo, cpu = collectives.CPU
+    if known is None:
+        return Collective(gloo, cpu, f"no collective backend known for {smoke_backend}: gloo on the CPU")
+    if not collectives.accelerated(smoke_backend):
+        return Collective(gloo, cpu, "a CPU image")
     if not accelerator_present:
-        return Collective("gloo", "cpu", "no accelerator on this host: gloo on the CPU")
-    backend, device = COLLECTIVES[smoke_backend]
-    return Collective(backend, device, f"the image's {smoke_backend} accelerator")
+        return Collective(gloo, cpu, "no accelerator on this host: gloo on the CPU")
+    backend, device = known
+    return Collective(backend, device, f"the image's {smoke_backend} accelerator", accelerated=True)
 
 
 @dataclass(frozen=True)

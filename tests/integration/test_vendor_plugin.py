@@ -102,7 +102,7 @@ def test_the_package_names_only_its_builtin_vendors_by_default() -> None:
 # ---- nothing outside vendors/ branches on a vendor's name --------------------------------------
 
 PACKAGE = ROOT / "accel_images"
-IN_IMAGE = {PACKAGE / "smoke" / "workload.py", PACKAGE / "smoke" / "facts.py"}
+IN_IMAGE = {PACKAGE / "smoke" / "workload.py", PACKAGE / "smoke" / "facts.py", PACKAGE / "smoke" / "allreduce.py"}
 """Run inside images with only torch: they cannot ask a module."""
 
 
