@@ -143,3 +143,14 @@ def test_a_start_on_the_cpu_says_nothing_of_the_fabric_unless_a_job_requires_it(
     refused = start(fabric_host, ACCEL_IMAGES_REQUIRE_RDMA="1")
     assert refused.returncode == GUARD_EXIT and refused.stdout == ""
     assert refused.stderr.splitlines()[-1].startswith("accel-images: error: ACCEL_IMAGES_REQUIRE_RDMA=1: no RDMA device")
+
+
+@pytest.mark.parametrize("memlock", ["8.5", "1e9", "-1", "unknown"])
+def test_a_limit_that_is_not_a_byte_count_is_not_divided(fabric_host: Host, memlock: str) -> None:
+    """/proc/self/limits says a number of bytes or `unlimited`; anything else is not arithmetic for the shell."""
+    hcas(fabric_host, "mlx5_0")
+    fabric_host.device("infiniband/uverbs0")
+    limits(fabric_host, memlock)
+    result = start(fabric_host)
+    assert_ran(result)
+    assert "usable" in network_line(result.stderr) and "arithmetic" not in result.stderr.lower()

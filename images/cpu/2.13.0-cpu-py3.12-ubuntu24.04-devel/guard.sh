@@ -277,6 +277,14 @@ fabric_problem() {
     fi
     say "note: network: $1; ${facts_collective:-the collective library} between nodes uses TCP sockets"
 }
+# is_count TEXT: digits only (a byte count the shell can divide; "unlimited" and "unknown" are not).
+is_count() {
+    case "$1" in
+        ''|*[!0-9]*) return 1 ;;
+    esac
+    return 0
+}
+
 # locked_memory: this process's soft limit of locked memory in bytes, "unlimited", or "unknown" (proc(5),
 # /proc/self/limits: "Max locked memory  8388608  8388608  bytes"; under ACCEL_IMAGES_DEV_ROOT like /dev and /sys).
 locked_memory() {
@@ -309,7 +317,7 @@ check_fabric() {
         fabric_problem "RDMA devices $hcas on the host, but no /dev/infiniband/uverbs* here: run with --device /dev/infiniband"
     elif ! (exec 3<>"$1") 2> /dev/null; then
         fabric_problem "user $(id -u) cannot open ${1#"${ACCEL_IMAGES_DEV_ROOT:-}"}"
-    elif [ "$memlock" != unlimited ] && is_version "$memlock"; then
+    elif is_count "$memlock"; then
         fabric_problem "RDMA devices $hcas, but locked memory is limited to $((memlock / 1024)) KB: run with --ulimit memlock=-1"
     else
         say "network: RDMA devices $hcas usable ($# verbs nodes, locked memory unlimited)"
