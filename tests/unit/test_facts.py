@@ -272,3 +272,10 @@ def test_the_network_travels_with_the_image_and_its_summary_names_it() -> None:
     assert old.network is None and "network" not in old.compact() and "RDMA" not in old.summary()
     with pytest.raises(FactsError, match="network"):
         ImageFacts.from_document({**document, "network": {**network, "ucx": "1.13; id"}})
+
+
+def test_the_facts_know_a_collective_for_every_vendor_backend_the_smoke_stage_knows() -> None:
+    """facts.py runs in the image with the standard library alone, so it keeps its own table of library names
+    (rccl, not torch's backend name nccl); both tables cover the same smoke backends."""
+    from accel_images.vendors import collectives
+    assert set(script.COLLECTIVES) == set(collectives.COLLECTIVES)
