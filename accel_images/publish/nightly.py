@@ -558,6 +558,7 @@ class _Night:
             self._warn_if_future(variant, f"the {variant.platform} image of {target.ref(variant.tag)}"
                                           f" ({served.digest})", build_date(remote, verified))
         same_inputs = remote is not None and aged_only(remote, prepared)
+        fresh = reason is not None and same_inputs   # its age alone calls for the rebuild, not distrust (_decide)
         keepable = remote if same_inputs else None
         if keepable is not None:
             distrust, verdict = self._distrust(variant, listing, variant.platform)
@@ -566,8 +567,8 @@ class _Night:
                                registry_digest=night.registry_digest)
             if distrust is not None:
                 keepable, reason = None, reason or distrust.reason(variant.platform)
-        return self._rebuilt(prepared, replace(night, reason=reason or ""), fresh=reason is not None and same_inputs,
-                             keepable=keepable, platform_only=True)
+        return self._rebuilt(prepared, replace(night, reason=reason or ""), fresh=fresh, keepable=keepable,
+                             platform_only=True)
 
     def _platform_skipped(self, prepared: Prepared, remote: RemoteImage, listing: _Listing) -> NightlyOutcome:
         """The night of a platform whose image the tag's index holds unchanged and trusted."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,8 @@ class Site:
     tmp_path: Path
     registry: InMemoryRegistry
     key: Path
+    engines: list[PushingEngine] = field(default_factory=list)
+    """The engine of each night, in order: what it built, and how."""
 
     @property
     def target(self) -> Target:
@@ -73,6 +75,7 @@ class Site:
         expansion = load_expansion(str(matrix))
         variants = [variant for variant in expansion.variants if variant.platform in platforms]
         engine = PushingEngine(self.registry, probe_output(), salt=salt, failing_builds=set(failing))
+        self.engines.append(engine)
         now = NOW + timedelta(days=days)
         options = NightlyOptions(self.target, now=now, run_id=f"{now:%Y%m%dT%H%M%S}-{salt or 'a'}0", retry=NO_WAIT,
                                  signer=load_signer(self.key) if signed else None)
@@ -173,6 +176,26 @@ def test_an_index_whose_entries_this_tool_did_not_test_is_never_kept_or_skipped(
     put_index(site.registry, list(pushed.items()), TAG)
     forge_record(site.registry, index)
     assert [night.status for night in site.night(salt="3")] == ["skipped", "skipped"]
+
+
+@pytest.mark.parametrize("days", [0, 40])
+def test_a_distrusted_index_is_rebuilt_without_the_layer_cache_only_when_its_age_calls_for_it(site: Site,
+                                                                                            days: int) -> None:
+    """Distrust is no reason to refuse the layer cache (it holds this machine's own builds, never the registry's
+    image), as for a single image; age is (today's packages): both platforms decide as one image does."""
+    first = site.night()
+    created = (NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pushed = [(night.outcome.variant.platform, hand_pushed(site.registry, night.outcome.variant.platform, {
+        FINGERPRINT_LABEL: night.outcome.fingerprint or "", CREATED_LABEL: created})) for night in first]
+    put_index(site.registry, pushed, TAG)
+
+    nights = site.night(salt="2", days=days)
+    assert [night.status for night in nights] == ["built", "built"]
+    why = "older than 7 days" if days else "which this tool never smoke-tested"
+    assert all(why in night.reason for night in nights), [night.reason for night in nights]
+    engine = site.engines[-1]
+    built = [tag for call, tag in engine.calls if call == "build"]
+    assert len(built) == 2 and engine.uncached == (built if days else []), engine.uncached
 
 
 # ---- a promotion that fails part-way ------------------------------------------------------------------
