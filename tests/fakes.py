@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +36,7 @@ from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
 from accel_images.registry import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, Artifact, RegistryClient,
-                                   RemoteImage)
+                                   RemoteImage, unreachable)
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 from accel_images.supply.attach import ArtifactStore
@@ -282,6 +282,29 @@ class FakeTagRegistry:
                                 hint="the registry does not allow deletes: its setting storage.delete.enabled is off")
 
 
+@dataclass
+class Fault:
+    """A failure InMemoryRegistry answers instead of the request's own answer (`InMemoryRegistry.faults`), for
+    the requests whose path `path` (a regular expression) is found in and, when given, of `method`: `status`
+    with the distribution-spec error body a registry sends with it (401 with a Basic challenge, as registry:2
+    behind htpasswd; 403 DENIED; 503 UNAVAILABLE...), or, when `status` is None, no answer at all (the
+    connection refused, as the real client meets a registry that is down). `times`: for that many matching
+    requests, then the registry answers as usual again (None: for every one)."""
+
+    path: str
+    status: int | None
+    method: str = ""
+    times: int | None = None
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.times != 0 and (not self.method or self.method == method) and re.search(self.path, path) is not None
+
+
+ERROR_CODES = {401: "UNAUTHORIZED", 403: "DENIED", 404: "NOT_FOUND", 405: "UNSUPPORTED", 429: "TOOMANYREQUESTS",
+               503: "UNAVAILABLE"}
+"""The distribution-spec error code a fault's status is sent with (any other status: UNKNOWN)."""
+
+
 PutHook = Callable[[str, str], int | None]
 """Called with a manifest PUT's reference and media type before the PUT lands; a status it returns is the
 answer instead."""
@@ -316,7 +339,8 @@ class InMemoryRegistry(RegistryClient):
     puts an image (a config with labels and a platform), `put_hooks[tag]` runs before each manifest PUT of
     `tag` (`"*"`: of any reference), to answer a 500 or to play another job writing the tag meanwhile (a
     gated push); `blob_error`, when set, is the status every blob read answers (a registry under load:
-    503 UNAVAILABLE); `requests` lists every call made, (method, path). A registry that forgets what it
+    503 UNAVAILABLE); `faults` are answered before anything else (a registry that is down, refuses a login
+    or a tag, or blips: Fault); `requests` lists every call made, (method, path). A registry that forgets what it
     was given is ForgetfulRegistry below. Deliberately odd registries that script raw answers to test the
     client's defences are not this one (tests/unit/test_registry_hostile_unit.py ScriptedRegistry).
     """
@@ -332,18 +356,24 @@ class InMemoryRegistry(RegistryClient):
         self.blobs: dict[str, bytes] = {}
         self.put_hooks: dict[str, list[PutHook]] = {}
         self.requests: list[tuple[str, str]] = []
+        self.faults: list[Fault] = []
 
     def push_image(self, labels: Mapping[str, str], platform: str = "linux/amd64", tag: str | None = None,
-                   salt: str = "") -> str:
-        """Store an image (a config with `labels`, of `platform`, no layers) under `tag` or its digest alone;
-        `salt` sets apart the digests of images otherwise the same."""
+                   salt: str = "", layers: Sequence[tuple[str, int]] = ()) -> str:
+        """Store an image (a config with `labels`, of `platform`) under `tag` or its digest alone; `salt` sets
+        apart the digests of images otherwise the same. `layers` are (diff ID, compressed size) pairs: the
+        config lists the diff IDs and the manifest a layer blob of that size each (what a reader compares a
+        local build's layers with, and counts an upload's bytes by); none by default."""
         os, arch = platform.split("/")[:2]
         config = json.dumps({"os": os, "architecture": arch, "config": {"Labels": dict(labels)},
-                             "rootfs": {"type": "layers", "diff_ids": []}, "salt": salt}, sort_keys=True).encode()
+                             "rootfs": {"type": "layers", "diff_ids": [diff_id for diff_id, _ in layers]},
+                             "salt": salt}, sort_keys=True).encode()
         config_digest = self._store_blob(config)
+        blobs = [self._store_blob((diff_id.encode() * (size // len(diff_id) + 1))[:size]) for diff_id, size in layers]
         manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {
             "mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": len(config)},
-            "layers": []}, sort_keys=True).encode()
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": blob, "size": size}
+                       for blob, (_, size) in zip(blobs, layers, strict=True)]}, sort_keys=True).encode()
         digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         self.manifests[digest] = (OCI_MANIFEST, manifest)
         if tag is not None:
@@ -368,6 +398,9 @@ class InMemoryRegistry(RegistryClient):
               authorization: str | None, what: str) -> requests.Response:
         parts = urlsplit(url)
         self.requests.append((method, parts.path))
+        fault = next((fault for fault in self.faults if fault.matches(method, parts.path)), None)
+        if fault is not None:
+            return self._fault(fault, method, url, what)
         if parts.path == "/v2/":
             return http_answer(method, url, 200, b"{}")
         found = re.match(r"^/v2/(?P<repository>.+?)/(?P<kind>manifests|blobs|tags|referrers)/(?P<rest>.*)$",
@@ -384,6 +417,15 @@ class InMemoryRegistry(RegistryClient):
         if kind == "referrers" and self.referrers_api:
             return self._referrers(method, url, rest)
         return http_answer(method, url, 404, _error("NOT_FOUND"))  # no referrers API
+
+    def _fault(self, fault: Fault, method: str, url: str, what: str) -> requests.Response:
+        """The fault's answer, counted; no answer at all raises as the real client's _send does."""
+        if fault.times is not None:
+            fault.times -= 1
+        if fault.status is None:
+            raise unreachable(self.host, what, requests.ConnectionError("[Errno 111] Connection refused"))
+        headers = {"WWW-Authenticate": 'Basic realm="Registry Realm"'} if fault.status == 401 else {}
+        return http_answer(method, url, fault.status, _error(ERROR_CODES.get(fault.status, "UNKNOWN")), headers)
 
     def _tag_list(self, method: str, url: str, repository: str, query: dict[str, list[str]]) -> requests.Response:
         """distribution-spec "Listing Tags": sorted, after `last`, `n` at most, a Link to the rest."""
@@ -555,6 +597,10 @@ class PushingEngine(FakeEngine):
         digest = self.registry.push_image({"io.accel-images.built": image}, self.built_platforms.get(image)
                                           or "linux/amd64", tag=ref.rsplit(":", 1)[-1], salt=image + self.salt)
         return Pushed(digest)
+
+    def push(self, ref: str) -> str:
+        """A push of a real tag by promotion (accel_images.publish.promote) lands in the registry too."""
+        return self.push_image(ref).digest
 
     def run(self, image: str, command: list[str], **kwargs: object) -> RunResult:
         return RunResult(exit_code=0, stdout=self.probe, stderr="", timed_out=False)
