@@ -11,8 +11,9 @@ a push that fails, a registry that refuses a delete).
 The registry itself is InMemoryRegistry: the real client with only its HTTP exchange answered from memory,
 as the distribution registry answers it (tests/unit/test_fakes.py holds it to that), with its variants as
 options and subclasses (deletes disabled, a referrers API, failing blobs, put hooks, ForgetfulRegistry).
-FakeRegistry, FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
-value, for tests whose engine uploads nothing.
+FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
+value, for tests whose engine uploads nothing; the nightly's tests run against InMemoryRegistry, with
+PushingEngine's pushes landing in it.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ import fakeimage
 from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
-from accel_images.registry import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, Artifact, RegistryClient,
-                                   RemoteImage, unreachable)
+from accel_images.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, RemoteImage, unreachable
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 from accel_images.supply.attach import ArtifactStore
@@ -139,75 +139,6 @@ class PullRecorder:
 
     def close(self) -> None:
         pass
-
-
-@dataclass
-class FakeRegistry:
-    """A registry holding images under tags, for the nightly: reads, copies, deletes, artifacts.
-
-    `ping_error` makes the first contact fail; `read_failures` are raised by successive reads of
-    an image by tag; a tag nobody set serves PUSHED.
-
-    Not a registry but the nightly's TagStore answered by value, above the client: FakeEngine's pushes upload
-    nothing, so every tag serves PUSHED and images are RemoteImages with made-up digests. Tests that want the
-    registry's own answers use InMemoryRegistry (with PushingEngine, tests/unit/test_index_nightly.py).
-    """
-
-    host: str = "reg.example:5000"
-    images: dict[str, RemoteImage] = field(default_factory=dict)
-    ping_error: RegistryError | None = None
-    read_failures: list[RegistryError] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    serving: dict[str, str] = field(default_factory=dict)
-    copied: list[tuple[str, str]] = field(default_factory=list)
-    records: dict[str, Artifact] = field(default_factory=dict)
-
-    def ping(self) -> None:
-        if self.ping_error is not None:
-            raise self.ping_error
-
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
-        if tag.startswith("sha256:"):  # by digest: the smoke record reads the pushed candidate's labels
-            return RemoteImage(repository, tag, tag, {"io.accel-images.tag": "pushed"})
-        if self.read_failures:
-            raise self.read_failures.pop(0)
-        return self.images.get(tag)
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.serving.get(tag, PUSHED)
-
-    def copy_tag(self, repository: str, source: str, tag: str) -> str:
-        self.copied.append((source, tag))
-        digest = source if source.startswith("sha256:") else self.images[source].digest
-        self.serving[tag] = digest
-        return digest
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        self.deleted.append(tag)
-        return True
-
-    def check_deletes(self, repository: str) -> None:
-        pass
-
-    def descriptor(self, repository: str, reference: str) -> dict | None:
-        return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
-
-    def referrers(self, repository: str, digest: str) -> dict | None:
-        return None  # no referrers API, and (manifest_bytes) no fallback tag either: nothing attests anything
-
-    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> None:
-        return None
-
-    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
-        self.records[tag] = artifact
-        return "sha256:" + "e" * 64
-
-    def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
-        self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
-        return self.images[tag].digest
-
-    def tags(self, repository: str) -> list[str]:
-        return sorted({*self.images, *self.serving} - set(self.deleted))
 
 
 @dataclass
@@ -524,38 +455,6 @@ class ForgetfulRegistry(InMemoryRegistry):
             super()._put(reference, data, media_type)
 
 
-@dataclass
-class GatedRegistry:
-    """The nightly's stand-in (FakeRegistry: tags and images by value) with its artifacts in the shared
-    InMemoryRegistry behind it, for the nightly's gate (accel_images.supply.verify): the provenance and SBOM
-    the nightly attaches, and that the gate reads back, go through the real client to `artifacts`; a digest
-    of an image only FakeRegistry knows reads as a bare image manifest."""
-
-    tags: FakeRegistry
-    artifacts: InMemoryRegistry = field(default_factory=InMemoryRegistry)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.tags, name)
-
-    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> tuple[str, str, bytes] | None:
-        found = self.artifacts.manifest_bytes(repository, reference, accept or MANIFEST_TYPES)
-        if found is None and reference.startswith("sha256:"):
-            return reference, DOCKER_MANIFEST, b"{}"  # an image manifest
-        return found
-
-    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
-        return self.artifacts.put_manifest(repository, reference, data, media_type)
-
-    def push_blob(self, repository: str, data: bytes) -> str:
-        return self.artifacts.push_blob(repository, data)
-
-    def blob(self, repository: str, digest: str) -> bytes:
-        return self.artifacts.blob(repository, digest)
-
-    def referrers(self, repository: str, digest: str) -> dict | None:
-        return self.artifacts.referrers(repository, digest)
-
-
 def http_answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
     """A requests.Response as the registry would send it."""
     response = requests.Response()
@@ -609,8 +508,7 @@ class PushingEngine(FakeEngine):
 # What mypy checks: each fake is the protocol production code takes it as.
 _pusher: Pusher = FakeEngine()
 _runner: Runner = fakeimage.FakeEngine(RunResult(exit_code=0, stdout="", stderr="", timed_out=False))
-_nightly_tags: TagStore = FakeRegistry()
+_nightly_tags: TagStore = InMemoryRegistry()
 _tag_store: TagStore = FakeTagStore()
 _tag_registry: TagRegistry = FakeTagRegistry({})
 _artifact_store: ArtifactStore = InMemoryRegistry()
-_gated_store: ArtifactStore = GatedRegistry(FakeRegistry())
