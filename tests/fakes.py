@@ -213,29 +213,6 @@ class FakeTagRegistry:
                                 hint="the registry does not allow deletes: its setting storage.delete.enabled is off")
 
 
-@dataclass
-class Fault:
-    """A failure InMemoryRegistry answers instead of the request's own answer (`InMemoryRegistry.faults`), for
-    the requests whose path `path` (a regular expression) is found in and, when given, of `method`: `status`
-    with the distribution-spec error body a registry sends with it (401 with a Basic challenge, as registry:2
-    behind htpasswd; 403 DENIED; 503 UNAVAILABLE...), or, when `status` is None, no answer at all (the
-    connection refused, as the real client meets a registry that is down). `times`: for that many matching
-    requests, then the registry answers as usual again (None: for every one)."""
-
-    path: str
-    status: int | None
-    method: str = ""
-    times: int | None = None
-
-    def matches(self, method: str, path: str) -> bool:
-        return self.times != 0 and (not self.method or self.method == method) and re.search(self.path, path) is not None
-
-
-ERROR_CODES = {401: "UNAUTHORIZED", 403: "DENIED", 404: "NOT_FOUND", 405: "UNSUPPORTED", 429: "TOOMANYREQUESTS",
-               503: "UNAVAILABLE"}
-"""The distribution-spec error code a fault's status is sent with (any other status: UNKNOWN)."""
-
-
 PutHook = Callable[[str, str], int | None]
 """Called with a manifest PUT's reference and media type before the PUT lands; a status it returns is the
 answer instead."""
@@ -469,6 +446,29 @@ def http_answer(method: str, url: str, status: int, body: bytes, headers: Mappin
 def _error(code: str) -> bytes:
     """The distribution-spec error body: {"errors": [{"code", "message"}]}."""
     return json.dumps({"errors": [{"code": code, "message": code.lower().replace("_", " ")}]}).encode()
+
+
+@dataclass
+class Fault:
+    """A failure InMemoryRegistry answers instead of the request's own answer (`InMemoryRegistry.faults`), for
+    the requests whose path `path` (a regular expression) is found in and, when given, of `method`: `status`
+    with the distribution-spec error body a registry sends with it (401 with a Basic challenge, as registry:2
+    behind htpasswd; 403 DENIED; 503 UNAVAILABLE...), or, when `status` is None, no answer at all (the
+    connection refused, as the real client meets a registry that is down). `times`: for that many matching
+    requests, then the registry answers as usual again (None: for every one)."""
+
+    path: str
+    status: int | None
+    method: str = ""
+    times: int | None = None
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.times != 0 and (not self.method or self.method == method) and re.search(self.path, path) is not None
+
+
+ERROR_CODES = {401: "UNAUTHORIZED", 403: "DENIED", 404: "NOT_FOUND", 405: "UNSUPPORTED", 429: "TOOMANYREQUESTS",
+               503: "UNAVAILABLE"}
+"""The distribution-spec error code a fault's status is sent with (any other status: UNKNOWN)."""
 
 
 class PushingEngine(FakeEngine):
