@@ -11,8 +11,9 @@ a push that fails, a registry that refuses a delete).
 The registry itself is InMemoryRegistry: the real client with only its HTTP exchange answered from memory,
 as the distribution registry answers it (tests/unit/test_fakes.py holds it to that), with its variants as
 options and subclasses (deletes disabled, a referrers API, failing blobs, put hooks, ForgetfulRegistry).
-FakeRegistry, FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
-value, for tests whose engine uploads nothing.
+FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
+value, for tests whose engine uploads nothing; the nightly's tests run against InMemoryRegistry, with
+PushingEngine's pushes landing in it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +36,7 @@ import fakeimage
 from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
 from accel_images.errors import BuildFailed, RegistryError
 from accel_images.publish.promote import Pusher, TagStore
-from accel_images.registry import (DOCKER_MANIFEST, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, Artifact, RegistryClient,
-                                   RemoteImage)
+from accel_images.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, RemoteImage, unreachable
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 from accel_images.supply.attach import ArtifactStore
@@ -139,75 +139,6 @@ class PullRecorder:
 
     def close(self) -> None:
         pass
-
-
-@dataclass
-class FakeRegistry:
-    """A registry holding images under tags, for the nightly: reads, copies, deletes, artifacts.
-
-    `ping_error` makes the first contact fail; `read_failures` are raised by successive reads of
-    an image by tag; a tag nobody set serves PUSHED.
-
-    Not a registry but the nightly's TagStore answered by value, above the client: FakeEngine's pushes upload
-    nothing, so every tag serves PUSHED and images are RemoteImages with made-up digests. Tests that want the
-    registry's own answers use InMemoryRegistry (with PushingEngine, tests/unit/test_index_nightly.py).
-    """
-
-    host: str = "reg.example:5000"
-    images: dict[str, RemoteImage] = field(default_factory=dict)
-    ping_error: RegistryError | None = None
-    read_failures: list[RegistryError] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    serving: dict[str, str] = field(default_factory=dict)
-    copied: list[tuple[str, str]] = field(default_factory=list)
-    records: dict[str, Artifact] = field(default_factory=dict)
-
-    def ping(self) -> None:
-        if self.ping_error is not None:
-            raise self.ping_error
-
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
-        if tag.startswith("sha256:"):  # by digest: the smoke record reads the pushed candidate's labels
-            return RemoteImage(repository, tag, tag, {"io.accel-images.tag": "pushed"})
-        if self.read_failures:
-            raise self.read_failures.pop(0)
-        return self.images.get(tag)
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.serving.get(tag, PUSHED)
-
-    def copy_tag(self, repository: str, source: str, tag: str) -> str:
-        self.copied.append((source, tag))
-        digest = source if source.startswith("sha256:") else self.images[source].digest
-        self.serving[tag] = digest
-        return digest
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        self.deleted.append(tag)
-        return True
-
-    def check_deletes(self, repository: str) -> None:
-        pass
-
-    def descriptor(self, repository: str, reference: str) -> dict | None:
-        return {"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "digest": reference, "size": 1}
-
-    def referrers(self, repository: str, digest: str) -> dict | None:
-        return None  # no referrers API, and (manifest_bytes) no fallback tag either: nothing attests anything
-
-    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> None:
-        return None
-
-    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
-        self.records[tag] = artifact
-        return "sha256:" + "e" * 64
-
-    def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
-        self.images[tag] = RemoteImage(repository, tag, "sha256:" + "e" * 64, dict(labels))
-        return self.images[tag].digest
-
-    def tags(self, repository: str) -> list[str]:
-        return sorted({*self.images, *self.serving} - set(self.deleted))
 
 
 @dataclass
@@ -316,7 +247,8 @@ class InMemoryRegistry(RegistryClient):
     puts an image (a config with labels and a platform), `put_hooks[tag]` runs before each manifest PUT of
     `tag` (`"*"`: of any reference), to answer a 500 or to play another job writing the tag meanwhile (a
     gated push); `blob_error`, when set, is the status every blob read answers (a registry under load:
-    503 UNAVAILABLE); `requests` lists every call made, (method, path). A registry that forgets what it
+    503 UNAVAILABLE); `faults` are answered before anything else (a registry that is down, refuses a login
+    or a tag, or blips: Fault); `requests` lists every call made, (method, path). A registry that forgets what it
     was given is ForgetfulRegistry below. Deliberately odd registries that script raw answers to test the
     client's defences are not this one (tests/unit/test_registry_hostile_unit.py ScriptedRegistry).
     """
@@ -332,18 +264,24 @@ class InMemoryRegistry(RegistryClient):
         self.blobs: dict[str, bytes] = {}
         self.put_hooks: dict[str, list[PutHook]] = {}
         self.requests: list[tuple[str, str]] = []
+        self.faults: list[Fault] = []
 
     def push_image(self, labels: Mapping[str, str], platform: str = "linux/amd64", tag: str | None = None,
-                   salt: str = "") -> str:
-        """Store an image (a config with `labels`, of `platform`, no layers) under `tag` or its digest alone;
-        `salt` sets apart the digests of images otherwise the same."""
+                   salt: str = "", layers: Sequence[tuple[str, int]] = ()) -> str:
+        """Store an image (a config with `labels`, of `platform`) under `tag` or its digest alone; `salt` sets
+        apart the digests of images otherwise the same. `layers` are (diff ID, compressed size) pairs: the
+        config lists the diff IDs and the manifest a layer blob of that size each (what a reader compares a
+        local build's layers with, and counts an upload's bytes by); none by default."""
         os, arch = platform.split("/")[:2]
         config = json.dumps({"os": os, "architecture": arch, "config": {"Labels": dict(labels)},
-                             "rootfs": {"type": "layers", "diff_ids": []}, "salt": salt}, sort_keys=True).encode()
+                             "rootfs": {"type": "layers", "diff_ids": [diff_id for diff_id, _ in layers]},
+                             "salt": salt}, sort_keys=True).encode()
         config_digest = self._store_blob(config)
+        blobs = [self._store_blob((diff_id.encode() * (size // len(diff_id) + 1))[:size]) for diff_id, size in layers]
         manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {
             "mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": len(config)},
-            "layers": []}, sort_keys=True).encode()
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": blob, "size": size}
+                       for blob, (_, size) in zip(blobs, layers, strict=True)]}, sort_keys=True).encode()
         digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         self.manifests[digest] = (OCI_MANIFEST, manifest)
         if tag is not None:
@@ -368,6 +306,9 @@ class InMemoryRegistry(RegistryClient):
               authorization: str | None, what: str) -> requests.Response:
         parts = urlsplit(url)
         self.requests.append((method, parts.path))
+        fault = next((fault for fault in self.faults if fault.matches(method, parts.path)), None)
+        if fault is not None:
+            return self._fault(fault, method, url, what)
         if parts.path == "/v2/":
             return http_answer(method, url, 200, b"{}")
         found = re.match(r"^/v2/(?P<repository>.+?)/(?P<kind>manifests|blobs|tags|referrers)/(?P<rest>.*)$",
@@ -384,6 +325,15 @@ class InMemoryRegistry(RegistryClient):
         if kind == "referrers" and self.referrers_api:
             return self._referrers(method, url, rest)
         return http_answer(method, url, 404, _error("NOT_FOUND"))  # no referrers API
+
+    def _fault(self, fault: Fault, method: str, url: str, what: str) -> requests.Response:
+        """The fault's answer, counted; no answer at all raises as the real client's _send does."""
+        if fault.times is not None:
+            fault.times -= 1
+        if fault.status is None:
+            raise unreachable(self.host, what, requests.ConnectionError("[Errno 111] Connection refused"))
+        headers = {"WWW-Authenticate": 'Basic realm="Registry Realm"'} if fault.status == 401 else {}
+        return http_answer(method, url, fault.status, _error(ERROR_CODES.get(fault.status, "UNKNOWN")), headers)
 
     def _tag_list(self, method: str, url: str, repository: str, query: dict[str, list[str]]) -> requests.Response:
         """distribution-spec "Listing Tags": sorted, after `last`, `n` at most, a Link to the rest."""
@@ -482,38 +432,6 @@ class ForgetfulRegistry(InMemoryRegistry):
             super()._put(reference, data, media_type)
 
 
-@dataclass
-class GatedRegistry:
-    """The nightly's stand-in (FakeRegistry: tags and images by value) with its artifacts in the shared
-    InMemoryRegistry behind it, for the nightly's gate (accel_images.supply.verify): the provenance and SBOM
-    the nightly attaches, and that the gate reads back, go through the real client to `artifacts`; a digest
-    of an image only FakeRegistry knows reads as a bare image manifest."""
-
-    tags: FakeRegistry
-    artifacts: InMemoryRegistry = field(default_factory=InMemoryRegistry)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.tags, name)
-
-    def manifest_bytes(self, repository: str, reference: str, accept: tuple[str, ...] = ()) -> tuple[str, str, bytes] | None:
-        found = self.artifacts.manifest_bytes(repository, reference, accept or MANIFEST_TYPES)
-        if found is None and reference.startswith("sha256:"):
-            return reference, DOCKER_MANIFEST, b"{}"  # an image manifest
-        return found
-
-    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
-        return self.artifacts.put_manifest(repository, reference, data, media_type)
-
-    def push_blob(self, repository: str, data: bytes) -> str:
-        return self.artifacts.push_blob(repository, data)
-
-    def blob(self, repository: str, digest: str) -> bytes:
-        return self.artifacts.blob(repository, digest)
-
-    def referrers(self, repository: str, digest: str) -> dict | None:
-        return self.artifacts.referrers(repository, digest)
-
-
 def http_answer(method: str, url: str, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> requests.Response:
     """A requests.Response as the registry would send it."""
     response = requests.Response()
@@ -528,6 +446,29 @@ def http_answer(method: str, url: str, status: int, body: bytes, headers: Mappin
 def _error(code: str) -> bytes:
     """The distribution-spec error body: {"errors": [{"code", "message"}]}."""
     return json.dumps({"errors": [{"code": code, "message": code.lower().replace("_", " ")}]}).encode()
+
+
+@dataclass
+class Fault:
+    """A failure InMemoryRegistry answers instead of the request's own answer (`InMemoryRegistry.faults`), for
+    the requests whose path `path` (a regular expression) is found in and, when given, of `method`: `status`
+    with the distribution-spec error body a registry sends with it (401 with a Basic challenge, as registry:2
+    behind htpasswd; 403 DENIED; 503 UNAVAILABLE...), or, when `status` is None, no answer at all (the
+    connection refused, as the real client meets a registry that is down). `times`: for that many matching
+    requests, then the registry answers as usual again (None: for every one)."""
+
+    path: str
+    status: int | None
+    method: str = ""
+    times: int | None = None
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.times != 0 and (not self.method or self.method == method) and re.search(self.path, path) is not None
+
+
+ERROR_CODES = {401: "UNAUTHORIZED", 403: "DENIED", 404: "NOT_FOUND", 405: "UNSUPPORTED", 429: "TOOMANYREQUESTS",
+               503: "UNAVAILABLE"}
+"""The distribution-spec error code a fault's status is sent with (any other status: UNKNOWN)."""
 
 
 class PushingEngine(FakeEngine):
@@ -556,6 +497,10 @@ class PushingEngine(FakeEngine):
                                           or "linux/amd64", tag=ref.rsplit(":", 1)[-1], salt=image + self.salt)
         return Pushed(digest)
 
+    def push(self, ref: str) -> str:
+        """A push of a real tag by promotion (accel_images.publish.promote) lands in the registry too."""
+        return self.push_image(ref).digest
+
     def run(self, image: str, command: list[str], **kwargs: object) -> RunResult:
         return RunResult(exit_code=0, stdout=self.probe, stderr="", timed_out=False)
 
@@ -563,8 +508,7 @@ class PushingEngine(FakeEngine):
 # What mypy checks: each fake is the protocol production code takes it as.
 _pusher: Pusher = FakeEngine()
 _runner: Runner = fakeimage.FakeEngine(RunResult(exit_code=0, stdout="", stderr="", timed_out=False))
-_nightly_tags: TagStore = FakeRegistry()
+_nightly_tags: TagStore = InMemoryRegistry()
 _tag_store: TagStore = FakeTagStore()
 _tag_registry: TagRegistry = FakeTagRegistry({})
 _artifact_store: ArtifactStore = InMemoryRegistry()
-_gated_store: ArtifactStore = GatedRegistry(FakeRegistry())

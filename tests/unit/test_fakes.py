@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from fakes import ForgetfulRegistry, InMemoryRegistry
+from fakes import Fault, ForgetfulRegistry, InMemoryRegistry
 
 from accel_images.errors import RegistryError
 from accel_images.registry import Artifact
@@ -137,3 +137,50 @@ def test_a_503_on_every_blob_is_transient_and_a_forgetful_registry_keeps_no_fall
     forgetful.put_manifest(REPO, "sha256-" + image[7:], forgetful.manifests[image][1], forgetful.manifests[image][0])
     forgetful.put_manifest(REPO, "kept", forgetful.manifests[image][1], forgetful.manifests[image][0])
     assert set(forgetful.tagged) == {"t", "kept"}
+
+
+def test_a_fault_answers_its_status_for_its_requests_as_many_times_as_asked_then_the_registry_answers() -> None:
+    registry = InMemoryRegistry()
+    registry.push_image({"k": "v"}, tag="t")
+    blips = Fault("/manifests/t$", 503, method="GET", times=2)
+    registry.faults.append(blips)
+    assert registry.manifest_digest(REPO, "t") is not None          # a HEAD: not the fault's method
+    for _ in range(2):
+        with pytest.raises(RegistryError) as caught:
+            registry.image(REPO, "t")
+        assert caught.value.transient is True and "answered 503 (UNAVAILABLE" in caught.value.one_line()
+    image = registry.image(REPO, "t")
+    assert image is not None and image.labels == {"k": "v"} and blips.times == 0
+
+
+@pytest.mark.parametrize("status,said", [(401, "denied access (authentication required)"),
+                                         (403, "denied access (DENIED"), (500, "answered 500 (UNKNOWN")])
+def test_a_fault_is_answered_with_the_registrys_error_body_and_a_401_with_its_challenge(status: int, said: str) -> None:
+    """401 comes with registry:2's Basic challenge, which the client answers with the login it lacks here."""
+    registry = InMemoryRegistry()
+    registry.faults.append(Fault("/manifests/", status))
+    with pytest.raises(RegistryError) as caught:
+        registry.image(REPO, "t")
+    assert said in caught.value.one_line() and caught.value.transient is (status >= 500)
+
+
+def test_a_fault_without_a_status_is_a_registry_nothing_answers_for() -> None:
+    registry = InMemoryRegistry()
+    registry.faults.append(Fault("^/v2/$", None))
+    with pytest.raises(RegistryError) as caught:
+        registry.ping()
+    assert caught.value.transient is True
+    assert caught.value.one_line().startswith("registry reg.example:5000 unreachable (connection refused) while")
+    assert registry.tags(REPO) == []        # other paths answer as usual (no tags yet: 404 NAME_UNKNOWN)
+
+
+def test_an_image_pushed_with_layers_lists_their_diff_ids_and_sizes_and_its_blobs_exist() -> None:
+    registry = InMemoryRegistry()
+    layers = (("sha256:" + "1" * 64, 100), ("sha256:" + "2" * 64, 3))
+    registry.push_image({}, tag="t", layers=layers)
+    image = registry.image(REPO, "t")
+    assert image is not None and image.diff_ids == tuple(d for d, _ in layers) and image.layer_sizes == (100, 3)
+    found = registry.manifest(REPO, "t")
+    assert found is not None
+    for layer, (_, size) in zip(found[1]["layers"], layers, strict=True):
+        assert len(registry.blob(REPO, layer["digest"])) == layer["size"] == size

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import errno
 import functools
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ from accel_images.plan.variants import Expansion
 import fakeimage
 from accel_images.smoke.integrity import Inventory
 from accel_images.smoke.records import remember_build
-from fakes import PUSHED, FakeEngine, FakeRegistry
+from fakes import FakeEngine, Fault, InMemoryRegistry, PushingEngine
 
 FIXTURE = Path(__file__).parents[1] / "nightly_fixture"
 TEMPLATES = FIXTURE / "templates"
@@ -122,15 +124,35 @@ def test_a_build_date_in_the_future_is_an_unknown_age_and_rebuilds() -> None:
     assert rebuild_reason(remote({FINGERPRINT_LABEL: "sha256:new"}, created=NOW), prepared(), 7, NOW) is None
 
 
-# ---- the run, against a fake engine and registry ------------------------------------------------
+# ---- the run, against a fake engine and the in-memory registry ------------------------------------
 
-TESTED = "sha256:" + "d" * 64   # what FakeEngine's pushes and remote() images are
+REPOSITORY = "team/pytorch"
 
 
-def record_of(*digests: str, day: str = "20261201") -> RemoteImage:
-    """The record a nightly leaves under `<full tag>-tested` (accel_images.publish.tested)."""
-    entries = [{"digest": digest, "day": day, "run": "r0"} for digest in digests]
-    return RemoteImage("team/pytorch", "x-tested", "sha256:" + "e" * 64, {RECORD_LABEL: json.dumps(entries)})
+def record_labels(*digests: str, day: str = "20261201") -> dict[str, str]:
+    """The labels of the record a nightly leaves under `<full tag>-tested` (accel_images.publish.tested)."""
+    return {RECORD_LABEL: json.dumps([{"digest": digest, "day": day, "run": "r0"} for digest in digests])}
+
+
+def write_tested(registry: InMemoryRegistry, *digests: str, labels: dict[str, str] | None = None) -> None:
+    """The Debian variant's tested record listing `digests` (or carrying `labels`), as anyone who can push
+    can write it."""
+    registry.put_labels_image(REPOSITORY, f"{DEBIAN}-tested", labels or record_labels(*digests))
+
+
+def publish_by_hand(registry: InMemoryRegistry, fingerprint: str, created: str = "2026-12-01T00:00:00Z",
+                    layers: tuple[tuple[str, int], ...] = (), salt: str = "published") -> str:
+    """An image under the Debian variant's full tag with `fingerprint` and the build date `created`; its digest."""
+    return registry.push_image({FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: created}, tag=DEBIAN, salt=salt,
+                               layers=layers)
+
+
+def copied(registry: InMemoryRegistry) -> list[tuple[str, str]]:
+    """(source, tag) of each tag the client copied (RegistryClient.copy_tag: the source's manifest read,
+    then put under the tag), in order."""
+    return [(read.rsplit("/", 1)[1], put.rsplit("/", 1)[1])
+            for (first, read), (then, put) in itertools.pairwise(registry.requests)
+            if (first, then) == ("GET", "PUT") and "/manifests/" in read and "/manifests/" in put]
 
 
 @pytest.fixture
@@ -138,38 +160,60 @@ def expansion(tmp_path: Path) -> Expansion:
     return load_expansion(str(write_matrix(tmp_path, "team/pytorch")))
 
 
-def fake_run(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry, tmp_path: Path,
+def fake_run(expansion: Expansion, engine: PushingEngine, registry: InMemoryRegistry, tmp_path: Path,
              jobs: int = 1, run_id: str = "r1", signer: CryptoSigner | None = None) -> list[NightlyOutcome]:
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), jobs=jobs)
     # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
-    options = NightlyOptions(Target(registry.host, "team/pytorch"), now=NOW, run_id=run_id, retry=NO_WAIT,
+    options = NightlyOptions(Target(registry.host, REPOSITORY), now=NOW, run_id=run_id, retry=NO_WAIT,
                              attest=False, signer=signer)
     return run_nightly(engine, compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
                        settings, options, smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
 
+def first_night(expansion: Expansion, tmp_path: Path, engine: FakeEngine | None = None) -> NightlyOutcome:
+    """The Debian variant's night of a first run into a registry of its own: what a later run's registry
+    is then made to hold is up to the test."""
+    registry = InMemoryRegistry()
+    pushing = PushingEngine(registry) if engine is None else engine
+    assert isinstance(pushing, PushingEngine)
+    [_, debian] = fake_run(expansion, pushing, registry, tmp_path)
+    return debian
+
+
 def test_unreachable_registry_stops_the_run_before_any_build(expansion: Expansion, tmp_path: Path) -> None:
-    down = RegistryError("registry reg.example:5000 unreachable (connection refused)")
-    down.transient = True
-    engine = FakeEngine()
-    with pytest.raises(RegistryError, match="unreachable"):
-        fake_run(expansion, engine, FakeRegistry(ping_error=down), tmp_path)
+    registry = InMemoryRegistry()
+    registry.faults.append(Fault("^/v2/$", None))     # nothing answers: connection refused
+    engine = PushingEngine(registry)
+    with pytest.raises(RegistryError, match=re.escape("registry reg.example:5000 unreachable (connection refused)")):
+        fake_run(expansion, engine, registry, tmp_path)
     assert engine.calls == []
+    assert registry.requests == [("GET", "/v2/")] * NO_WAIT.tries   # retried (transient), nothing else asked
+
+
+def unchanged(expansion: Expansion, tmp_path: Path, created: str, alias: str | None = None) -> InMemoryRegistry:
+    """A registry whose Debian image has this run's fingerprint, the build date `created` and a tested
+    record; its dated tag serves it, and 2.13-cpu serves it too unless `alias` names another image's salt."""
+    debian = first_night(expansion, tmp_path)
+    registry = InMemoryRegistry()
+    image = publish_by_hand(registry, debian.outcome.fingerprint or "", created)
+    write_tested(registry, image)
+    registry.tagged[f"{DEBIAN}-20261201"] = image
+    registry.tagged["2.13-cpu"] = image if alias is None else registry.push_image({}, salt=alias)
+    return registry
 
 
 def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansion, tmp_path: Path) -> None:
-    first = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
+    first_registry = InMemoryRegistry()
+    first = fake_run(expansion, PushingEngine(first_registry), first_registry, tmp_path)
     assert [night.status for night in first] == ["built", "built"]
-    [_ubuntu, debian] = first                        # newest first, as the matrix expands
-    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
-                                    f"{DEBIAN}-tested": record_of(TESTED)},
-                            serving={"2.13-cpu": TESTED, f"{DEBIAN}-20261201": TESTED})
-    engine = FakeEngine()
+    registry = unchanged(expansion, tmp_path, "2026-12-01T00:00:00Z")
+    before = dict(registry.tagged)
+    engine = PushingEngine(registry)
     second = fake_run(expansion, engine, registry, tmp_path)
     assert [(n.outcome.variant.tag, n.status) for n in second] == [(UBUNTU, "built"), (DEBIAN, "skipped")]
     assert second[1].reason == "unchanged since 2026-12-01"
-    assert second[1].realigned == () and registry.copied == []
+    assert second[1].realigned == () and copied(registry) == []
+    assert {tag: registry.serving(tag) for tag in before} == before     # no Debian tag moved, nor its record
     assert ("pull", "ubuntu:24.04") in engine.calls and ("pull", "debian:bookworm-slim") in engine.calls
     assert [ref for call, ref in engine.calls if call == "build"] == [f"team/pytorch:{UBUNTU}"]
 
@@ -177,12 +221,8 @@ def test_unchanged_variant_is_skipped_and_the_other_published(expansion: Expansi
 def test_an_image_built_in_the_future_is_rebuilt_with_a_warning_naming_it_and_its_date(
         expansion: Expansion, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A tested, unchanged image whose build date lies ahead of this clock is not skipped as fresh."""
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2027-03-01T00:00:00Z"}),
-                                    f"{DEBIAN}-tested": record_of(TESTED)},
-                            serving={"2.13-cpu": TESTED, f"{DEBIAN}-20261201": TESTED})
-    engine = FakeEngine()
+    registry = unchanged(expansion, tmp_path, "2027-03-01T00:00:00Z")
+    engine = PushingEngine(registry)
     with caplog.at_level("WARNING", logger="accel_images.publish.nightly"):
         [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "built" and ("build", f"team/pytorch:{DEBIAN}") in engine.calls
@@ -193,79 +233,86 @@ def test_an_image_built_in_the_future_is_rebuilt_with_a_warning_naming_it_and_it
 
 
 def test_an_unchanged_image_inherits_the_aliases_it_now_wins(expansion: Expansion, tmp_path: Path) -> None:
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    registry = FakeRegistry(images={DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "",
-                                                    CREATED_LABEL: "2026-12-01T00:00:00Z"}),
-                                    f"{DEBIAN}-tested": record_of(TESTED)},
-                            serving={"2.13-cpu": "sha256:elsewhere", f"{DEBIAN}-20261201": TESTED})
-    [_, night] = fake_run(expansion, FakeEngine(), registry, tmp_path)
+    registry = unchanged(expansion, tmp_path, "2026-12-01T00:00:00Z", alias="elsewhere")
+    tested = registry.serving(DEBIAN)
+    [_, night] = fake_run(expansion, PushingEngine(registry), registry, tmp_path)
     assert night.status == "skipped" and night.realigned == ("2.13-cpu",)
-    assert registry.copied == [(TESTED, "2.13-cpu")]          # the tested digest, not whatever the tag serves
+    assert copied(registry) == [(tested, "2.13-cpu")]      # the tested digest, not whatever the tag serves
+    assert registry.serving("2.13-cpu") == tested
 
 
-@pytest.mark.parametrize("record", [None, record_of("sha256:" + "f" * 64),
-                                    RemoteImage("team/pytorch", "x", "sha256:e", {RECORD_LABEL: "[{]"})],
+@pytest.mark.parametrize("record", [None, record_labels("sha256:" + "f" * 64), {RECORD_LABEL: "[{]"}],
                          ids=["no-record", "another-digest", "malformed-record"])
 def test_an_image_this_tool_never_smoke_tested_is_rebuilt_and_gets_no_alias(
-        expansion: Expansion, tmp_path: Path, record: RemoteImage | None) -> None:
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    images = {DEBIAN: remote({FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"})}
+        expansion: Expansion, tmp_path: Path, record: dict[str, str] | None) -> None:
+    debian = first_night(expansion, tmp_path)
+    registry = InMemoryRegistry()
+    image = publish_by_hand(registry, debian.outcome.fingerprint or "")
     if record is not None:
-        images[f"{DEBIAN}-tested"] = record
-    registry = FakeRegistry(images=images, serving={"2.13-cpu": "sha256:elsewhere"})
-    engine = FakeEngine()
+        write_tested(registry, labels=record)
+    registry.push_image({}, tag="2.13-cpu", salt="elsewhere")
+    engine = PushingEngine(registry)
     [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "built", night.outcome.error
-    assert night.reason.startswith(f"{DEBIAN} points at sha256:dddddddddddd, which this tool never smoke-tested")
+    assert night.reason.startswith(f"{DEBIAN} points at {image[:19]}, which this tool never smoke-tested")
     assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
-    assert registry.copied == []
-    assert SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).find(TESTED) is not None
+    assert copied(registry) == []
+    assert night.publication is not None and night.publication.digest not in (None, image)
+    assert registry.serving(DEBIAN) == registry.serving("2.13-cpu") == night.publication.digest   # pushed anew
+    tested = registry.image(REPOSITORY, f"{DEBIAN}-tested")
+    assert tested is not None and SmokedRecord.from_labels(tested.labels).find(night.publication.digest) is not None
+    assert SmokedRecord.from_labels(tested.labels).find(image) is None
 
 
 def test_the_tested_digest_is_recorded_before_any_real_tag_moves(expansion: Expansion, tmp_path: Path) -> None:
     order: list[str] = []
 
-    class Watching(FakeRegistry):
-        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+    class Watching(InMemoryRegistry):
+        def put_labels_image(self, repository: str, tag: str, labels: Mapping[str, str]) -> str:
             order.append(f"record {tag}")
             return super().put_labels_image(repository, tag, labels)
 
-    class Pushing(FakeEngine):
-        def push(self, ref: str) -> str:
+    class Pushing(PushingEngine):
+        def push_image(self, ref: str) -> Pushed:
             order.append(f"push {ref.rsplit(':', 1)[1]}")
-            return super().push(ref)
+            return super().push_image(ref)
 
     registry = Watching()
-    fake_run(expansion, Pushing(), registry, tmp_path)
+    fake_run(expansion, Pushing(registry), registry, tmp_path)
     debian = [step for step in order if DEBIAN in step]
     assert debian[:3] == [f"push {DEBIAN}-candidate-r1", f"record {DEBIAN}-tested", f"push {DEBIAN}"]
-    [entry] = SmokedRecord.from_labels(registry.images[f"{DEBIAN}-tested"].labels).entries
-    assert (entry.digest, entry.day, entry.run_id) == (TESTED, NOW.date(), "r1")
+    record = registry.image(REPOSITORY, f"{DEBIAN}-tested")
+    assert record is not None
+    [entry] = SmokedRecord.from_labels(record.labels).entries
+    assert (entry.digest, entry.day, entry.run_id) == (registry.serving(DEBIAN), NOW.date(), "r1")
 
 
 def test_candidates_of_earlier_runs_are_swept_and_later_ones_left(expansion: Expansion, tmp_path: Path) -> None:
     older, newer = "20261201T030000-aaaaaa", "20261202T040000-bbbbbb"
-    left = {f"{DEBIAN}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-{newer}": TESTED,
-            f"{UBUNTU}-candidate-{older}": TESTED, f"{DEBIAN}-candidate-not-a-run": TESTED}
-    registry = FakeRegistry(serving=dict(left))
-    nights = fake_run(expansion, FakeEngine(), registry, tmp_path, run_id="20261202T030000-cccccc")
+    left = [f"{DEBIAN}-candidate-{older}", f"{DEBIAN}-candidate-{newer}", f"{UBUNTU}-candidate-{older}",
+            f"{DEBIAN}-candidate-not-a-run"]
+    registry = InMemoryRegistry()
+    candidate = registry.push_image({}, salt="an earlier candidate")
+    registry.tagged.update(dict.fromkeys(left, candidate))
+    nights = fake_run(expansion, PushingEngine(registry), registry, tmp_path, run_id="20261202T030000-cccccc")
     assert {night.outcome.variant.tag: night.swept for night in nights} == {
         UBUNTU: (f"{UBUNTU}-candidate-{older}",), DEBIAN: (f"{DEBIAN}-candidate-{older}",)}
-    assert f"{DEBIAN}-candidate-{newer}" not in registry.deleted
-    assert f"{DEBIAN}-candidate-not-a-run" not in registry.deleted
+    assert registry.serving(f"{DEBIAN}-candidate-{older}") is None and registry.serving(f"{UBUNTU}-candidate-{older}") is None
+    assert registry.serving(f"{DEBIAN}-candidate-{newer}") == candidate
+    assert registry.serving(f"{DEBIAN}-candidate-not-a-run") == candidate
 
 
 def test_a_record_the_registry_cannot_take_promotes_nothing(expansion: Expansion, tmp_path: Path) -> None:
-    class Refusing(FakeRegistry):
-        def put_labels_image(self, repository: str, tag: str, labels: dict[str, str]) -> str:
-            raise RegistryError("registry reg.example:5000 denied access")
-
-    engine = FakeEngine()
-    nights = fake_run(expansion, engine, Refusing(), tmp_path)
+    registry = InMemoryRegistry()
+    registry.faults.append(Fault("/manifests/[^/]*-tested$", 403, method="PUT"))   # denied: the record's tag
+    engine = PushingEngine(registry)
+    nights = fake_run(expansion, engine, registry, tmp_path)
     assert [night.status for night in nights] == ["failed", "failed"]
     assert all(night.publication is not None and night.publication.promoted == () for night in nights)
+    assert all("denied access" in (night.outcome.error or "") for night in nights)
     assert {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"} == {
         f"{UBUNTU}-candidate-r1", f"{DEBIAN}-candidate-r1"}
+    assert registry.serving(DEBIAN) is None and registry.serving(UBUNTU) is None
 
 
 LOCAL_LAYERS = ("sha256:" + "7" * 64, "sha256:" + "8" * 64)
@@ -283,46 +330,51 @@ def recorded_local(tmp_path: Path, fingerprint: str, image_id: str = "sha256:loc
                          ids=["fresh", "aged", "future"])
 def test_a_fresh_local_build_with_the_same_fingerprint_is_published_as_is(expansion: Expansion, tmp_path: Path,
                                                                           built_at: str, reused: bool) -> None:
-    first = FakeEngine()
-    [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
+    first = PushingEngine(InMemoryRegistry())
+    debian = first_night(expansion, tmp_path, first)
     fingerprint = debian.outcome.fingerprint or ""
     recorded_local(tmp_path, fingerprint)
     labels = {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: built_at}
-    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
-                                                                   LOCAL_LAYERS)},
-                        facts={"sha256:local": first.facts[f"sha256:built-team/pytorch:{DEBIAN}"]})
-    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    registry = InMemoryRegistry()
+    engine = PushingEngine(registry, local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                                LOCAL_LAYERS)},
+                           facts={"sha256:local": first.facts[f"sha256:built-team/pytorch:{DEBIAN}"]})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "built" and night.publication is not None and night.publication.ok
     assert (("build", f"team/pytorch:{DEBIAN}") in engine.calls) is not reused
     assert (night.outcome.image_id == "sha256:local") is reused
+    assert registry.serving(DEBIAN) == night.publication.digest
 
 
 def test_an_image_whose_facts_contradict_the_knowledge_base_is_refused_before_its_smoke_test(
         expansion: Expansion, tmp_path: Path) -> None:
     """Its torch says it holds torch 2.13.1: a failed build, named by the knowledge-base row, and nothing
     of it is pushed; the other variant is published as usual."""
-    engine = FakeEngine(facts={f"sha256:built-team/pytorch:{DEBIAN}": json.dumps(
+    registry = InMemoryRegistry()
+    engine = PushingEngine(registry, facts={f"sha256:built-team/pytorch:{DEBIAN}": json.dumps(
         fakeimage.facts_document(torch="2.13.1+cpu", companions={"torchvision": "0.28.0"})).encode()})
-    ubuntu, debian = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    ubuntu, debian = fake_run(expansion, engine, registry, tmp_path)
     assert debian.status == "failed" and debian.publication is None
     assert debian.outcome.error == ('the image\'s facts contradict the knowledge base: accel_images/data/kb.yaml'
                                     ' torch."2.13".versions says 2.13.0; the image has 2.13.1')
     assert not any(DEBIAN in ref for call, ref in engine.calls if call == "push")
+    assert not any(DEBIAN in tag for tag in registry.tagged)
     assert ubuntu.status == "built" and ubuntu.publication is not None and ubuntu.publication.ok
     assert ubuntu.outcome.facts is not None and ubuntu.outcome.facts.torch == "2.14.1+cpu"
 
 
 def test_a_fresh_local_build_whose_facts_contradict_is_not_published(expansion: Expansion, tmp_path: Path) -> None:
-    first = FakeEngine()
-    [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
+    debian = first_night(expansion, tmp_path)
     recorded_local(tmp_path, debian.outcome.fingerprint or "")   # this state directory built it
     labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-02T02:00:00Z"}
-    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
-                                                                   LOCAL_LAYERS)},
-                        facts={"sha256:local": json.dumps(fakeimage.facts_document(python="3.12.3")).encode()})
-    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    registry = InMemoryRegistry()
+    engine = PushingEngine(registry, local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                                LOCAL_LAYERS)},
+                           facts={"sha256:local": json.dumps(fakeimage.facts_document(python="3.12.3")).encode()})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "failed" and night.publication is None
     assert "accel_images/data/kb.yaml os.debian12.python says 3.11; the image has 3.12.3" in (night.outcome.error or "")
+    assert not any(DEBIAN in tag for tag in registry.tagged)
 
 
 @pytest.mark.parametrize("record", ["none", "another-image", "other-layers"])
@@ -330,8 +382,7 @@ def test_a_local_image_this_state_directory_did_not_build_is_never_published(
         expansion: Expansion, tmp_path: Path, record: str) -> None:
     """A derived image carrying the label (its guard.sh replaced), or another user's build on a shared
     engine: same name, same fingerprint label, fresh; the state directory has no record of it."""
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    fingerprint = debian.outcome.fingerprint or ""
+    fingerprint = first_night(expansion, tmp_path).outcome.fingerprint or ""
     if record == "another-image":
         recorded_local(tmp_path, fingerprint, image_id="sha256:the-build")
     elif record == "other-layers":
@@ -339,9 +390,10 @@ def test_a_local_image_this_state_directory_did_not_build_is_never_published(
     else:
         StateDir(tmp_path / "state").build_record(fingerprint).unlink()
     labels = {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: "2026-12-02T02:00:00Z"}
-    engine = FakeEngine(local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
-                                                                   LOCAL_LAYERS)})
-    [_, night] = fake_run(expansion, engine, FakeRegistry(), tmp_path)
+    registry = InMemoryRegistry()
+    engine = PushingEngine(registry, local={f"team/pytorch:{DEBIAN}": ImageInfo("sha256:local", (), labels, 1, "", (),
+                                                                                LOCAL_LAYERS)})
+    [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "built" and night.publication is not None and night.publication.ok
     assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
     assert night.outcome.image_id == f"sha256:built-team/pytorch:{DEBIAN}"
@@ -353,9 +405,8 @@ def test_build_skips_only_an_unchanged_image_this_state_directory_built(expansio
                                                                         recorded: bool, skipped: bool) -> None:
     """`build` alike: a local image with the fingerprint label that the state directory has no record of
     (another user's, a derived one) is built, never taken as this run's unchanged image."""
-    first = FakeEngine()
-    [_, debian] = fake_run(expansion, first, FakeRegistry(), tmp_path)
-    fingerprint = debian.outcome.fingerprint or ""
+    first = PushingEngine(InMemoryRegistry())
+    fingerprint = first_night(expansion, tmp_path, first).outcome.fingerprint or ""
     if recorded:
         recorded_local(tmp_path, fingerprint)
     labels = {FINGERPRINT_LABEL: fingerprint}
@@ -370,34 +421,43 @@ def test_build_skips_only_an_unchanged_image_this_state_directory_built(expansio
 
 
 LAYERS = ("sha256:" + "1" * 64, "sha256:" + "2" * 64)
+SIZED_LAYERS = tuple(zip(LAYERS, (100, 200), strict=True))
+"""The registry's image's layers: (diff ID, compressed size)."""
 
 
-def aged(fingerprint: str, layers: tuple[str, ...] = LAYERS) -> RemoteImage:
-    """The registry's image with the variant's fingerprint, built a month ago, with these layers."""
-    return RemoteImage("team/pytorch", DEBIAN, "sha256:" + "e" * 64,
-                       {FINGERPRINT_LABEL: fingerprint, CREATED_LABEL: "2026-11-01T00:00:00Z"}, None,
-                       layers, (100, 200))
+def aged(registry: InMemoryRegistry, fingerprint: str) -> str:
+    """The registry's image with the variant's fingerprint, built a month ago, with LAYERS; its digest."""
+    return publish_by_hand(registry, fingerprint, "2026-11-01T00:00:00Z", SIZED_LAYERS)
+
+
+def rebuilt_with(registry: InMemoryRegistry, layers: tuple[str, ...]) -> PushingEngine:
+    """An engine whose build of the Debian variant comes out with `layers`."""
+    built = f"sha256:built-team/pytorch:{DEBIAN}"
+    return PushingEngine(registry, local={built: ImageInfo(built, (), {}, 1, "", (), layers)})
 
 
 @pytest.mark.parametrize("rebuilt_layers,kept", [(LAYERS, True), ((LAYERS[0], "sha256:" + "3" * 64), False)])
 def test_an_aged_rebuild_with_the_published_layers_pushes_nothing(expansion: Expansion, tmp_path: Path,
                                                                   rebuilt_layers: tuple[str, ...],
                                                                   kept: bool) -> None:
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    published = aged(debian.outcome.fingerprint or "")
-    engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
-        f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), rebuilt_layers)})
-    registry = FakeRegistry(images={DEBIAN: published, f"{DEBIAN}-tested": record_of(published.digest)})
+    fingerprint = first_night(expansion, tmp_path).outcome.fingerprint or ""
+    registry = InMemoryRegistry()
+    published = aged(registry, fingerprint)
+    write_tested(registry, published)
+    engine = rebuilt_with(registry, rebuilt_layers)
     [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.reason == "older than 7 days (built 2026-11-01)"
     assert ("build", f"team/pytorch:{DEBIAN}") in engine.calls
     pushed = [ref for call, ref in engine.calls if call == "push" and DEBIAN in ref]
     assert night.kept is kept and (pushed == []) is kept
     if kept:
-        assert night.registry_digest == published.digest and night.publication is None
-        assert describe(night) == (f"rebuilt, identical content, kept {published.digest}"
+        assert night.registry_digest == published and night.publication is None
+        assert registry.serving(DEBIAN) == published
+        assert describe(night) == (f"rebuilt, identical content, kept {published}"
                                    " (older than 7 days (built 2026-11-01))")
-        assert nightly_record(night, Target(registry.host, "team/pytorch"))["uploaded_bytes"] == 0
+        assert nightly_record(night, Target(registry.host, REPOSITORY))["uploaded_bytes"] == 0
+    else:
+        assert night.publication is not None and registry.serving(DEBIAN) == night.publication.digest != published
 
 
 @pytest.mark.parametrize("record", [None, "another-digest", "unsigned"])
@@ -406,78 +466,86 @@ def test_an_aged_image_this_tool_never_tested_is_published_anew_even_when_the_re
     """A hand-pushed image under the full tag: copied fingerprint label, an old `created`, layers equal
     to a rebuild's, a replaced entry point. Not in the tested record (or, with a key, unsigned): it
     is never kept; the rebuild (without the layer cache: it is due to age) is smoke-tested and published."""
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    published = aged(debian.outcome.fingerprint or "")
-    engine = FakeEngine(local={f"sha256:built-team/pytorch:{DEBIAN}": ImageInfo(
-        f"sha256:built-team/pytorch:{DEBIAN}", (), {}, 1, "", (), LAYERS)})
-    images = {DEBIAN: published}
+    fingerprint = first_night(expansion, tmp_path).outcome.fingerprint or ""
+    registry = InMemoryRegistry()
+    published = aged(registry, fingerprint)
     if record is not None:
-        images[f"{DEBIAN}-tested"] = record_of("sha256:" + "f" * 64 if record == "another-digest" else published.digest)
-    registry = FakeRegistry(images=images)
+        write_tested(registry, "sha256:" + "f" * 64 if record == "another-digest" else published)
+    engine = rebuilt_with(registry, LAYERS)
     signer = CryptoSigner.generate_ed25519() if record == "unsigned" else None
     [_, night] = fake_run(expansion, engine, registry, tmp_path, signer=signer)
     assert night.kept is False and night.status == "built", night.outcome.error
     if record == "unsigned":
         assert night.reason.startswith("the registry's image does not verify: "), night.reason
     else:
-        assert night.reason.startswith(f"{DEBIAN} points at {published.digest[:19]}, which this tool never "
+        assert night.reason.startswith(f"{DEBIAN} points at {published[:19]}, which this tool never "
                                        "smoke-tested"), night.reason
     assert night.publication is not None and night.publication.promoted[0] == DEBIAN
-    assert night.registry_digest == PUSHED != published.digest
+    assert night.registry_digest == night.publication.digest == registry.serving(DEBIAN) != published
     assert engine.uncached == [f"team/pytorch:{DEBIAN}"]   # due to its age too: today's packages
 
 
 def test_a_kept_image_is_not_rebuilt_again_before_its_age_runs_out(expansion: Expansion, tmp_path: Path) -> None:
-    [_, debian] = fake_run(expansion, FakeEngine(), FakeRegistry(), tmp_path)
-    published = aged(debian.outcome.fingerprint or "")
-    write_verified(StateDir(tmp_path / "state"), published.digest, NOW - timedelta(days=2))
-    engine = FakeEngine()
-    registry = FakeRegistry(images={DEBIAN: published, f"{DEBIAN}-tested": record_of(published.digest)})
+    fingerprint = first_night(expansion, tmp_path).outcome.fingerprint or ""
+    registry = InMemoryRegistry()
+    published = aged(registry, fingerprint)
+    write_tested(registry, published)
+    write_verified(StateDir(tmp_path / "state"), published, NOW - timedelta(days=2))
+    engine = PushingEngine(registry)
     [_, night] = fake_run(expansion, engine, registry, tmp_path)
     assert night.status == "skipped" and ("build", f"team/pytorch:{DEBIAN}") not in engine.calls
-    assert read_verified(StateDir(tmp_path / "state"), published.digest) == NOW - timedelta(days=2)
+    assert read_verified(StateDir(tmp_path / "state"), published) == NOW - timedelta(days=2)
+    assert registry.serving(DEBIAN) == published
 
 
 def test_a_publication_reports_the_compressed_bytes_it_uploaded(expansion: Expansion, tmp_path: Path) -> None:
-    class Uploading(FakeEngine):
+    class Uploading(PushingEngine):
+        """Its images have two layers (SIZED_LAYERS); a candidate's push sent the second, the registry
+        lacking it, and a real tag's push sent nothing."""
+
         def push_image(self, ref: str) -> Pushed:
-            return Pushed(self.push(ref), ("2" * 12,) if "candidate" in ref else ())
+            self.calls.append(("push", ref))
+            image = self.named.get(ref, ref)
+            digest = self.registry.push_image({"io.accel-images.built": image}, tag=ref.rsplit(":", 1)[-1],
+                                              salt=image, layers=SIZED_LAYERS)
+            return Pushed(digest, ("2" * 12,) if "candidate" in ref else ())
 
-    class Sized(FakeRegistry):
-        def image(self, repository: str, tag: str) -> RemoteImage | None:
-            if "candidate" in tag:
-                return RemoteImage(repository, tag, "sha256:" + "d" * 64, {}, None, LAYERS, (100, 200))
-            return super().image(repository, tag)
-
-    nights = fake_run(expansion, Uploading(), Sized(), tmp_path)
+    registry = InMemoryRegistry()
+    nights = fake_run(expansion, Uploading(registry), registry, tmp_path)
     assert [night.uploaded_bytes for night in nights] == [200, 200]
     assert [night.publication.uploaded_layers for night in nights if night.publication] == [1, 1]
     assert describe(nights[0]).endswith("uploaded 1 layer(s), 200 B")
 
 
 def test_a_failed_build_does_not_stop_the_others(expansion: Expansion, tmp_path: Path) -> None:
-    engine = FakeEngine(failing_builds={UBUNTU})
-    registry = FakeRegistry()
+    registry = InMemoryRegistry()
+    engine = PushingEngine(registry, failing_builds={UBUNTU})
     nights = fake_run(expansion, engine, registry, tmp_path, jobs=2)
     assert [(n.outcome.variant.tag, n.status) for n in nights] == [(UBUNTU, "failed"), (DEBIAN, "built")]
     assert "RUN false" in (nights[0].outcome.error or "")
     pushed = {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"}
     assert not any(tag.startswith(UBUNTU) for tag in pushed)
     assert pushed == {f"{DEBIAN}-candidate-r1", DEBIAN, f"{DEBIAN}-20261202", "2.13-cpu"}
+    assert not any(tag.startswith(UBUNTU) for tag in registry.tagged)
 
 
 def test_transient_registry_reads_are_retried(expansion: Expansion, tmp_path: Path) -> None:
-    blip = RegistryError("registry answered 503")
-    blip.transient = True
-    nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[blip, blip]), tmp_path)
+    registry = InMemoryRegistry()
+    blips = Fault(f"/manifests/{UBUNTU}$", 503, method="GET", times=2)   # a registry under load, twice
+    registry.faults.append(blips)
+    nights = fake_run(expansion, PushingEngine(registry), registry, tmp_path)
     assert [night.status for night in nights] == ["built", "built"]
+    assert blips.times == 0
 
 
 def test_permanent_registry_read_failure_fails_that_variant(expansion: Expansion, tmp_path: Path) -> None:
-    denied = RegistryError("registry reg.example:5000 denied access")
-    nights = fake_run(expansion, FakeEngine(), FakeRegistry(read_failures=[denied]), tmp_path)
+    registry = InMemoryRegistry()
+    registry.faults.append(Fault(f"/manifests/{UBUNTU}$", 403, method="GET", times=1))
+    nights = fake_run(expansion, PushingEngine(registry), registry, tmp_path)
     assert [night.status for night in nights] == ["failed", "built"]
-    assert nights[0].outcome.error == "registry reg.example:5000 denied access"
+    assert nights[0].outcome.error == (f"registry reg.example:5000 denied access (DENIED: denied) while reading"
+                                       f" team/pytorch:{UBUNTU} (log in with `docker login reg.example:5000`)")
+    assert registry.serving(UBUNTU) is None
 
 
 def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
@@ -492,7 +560,7 @@ def test_ctrl_c_leaves_a_partial_report(expansion: Expansion, tmp_path: Path,
     # attest=False: the stub images have no torch to inventory (tests/unit/test_supply.py attests)
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
     with pytest.raises(KeyboardInterrupt):
-        cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+        cli_nightly.run_and_report(InMemoryRegistry(), expansion, expansion.variants,
                                    BuildSettings(state_dir=StateDir(tmp_path)), options, None, tmp_path / "reports")
     report = json.loads((tmp_path / "reports" / "report.json").read_text())
     assert report["meta"]["partial"] is True
@@ -522,7 +590,7 @@ def test_a_damaged_previous_report_still_ends_in_this_runs_report(expansion: Exp
         {"variant": f"cpu/{UBUNTU}", "status": "failed", "smoke": {"failures": 5, "checks": 5}}]}))
     state.link_latest("nightly", previous)
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
-    _, _, paths = cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+    _, _, paths = cli_nightly.run_and_report(InMemoryRegistry(), expansion, expansion.variants,
                                              BuildSettings(state_dir=state), options, None,
                                              state.run_reports("nightly", NOW))
     report = json.loads(paths["json"].read_text())
@@ -541,7 +609,7 @@ def test_ctrl_c_during_retention_still_writes_the_whole_report(expansion: Expans
     reports = state.run_reports("nightly", NOW)
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, attest=False)
     with pytest.raises(KeyboardInterrupt):
-        cli_nightly.run_and_report(FakeRegistry(), expansion, expansion.variants,  # type: ignore[arg-type]
+        cli_nightly.run_and_report(InMemoryRegistry(), expansion, expansion.variants,
                                    BuildSettings(state_dir=state), options, None, reports)
     report = json.loads((reports / "report.json").read_text())
     assert [r["status"] for r in report["variants"]] == ["failed", "skipped"]

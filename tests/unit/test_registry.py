@@ -56,7 +56,7 @@ def test_unreachable_registry_is_a_transient_one_line_error() -> None:
 
 # ---- authentication, against a stand-in registry ------------------------------------------------
 
-class FakeRegistry(BaseHTTPRequestHandler):
+class HttpRegistryHandler(BaseHTTPRequestHandler):
     """A registry over HTTP that wants `auth` ('basic' or 'bearer') for everything, with user `u` / password `p`.
 
     Not the shared in-memory registry (tests/fakes.py InMemoryRegistry): that one replaces the client's HTTP
@@ -166,7 +166,7 @@ class FakeRegistry(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_registry() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeRegistry)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HttpRegistryHandler)
     server.auth, server.status, server.seen = "bearer", None, []  # type: ignore[attr-defined]
     server.tags, server.endless, server.deletes_enabled = ["tag"], False, True  # type: ignore[attr-defined]
     server.upload_location = ""  # type: ignore[attr-defined]

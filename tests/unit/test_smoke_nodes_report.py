@@ -36,9 +36,9 @@ from accel_images.smoke.nodes import NodesResult, judge_nodes
 from accel_images.state import StateDir
 from accel_images.plan.variants import Expansion
 
-from fakes import FakeEngine, FakeRegistry
+from fakes import FakeEngine, InMemoryRegistry, PushingEngine
 from test_leftovers_unit import ended_process_token
-from test_nightly import DEBIAN, NO_WAIT, NOW, TEMPLATES, UBUNTU, expansion  # noqa: F401  (expansion: a fixture)
+from test_nightly import DEBIAN, NO_WAIT, NOW, TEMPLATES, UBUNTU, copied, expansion  # noqa: F401  (expansion: a fixture)
 from test_smoke_nodes import PLAN, node_report, ran
 
 GREEN = SmokeResult(ok=True, ran_on="cpu", cpu_fallback=False, failures=(), checks=())
@@ -171,7 +171,7 @@ def test_an_earlier_pass_counts_only_for_as_many_nodes_as_it_passed() -> None:
     assert passed_nodes({"ok": True, "nodes": True}) == 1  # the record is read back from disk: never trusted
 
 
-def nightly(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry,
+def nightly(expansion: Expansion, engine: PushingEngine, registry: InMemoryRegistry,
             tmp_path: Path, smoke_nodes: int = 2) -> list[Any]:
     """A nightly whose smoke test is the real smoke_image (with its runs stood in for): no `smoke=` runner."""
     settings = BuildSettings(state_dir=StateDir(tmp_path / "state"), smoke_nodes=smoke_nodes)
@@ -183,7 +183,8 @@ def nightly(expansion: Expansion, engine: FakeEngine, registry: FakeRegistry,
 def test_a_failed_n_node_smoke_publishes_nothing_and_says_why(expansion: Expansion, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     Smokes(nodes=FAILED).install(monkeypatch)
-    engine, registry = FakeEngine(), FakeRegistry()
+    registry = InMemoryRegistry()
+    engine = PushingEngine(registry)
     nights = nightly(expansion, engine, registry, tmp_path)
     assert [night.status for night in nights] == ["failed", "failed"]
     for night in nights:
@@ -192,7 +193,8 @@ def test_a_failed_n_node_smoke_publishes_nothing_and_says_why(expansion: Expansi
         assert "\n" not in night.outcome.error
     pushed = {ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"}
     assert pushed == {f"{UBUNTU}-candidate-r1", f"{DEBIAN}-candidate-r1"}   # the candidates only: no real tag
-    assert registry.copied == [] and not any(tag.endswith("-tested") for tag in registry.images)
+    assert copied(registry) == [] and not any(tag.endswith("-tested") for tag in registry.tagged)
+    assert registry.serving(UBUNTU) is None and registry.serving(DEBIAN) is None
     record = nightly_record(nights[1], Target(registry.host, "team/pytorch"))
     assert record["smoke"]["ok"] is False and record["smoke"]["nodes"]["ok"] is False
 
@@ -200,10 +202,12 @@ def test_a_failed_n_node_smoke_publishes_nothing_and_says_why(expansion: Expansi
 def test_a_passed_n_node_smoke_is_published_with_its_record(expansion: Expansion, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     Smokes(nodes=PASSED).install(monkeypatch)
-    registry = FakeRegistry()
-    nights = nightly(expansion, FakeEngine(), registry, tmp_path)
+    registry = InMemoryRegistry()
+    nights = nightly(expansion, PushingEngine(registry), registry, tmp_path)
     assert [night.status for night in nights] == ["built", "built"]
     assert all(night.publication is not None and night.publication.promoted for night in nights)
+    assert all(night.publication and registry.serving(night.outcome.variant.tag) == night.publication.digest
+               for night in nights)
     nodes = nightly_record(nights[1], Target(registry.host, "team/pytorch"))["smoke"]["nodes"]
     assert nodes == {"ok": True, "nodes": 2, "backend": "gloo", "device": "cpu", "result_ok": True,
                      "bandwidth_gbps": 0.58, "seconds": 4.2, "failures": []}

@@ -30,8 +30,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from packageurl import PackageURL
 
-from fakes import ForgetfulRegistry, GatedRegistry, InMemoryRegistry
+from fakes import Fault, ForgetfulRegistry, InMemoryRegistry, PushingEngine
 
+from accel_images.builder.builder import CREATED_LABEL
+from accel_images.builder.engine import Pushed
 from accel_images.cli import main
 from accel_images.errors import InputError, RegistryError
 from accel_images.smoke.judge import SmokeResult
@@ -525,61 +527,83 @@ def test_bad_image_names_exit_2_in_one_line(text: str, tmp_path: Path) -> None:
 # The nightly's gate: skip and move aliases only onto digests that verify
 # ---------------------------------------------------------------------------------------------
 
-def gated_run(registry: GatedRegistry, key: Path, tmp_path: Path) -> list[Any]:
-    from fakes import FakeEngine
-    from test_nightly import GREEN, NO_WAIT, TEMPLATES
+class Labelled(PushingEngine):
+    """Its pushes carry the labels its build was given (the fingerprint among them), dated `created`: an
+    image as a nightly publishes it, of a chosen age. The SBOM probe is answered as an honest image would."""
 
+    def __init__(self, registry: InMemoryRegistry, created: str, salt: str = "") -> None:
+        super().__init__(registry, salt=salt)
+        self.created = created
+        self.labels: dict[str, dict[str, str]] = {}
+
+    def build(self, context: Path, tag: str, **kwargs: object) -> Any:
+        labels = kwargs.get("labels")
+        assert isinstance(labels, dict)
+        self.labels[f"sha256:built-{tag}"] = {**labels, CREATED_LABEL: self.created}
+        return super().build(context, tag, **kwargs)
+
+    def push_image(self, ref: str) -> Pushed:
+        self.calls.append(("push", ref))
+        image = self.named.get(ref, ref)
+        digest = self.registry.push_image(self.labels.get(image, {}), tag=ref.rsplit(":", 1)[-1],
+                                          salt=image + self.salt)
+        return Pushed(digest)
+
+    def run(self, image: str, command: list[str], **kwargs: Any) -> Any:
+        return ProbeEngine(probe_output()).run(image, command, **kwargs)
+
+
+def gated_run(registry: InMemoryRegistry, key: Path, tmp_path: Path, salt: str = "") -> list[Any]:
+    """A signed nightly into `registry` whose images say they were built on 2026-12-01; `salt` sets this
+    run's images apart from another run's."""
+    from test_nightly import GREEN, NO_WAIT, TEMPLATES, write_matrix
+
+    from accel_images.builder.settings import BuildSettings
+    from accel_images.cli.options import load_expansion
     from accel_images.kb import compat
     from accel_images.publish.nightly import NightlyOptions, run_nightly
     from accel_images.publish.promote import Target
-    from accel_images.builder.settings import BuildSettings
     from accel_images.state import StateDir
 
-    class Engine(FakeEngine):
-        def run(self, image: str, command: list[str], **kwargs: Any) -> Any:
-            return ProbeEngine(probe_output()).run(image, command, **kwargs)
-
-    from test_nightly import write_matrix
-
-    from accel_images.cli.options import load_expansion
     expansion = load_expansion(str(write_matrix(tmp_path, "team/pytorch")))
     options = NightlyOptions(Target("reg.example:5000", "team/pytorch"), now=NOW, run_id="r1", retry=NO_WAIT,
                              signer=provenance.load_signer(key))
-    return run_nightly(Engine(), compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
+    registry.requests.clear()
+    return run_nightly(Labelled(registry, "2026-12-01T00:00:00Z", salt),  # type: ignore[arg-type]
+                       compat.load_kb(), expansion, expansion.variants, registry,
                        BuildSettings(state_dir=StateDir(tmp_path / "state")), options,
                        smoke=lambda image, variant: GREEN, templates_dir=TEMPLATES)
 
 
 def test_a_copied_fingerprint_is_rebuilt_and_only_a_verified_image_inherits_aliases(tmp_path: Path) -> None:
-    from fakes import FakeRegistry
-    from test_nightly import DEBIAN, record_of
-
-    from accel_images.builder.builder import CREATED_LABEL
-    from accel_images.builder.fingerprint import FINGERPRINT_LABEL
-    from accel_images.registry import RemoteImage
+    from test_nightly import DEBIAN, copied, record_labels
     key, _ = write_key(tmp_path)
-    [_, debian] = gated_run(GatedRegistry(FakeRegistry()), key, tmp_path)
+    registry = InMemoryRegistry()
+    [_, debian] = gated_run(registry, key, tmp_path)
     assert debian.status == "built" and debian.publication.attestation.signed
     published = debian.publication.digest
+    image = registry.image("team/pytorch", DEBIAN)
+    assert image is not None and image.digest == published
 
-    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"}
-    tampered = "sha256:" + "7" * 64
-    # The tested record (accel_images.publish.tested) is a tag like any other: whoever pushed the copy forged it too.
-    fake = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, tampered, labels),
-                                f"{DEBIAN}-tested": record_of(tampered)},
-                        serving={"2.13-cpu": "sha256:elsewhere"})
-    gated = GatedRegistry(fake)
-    [_, night] = gated_run(gated, key, tmp_path)
+    # A copy with the very labels: the tested record (accel_images.publish.tested) is a tag like any other,
+    # so whoever pushed the copy forged it too.
+    tampered = registry.push_image(image.labels, tag=DEBIAN, salt="tampered")
+    registry.put_labels_image("team/pytorch", f"{DEBIAN}-tested", record_labels(tampered))
+    elsewhere = registry.push_image({}, tag="2.13-cpu", salt="elsewhere")
+    [_, night] = gated_run(registry, key, tmp_path, salt="2")
     assert night.status == "built" and night.reason.startswith("the registry's image does not verify: no provenance")
     assert night.verdict is not None and not night.verdict.ok
-    assert [copy for copy in fake.copied if copy[1] == "2.13-cpu"] == [] and night.realigned == ()  # no alias
+    assert [copy for copy in copied(registry) if copy[1] == "2.13-cpu"] == [] and night.realigned == ()  # no alias
+    assert registry.serving("2.13-cpu") == registry.serving(DEBIAN) == night.publication.digest
+    assert night.publication.digest not in (tampered, published)
 
-    genuine = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, published, labels),
-                                   f"{DEBIAN}-tested": record_of(published)},
-                           serving={"2.13-cpu": "sha256:elsewhere"})
-    [_, night] = gated_run(GatedRegistry(genuine, gated.artifacts), key, tmp_path)
+    # the genuine image back under its tags, tested that day, with the alias elsewhere
+    registry.tagged.update({DEBIAN: published, f"{DEBIAN}-{NOW:%Y%m%d}": published, "2.13-cpu": elsewhere})
+    registry.put_labels_image("team/pytorch", f"{DEBIAN}-tested", record_labels(published, day=f"{NOW:%Y%m%d}"))
+    [_, night] = gated_run(registry, key, tmp_path, salt="3")
     assert night.status == "skipped" and night.verdict is not None and night.verdict.ok
-    assert night.realigned == ("2.13-cpu",) and genuine.copied == [(published, "2.13-cpu")]
+    assert night.realigned == ("2.13-cpu",) and copied(registry) == [(published, "2.13-cpu")]
+    assert registry.serving("2.13-cpu") == published
 
 
 def test_a_transient_registry_error_while_reading_the_provenance_is_no_verdict(tmp_path: Path) -> None:
@@ -595,24 +619,21 @@ def test_a_transient_registry_error_while_reading_the_provenance_is_no_verdict(t
 
 
 def test_a_transient_error_while_verifying_fails_the_variant_and_republishes_nothing(tmp_path: Path) -> None:
-    from fakes import FakeRegistry
-    from test_nightly import DEBIAN, record_of
-
-    from accel_images.builder.builder import CREATED_LABEL
-    from accel_images.builder.fingerprint import FINGERPRINT_LABEL
-    from accel_images.registry import RemoteImage
+    from test_nightly import DEBIAN, copied
     key, _ = write_key(tmp_path)
-    first = GatedRegistry(FakeRegistry())
-    [_, debian] = gated_run(first, key, tmp_path)
+    registry = InMemoryRegistry()
+    [_, debian] = gated_run(registry, key, tmp_path)
     published = debian.publication.digest
-    labels = {FINGERPRINT_LABEL: debian.outcome.fingerprint or "", CREATED_LABEL: "2026-12-01T00:00:00Z"}
-    genuine = FakeRegistry(images={DEBIAN: RemoteImage("team/pytorch", DEBIAN, published, labels),
-                                   f"{DEBIAN}-tested": record_of(published)})
-    first.artifacts.blob_error = 503   # every blob read fails as a registry under load does (503, transient)
-    [_, night] = gated_run(GatedRegistry(genuine, first.artifacts), key, tmp_path)
+    attached = [layer["digest"] for _, data in registry.manifests.values() for manifest in [json.loads(data)]
+                if (manifest.get("subject") or {}).get("digest") == published for layer in manifest["layers"]]
+    assert attached   # its provenance and SBOM
+    # every read of them fails as a registry under load does (503, transient); the image itself reads fine
+    registry.faults.append(Fault(f"/blobs/({'|'.join(attached)})$", 503, method="GET"))
+    [_, night] = gated_run(registry, key, tmp_path, salt="2")
     assert night.status == "failed" and night.outcome.exit_code == 4 and "answered 503" in night.outcome.error
+    assert any(f"reading blob {digest[:19]}" in night.outcome.error for digest in attached), night.outcome.error
     assert night.publication is None and night.registry_digest in (None, published)
-    assert genuine.copied == [] and DEBIAN not in genuine.serving
+    assert copied(registry) == [] and registry.serving(DEBIAN) == published
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from accel_images.model.wheels import Wheel
 from accel_images.plan.variants import Expansion
 from accel_images.render.contexts import Renderer, RenderOptions, copies_wheels
 from accel_images.state import StateDir
-from fakes import FakeEngine, FakeRegistry
+from fakes import FakeEngine, InMemoryRegistry, PushingEngine
 from test_nightly import DEBIAN, TEMPLATES, UBUNTU, write_matrix
 
 INDEX = "https://user:s3cret@mirror.example.com/whl/cpu"
@@ -551,32 +551,6 @@ def test_build_pip_fetch_host_for_arm64_fetches_aarch64_wheels(tmp_path: Path, m
         "linux/arm64"}
 
 
-class IndexRegistry(FakeRegistry):
-    """FakeRegistry with the manifests a tag of several platforms is published by (an index, stored by
-    digest and then put under each tag)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.manifests: dict[str, tuple[str, dict[str, object]]] = {}
-
-    def manifest(self, repository: str, reference: str) -> tuple[str, dict[str, object]] | None:
-        return self.manifests.get(reference)
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.manifests[tag][0] if tag in self.manifests else super().manifest_digest(repository, tag)
-
-    def descriptor(self, repository: str, reference: str) -> dict[str, object]:
-        from accel_images.registry import OCI_MANIFEST
-        return {"mediaType": OCI_MANIFEST, "digest": reference, "size": 7}
-
-    def put_manifest(self, repository: str, reference: str, data: bytes, media_type: str) -> tuple[str, bool]:
-        import hashlib
-        import json
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        self.manifests[reference] = (digest, json.loads(data))
-        return digest, False
-
-
 def test_a_nightly_of_both_platforms_fetches_each_images_wheels_for_its_machine(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A nightly (every platform of the tag's index) with the run's wheelhouse: one fetch per machine."""
@@ -589,13 +563,15 @@ def test_a_nightly_of_both_platforms_fetches_each_images_wheels_for_its_machine(
     fake = FakePip()
     settings = BuildSettings(options=RenderOptions(pip_index_url=INDEX, host_fetch=True),
                              state_dir=StateDir(tmp_path / "state"), pull="always", smoke=False)
-    registry = IndexRegistry()
+    registry = InMemoryRegistry()
     options = NightlyOptions(Target(registry.host, "team/pytorch"), retry=RetryPolicy(sleep=lambda seconds: None),
                              attest=False)
-    nights = run_nightly(FakeEngine(), compat.load_kb(), expansion, expansion.variants, registry,  # type: ignore[arg-type]
-                         settings, options, smoke=lambda image, variant: GREEN,
+    nights = run_nightly(PushingEngine(registry), compat.load_kb(), expansion, expansion.variants,  # type: ignore[arg-type]
+                         registry, settings, options, smoke=lambda image, variant: GREEN,
                          wheels=RunWheelhouse(settings.wheel_cache_dir, runner=fake))
     assert [(n.outcome.variant.platform, n.status) for n in nights] == [("linux/amd64", "built"),
                                                                         ("linux/arm64", "built")]
     assert len(aarch64_fetches(fake)) == 3
     assert sorted(command[4] for command in fake.calls) == ["aarch64"] * 3 + ["x86_64"] * 3
+    [tag] = {n.outcome.variant.tag for n in nights}
+    assert [platform for platform, _ in registry.index_of(tag)] == ["linux/amd64", "linux/arm64"]
