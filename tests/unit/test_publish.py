@@ -1,5 +1,7 @@
 """accel_images.publish.promote: candidate -> smoke -> promotion, with the order, retries and cleanup checked
-against fakes, and the whole flow once against the real engine and local registry.
+against an engine whose pushes land in the shared in-memory registry (tests/fakes.py PushingEngine and
+InMemoryRegistry, read back through the real client), and the whole flow once against the real engine and
+local registry.
 
 Here: the tests that need no engine or registry; those that do are in tests/integration/test_publish_integration.py.
 """
@@ -236,7 +238,8 @@ def test_ctrl_c_while_the_candidate_is_removed_reports_the_finished_promotion(va
     with pytest.raises(KeyboardInterrupt) as caught:
         run(variants[0], variants, Engine(registry), Smoke())
     stopped = stopped_publication(caught.value)
-    assert stopped is not None and stopped.ok and stopped.digest == registry.serving(variants[0].tag) is not None
+    assert stopped is not None and stopped.ok and stopped.digest is not None
+    assert stopped.digest == registry.serving(variants[0].tag)
     assert stopped.promoted == tuple(tags.all_tags(variants[0], variants, DAY))
     assert stopped.candidate_left is left and stopped.tags_after is None
     assert (registry.serving(candidate) == stopped.digest) is left
