@@ -11,9 +11,8 @@ a push that fails, a registry that refuses a delete).
 The registry itself is InMemoryRegistry: the real client with only its HTTP exchange answered from memory,
 as the distribution registry answers it (tests/unit/test_fakes.py holds it to that), with its variants as
 options and subclasses (deletes disabled, a referrers API, failing blobs, put hooks, ForgetfulRegistry).
-FakeTagStore and FakeTagRegistry are not registries but the publishing protocols answered by
-value, for tests whose engine uploads nothing; the nightly's tests run against InMemoryRegistry, with
-PushingEngine's pushes landing in it.
+Every test that publishes runs against it, with PushingEngine's pushes landing in it; no other
+registry stand-in answers the publishing protocols by value.
 """
 
 from __future__ import annotations
@@ -139,78 +138,6 @@ class PullRecorder:
 
     def close(self) -> None:
         pass
-
-
-@dataclass
-class FakeTagStore:
-    """The tags publishing moves: what each serves (none unless set), copies and deletes.
-
-    A copy of a tag nobody set serves `copied_digest`; `delete_error` is raised by every delete.
-    Like FakeRegistry, the promote.TagStore protocol answered by value for FakeEngine's upload-less pushes,
-    not a registry (that is InMemoryRegistry).
-    """
-
-    serving: dict[str, str] = field(default_factory=dict)
-    deleted: list[str] = field(default_factory=list)
-    delete_error: BaseException | None = None
-    copied_digest: str = PUSHED
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.serving.get(tag)
-
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
-        return None  # the fake engine's pushes upload nothing, so no layer size is asked for
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        if self.delete_error is not None:
-            raise self.delete_error
-        self.deleted.append(tag)
-        return True
-
-    def copy_tag(self, repository: str, source: str, tag: str) -> str:
-        self.serving[tag] = self.serving.get(source, self.copied_digest)
-        return self.serving[tag]
-
-
-@dataclass
-class FakeTagRegistry:
-    """The tags retention lists and deletes: `digests[tag]` (None: no manifest), every other tag an
-    error; a delete of a tag in `refuse` is answered 405, and every delete when `no_deletes` (asked first).
-
-    The retention.TagRegistry protocol answered by value (a tag with no manifest, a refusal of one tag, an
-    index by its entries), for retention's decisions; the registry's own 405 through the real client is
-    InMemoryRegistry(deletes_enabled=False) (tests/unit/test_retention.py)."""
-
-    digests: dict[str, str | None]
-    deleted: list[str] = field(default_factory=list)
-    refuse: set[str] = field(default_factory=set)
-    no_deletes: bool = False
-    indexes: dict[str, list[str]] = field(default_factory=dict)
-    """An image index's digest -> the digests of the images it lists (every other digest: one image)."""
-
-    def tags(self, repository: str) -> list[str]:
-        return list(self.digests)
-
-    def manifest(self, repository: str, reference: str) -> tuple[str, dict] | None:
-        if reference in self.indexes:
-            return reference, {"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
-                {"digest": image, "size": 1, "platform": {"os": "linux", "architecture": f"arch{n}"}}
-                for n, image in enumerate(self.indexes[reference])]}
-        return reference, {"mediaType": "application/vnd.oci.image.manifest.v1+json"}
-
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        return self.digests[tag]
-
-    def delete_tag(self, repository: str, tag: str) -> bool:
-        if tag in self.refuse:
-            raise RegistryError(f"registry r answered 405 while deleting {repository}:{tag}")
-        self.deleted.append(tag)
-        return True
-
-    def check_deletes(self, repository: str) -> None:
-        if self.no_deletes:
-            raise RegistryError(f"registry r answered 405 while checking that {repository} allows deletes",
-                                hint="the registry does not allow deletes: its setting storage.delete.enabled is off")
 
 
 PutHook = Callable[[str, str], int | None]
@@ -508,7 +435,6 @@ class PushingEngine(FakeEngine):
 # What mypy checks: each fake is the protocol production code takes it as.
 _pusher: Pusher = FakeEngine()
 _runner: Runner = fakeimage.FakeEngine(RunResult(exit_code=0, stdout="", stderr="", timed_out=False))
-_nightly_tags: TagStore = InMemoryRegistry()
-_tag_store: TagStore = FakeTagStore()
-_tag_registry: TagRegistry = FakeTagRegistry({})
+_tag_store: TagStore = InMemoryRegistry()
+_tag_registry: TagRegistry = InMemoryRegistry()
 _artifact_store: ArtifactStore = InMemoryRegistry()

@@ -1,6 +1,7 @@
 """The registry's catalogue: what `recommend --registry`, `pull`, `run` and `catalogue` choose from.
 
-Unit tests read an in-memory registry; the integration tests publish layer-less images (a config
+Unit tests read the shared in-memory registry (tests/fakes.py InMemoryRegistry) through the real client; the
+integration tests publish layer-less images (a config
 blob with a variant's labels, made over the registry's HTTP API) and smoke records into a
 repository of their own in the local registry, then read them back through accel-images, directly
 and through the fault proxy with 50 ms added to every request.
@@ -11,7 +12,8 @@ Here: the tests that need no engine or registry; those that do are in tests/inte
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,10 +25,11 @@ from accel_images.model import tags
 from accel_images.publish.catalogue import (ARTIFACT_TYPE, Entry, SmokeRecord, read_catalogue, read_record, variant_of,
                                              write_record)
 from accel_images.host.choosing import load_expansion
-from accel_images.registry import Artifact, RemoteImage
+from accel_images.registry import OCI_INDEX, OCI_MANIFEST, IndexEntry, oci_index
 from accel_images.smoke.judge import SmokeResult
 from accel_images.model.imagefacts import ImageFacts
 from accel_images.model.variant import Variant
+from fakes import InMemoryRegistry
 from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,91 +46,55 @@ def digest_of(tag: str) -> str:
     return "sha256:" + (tag.encode().hex() * 8)[:64]
 
 
-# ---- an in-memory registry --------------------------------------------------------------------
+# ---- the registry's contents, through tests/fakes.py InMemoryRegistry -------------------------------
 
-@dataclass
-class MemoryRegistry:
-    """Tags -> (digest, labels); artifacts as put; every read counted.
+def registry_at() -> InMemoryRegistry:
+    """An empty registry at reg.example, the host the commands below are pointed at."""
+    return InMemoryRegistry(host="reg.example")
 
-    The catalogue's reads answered by value, not the shared registry (tests/fakes.py InMemoryRegistry):
-    these tests name digests after tags (digest_of), forge an index by its list of entries (a platform
-    twice, an image under another platform) and assert which tags were read at all (`reads`); the same
-    through the real client would be other tests."""
 
-    host: str = "reg.example"
-    images: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
-    artifacts: dict[str, Artifact] = field(default_factory=dict)
-    reads: list[str] = field(default_factory=list)
-    indexes: dict[str, tuple[str, list[tuple[str, str]]]] = field(default_factory=dict)
-    """tag -> (index digest, its entries in order: (platform, image digest), a platform possibly twice)"""
-    platforms: dict[str, str] = field(default_factory=dict)                         # image digest -> its platform
+def publish(registry: InMemoryRegistry, variant: Variant, tag: str | None = None, salt: str = "") -> str:
+    """Push an image of `variant` (its labels, its platform) under `tag`, its full tag unless named; its digest.
+    `salt` makes another image of the same variant (one pushed by hand)."""
+    return registry.push_image(variant.labels(), variant.platform, tag=tag or variant.tag, salt=salt)
 
-    def publish(self, variant: Variant, tag: str | None = None, digest: str | None = None) -> str:
-        digest = digest or digest_of(variant.tag)
-        self.images[tag or variant.tag] = (digest, variant.labels())
-        return digest
 
-    def publish_index(self, variants: list[Variant]) -> tuple[str, dict[str, str]]:
-        """One tag, an index of one image per platform: (index digest, platform -> image digest)."""
-        entries = {}
-        for variant in variants:
-            digest = digest_of(variant.key)
-            self.images[digest] = (digest, variant.labels())  # by digest only: no tag of its own
-            self.platforms[digest] = variant.platform
-            entries[variant.platform] = digest
-        index = digest_of("index " + variants[0].tag)
-        self.indexes[variants[0].tag] = (index, list(entries.items()))
-        return index, entries
+def put_index(registry: InMemoryRegistry, tag: str, entries: Sequence[tuple[str, str]]) -> str:
+    """Point `tag` at an image index of (platform, image digest) entries, in that order; the index's digest."""
+    data = oci_index([IndexEntry(platform, image, len(registry.manifests[image][1]), OCI_MANIFEST)
+                      for platform, image in entries])
+    return registry.put_manifest("r", tag, data, OCI_INDEX)[0]
 
-    def tags(self, repository: str, page_size: int = 1000) -> list[str]:
-        return [*(tag for tag in self.images if not tag.startswith("sha256:")), *self.indexes, *self.artifacts]
 
-    def image(self, repository: str, tag: str) -> RemoteImage | None:
-        self.reads.append(tag)
-        found = self.images.get(tag) or next((image for image in self.images.values() if image[0] == tag), None)
-        return RemoteImage(repository, tag, found[0], found[1], platform=self.platforms.get(found[0], "linux/amd64")) \
-            if found else None
+def publish_index(registry: InMemoryRegistry, variants: list[Variant]) -> tuple[str, dict[str, str]]:
+    """One tag, an index of one image per platform: (index digest, platform -> image digest)."""
+    images = {variant.platform: registry.push_image(variant.labels(), variant.platform) for variant in variants}
+    return put_index(registry, variants[0].tag, list(images.items())), images
 
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
-        self.reads.append(tag)
-        found = self.images.get(tag)
-        return found[0] if found else None
 
-    def manifest(self, repository: str, reference: str) -> tuple[str, dict] | None:
-        self.reads.append(reference)
-        if reference in self.indexes:
-            digest, entries = self.indexes[reference]
-            return digest, {"mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
-                {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": image, "size": 10,
-                 "platform": dict(zip(("os", "architecture"), platform.split("/"), strict=True))}
-                for platform, image in entries]}
-        if reference in self.images:
-            return self.images[reference][0], {"mediaType": "application/vnd.oci.image.manifest.v1+json",
-                                               "config": {"digest": "sha256:" + "c" * 64}}
-        artifact = self.artifacts.get(reference)
-        if artifact is None:
-            return None
-        return "sha256:" + "f" * 64, {"artifactType": artifact.artifact_type, "annotations": dict(artifact.annotations)}
+def record_of(registry: InMemoryRegistry, digest: str) -> tuple[dict, bytes]:
+    """The manifest of the smoke record of image `digest`, as the registry holds it, and its payload."""
+    found = registry.manifest("r", tags.record_tag(digest))
+    assert found is not None, f"no smoke record of {digest}"
+    return found[1], registry.blob("r", found[1]["layers"][0]["digest"])
 
-    def descriptor(self, repository: str, reference: str) -> dict | None:
-        return {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": reference, "size": 10}
 
-    def put_artifact(self, repository: str, tag: str, artifact: Artifact) -> str:
-        self.artifacts[tag] = artifact
-        return "sha256:" + "f" * 64
+def reads(registry: InMemoryRegistry) -> set[str]:
+    """Every tag or digest whose manifest the registry was asked for."""
+    return {path.rsplit("/manifests/", 1)[1] for _, path in registry.requests if "/manifests/" in path}
 
 
 def test_a_smoke_record_says_what_it_was_written_from() -> None:
-    registry = MemoryRegistry()
-    digest = registry.publish(VARIANTS[CUDA])
+    registry = registry_at()
+    digest = publish(registry, VARIANTS[CUDA])
     result = SmokeResult(ok=True, ran_on="cuda", cpu_fallback=False, failures=(), checks=(),
                          raw={"backend": "cuda", "device_name": "NVIDIA H100 80GB HBM3"})
     write_record(registry, "team/pytorch", digest, result, "20261202T030000-abc123",
                  now=datetime(2026, 12, 2, 3, 4, 5, tzinfo=timezone.utc))
-    artifact = registry.artifacts[tags.record_tag(digest)]
-    assert artifact.artifact_type == ARTIFACT_TYPE and artifact.subject == {
-        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": 10}
-    assert json.loads(artifact.payload)["image"] == digest
+    manifest, payload = record_of(registry, digest)
+    assert manifest["artifactType"] == ARTIFACT_TYPE and manifest["subject"] == {
+        "mediaType": OCI_MANIFEST, "digest": digest, "size": len(registry.manifests[digest][1])}
+    assert json.loads(payload)["image"] == digest
     found = read_record(registry, "team/pytorch", tags.record_tag(digest))
     assert found is not None
     record, labels = found
@@ -138,15 +105,14 @@ def test_a_smoke_record_says_what_it_was_written_from() -> None:
 
 
 def test_only_images_whose_digest_a_passing_record_vouches_for_are_offered() -> None:
-    registry = MemoryRegistry()
-    for tag in (CPU_NEW, CPU_OLD, CUDA):
-        registry.publish(VARIANTS[tag])
-    write_record(registry, "r", digest_of(CPU_OLD), PASSED, "r1")
-    write_record(registry, "r", digest_of(CUDA), replace(PASSED, ok=False, failures=("check matmul failed",)), "r1")
-    registry.publish(VARIANTS[CPU_NEW], tag="latest-cpu")                    # an alias: never read
-    registry.publish(VARIANTS[CPU_NEW], tag=f"{CPU_NEW}-20261202")           # a dated tag: never read
-    registry.publish(VARIANTS[CPU_NEW], tag=f"{CPU_NEW}-candidate-r1-abc")   # a candidate: never read
-    registry.images["2.14.0-cpu-py3.12-ubuntu22.04"] = (digest_of("x"), {"some": "label"})  # not ours
+    registry = registry_at()
+    digests = {tag: publish(registry, VARIANTS[tag]) for tag in (CPU_NEW, CPU_OLD, CUDA)}
+    write_record(registry, "r", digests[CPU_OLD], PASSED, "r1")
+    write_record(registry, "r", digests[CUDA], replace(PASSED, ok=False, failures=("check matmul failed",)), "r1")
+    publish(registry, VARIANTS[CPU_NEW], tag="latest-cpu")                    # an alias: never read
+    publish(registry, VARIANTS[CPU_NEW], tag=f"{CPU_NEW}-20261202")           # a dated tag: never read
+    publish(registry, VARIANTS[CPU_NEW], tag=f"{CPU_NEW}-candidate-r1-abc")   # a candidate: never read
+    registry.push_image({"some": "label"}, tag="2.14.0-cpu-py3.12-ubuntu22.04")  # not ours
 
     catalogue = read_catalogue(registry, "r")
     by_tag = {entry.tag: entry for entry in catalogue.entries}
@@ -154,14 +120,14 @@ def test_only_images_whose_digest_a_passing_record_vouches_for_are_offered() -> 
     assert [entry.tag for entry in catalogue.offered()] == [CPU_OLD]
     assert by_tag[CPU_NEW].why_not == "published, but no smoke record vouches for its digest"
     assert by_tag[CUDA].why_not == "its smoke test failed on cpu"
-    assert not {"latest-cpu", f"{CPU_NEW}-20261202", f"{CPU_NEW}-candidate-r1-abc"} & set(registry.reads)
-    assert tags.record_tag(digest_of(CPU_NEW)) not in registry.reads   # no record in the tag list: not asked
+    assert not {"latest-cpu", f"{CPU_NEW}-20261202", f"{CPU_NEW}-candidate-r1-abc"} & reads(registry)
+    assert tags.record_tag(digests[CPU_NEW]) not in reads(registry)   # no record in the tag list: not asked
 
 
 def test_a_tag_moved_onto_an_untested_image_loses_its_record() -> None:
-    registry = MemoryRegistry()
-    write_record(registry, "r", registry.publish(VARIANTS[CPU_OLD]), PASSED, "r1")
-    registry.publish(VARIANTS[CPU_OLD], digest="sha256:" + "9" * 64)        # pushed by hand over it
+    registry = registry_at()
+    write_record(registry, "r", publish(registry, VARIANTS[CPU_OLD]), PASSED, "r1")
+    publish(registry, VARIANTS[CPU_OLD], salt="by hand")                     # pushed by hand over it
     [entry] = read_catalogue(registry, "r").entries
     assert not entry.offered
 
@@ -169,8 +135,8 @@ def test_a_tag_moved_onto_an_untested_image_loses_its_record() -> None:
 def test_an_index_is_one_entry_per_platform_each_offered_by_its_own_record() -> None:
     """One tag, one index: each platform's image is judged by the smoke record of its own digest; the
     entry names the index and every platform it lists, and the variant knows its platform."""
-    registry = MemoryRegistry()
-    index, images = registry.publish_index([VARIANTS[CPU_OLD], ARM64[CPU_OLD]])
+    registry = registry_at()
+    index, images = publish_index(registry, [VARIANTS[CPU_OLD], ARM64[CPU_OLD]])
     write_record(registry, "r", images["linux/arm64"], PASSED, "r1")
     entries = read_catalogue(registry, "r").entries
     assert [(e.tag, e.platform, e.digest, e.index) for e in entries] == [
@@ -187,11 +153,11 @@ def test_an_index_listing_a_platform_twice_offers_neither_entry(monkeypatch: pyt
                                                                tmp_path: Path) -> None:
     """`docker pull` takes the first linux/amd64 entry (a hand-pushed image without a record); the green one
     listed after it must not get the tag offered, by `catalogue` nor by `recommend --registry`."""
-    registry = MemoryRegistry()
-    index, images = registry.publish_index([VARIANTS[CPU_OLD]])
+    registry = registry_at()
+    _, images = publish_index(registry, [VARIANTS[CPU_OLD]])
     write_record(registry, "team/accel-images/pytorch", images["linux/amd64"], PASSED, "r1")
-    forged = registry.publish(VARIANTS[CPU_OLD], tag="sha256:" + "7" * 64, digest="sha256:" + "7" * 64)
-    registry.indexes[CPU_OLD] = (index, [("linux/amd64", forged), ("linux/amd64", images["linux/amd64"])])
+    forged = registry.push_image(VARIANTS[CPU_OLD].labels(), "linux/amd64", salt="by hand")   # by digest only
+    put_index(registry, CPU_OLD, [("linux/amd64", forged), ("linux/amd64", images["linux/amd64"])])
     entries = read_catalogue(registry, "team/accel-images/pytorch").entries
     assert [(e.platform, e.digest, e.offered) for e in entries] == [
         ("linux/amd64", forged, False), ("linux/amd64", images["linux/amd64"], False)]
@@ -205,11 +171,10 @@ def test_an_image_listed_under_another_platform_than_its_smoke_record_saw_is_not
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """An amd64 image (its record: linux/amd64) listed in the index as linux/arm64: an arm64 host would pull
     an image that cannot run there. The record's platform decides, not the index's label."""
-    registry = MemoryRegistry()
-    index, images = registry.publish_index([VARIANTS[CPU_OLD]])
+    registry = registry_at()
+    _, images = publish_index(registry, [VARIANTS[CPU_OLD]])
     write_record(registry, "team/accel-images/pytorch", images["linux/amd64"], PASSED, "r1")
-    registry.indexes[CPU_OLD] = (index, [("linux/amd64", images["linux/amd64"]),
-                                         ("linux/arm64", images["linux/amd64"])])
+    put_index(registry, CPU_OLD, [("linux/amd64", images["linux/amd64"]), ("linux/arm64", images["linux/amd64"])])
     entries = read_catalogue(registry, "team/accel-images/pytorch").entries
     assert [(e.platform, e.offered) for e in entries] == [("linux/amd64", True), ("linux/arm64", False)]
     assert entries[1].why_not == ("the index lists this image as linux/arm64, but its smoke record is about a"
@@ -220,7 +185,7 @@ def test_an_image_listed_under_another_platform_than_its_smoke_record_saw_is_not
     assert amd.exit_code == 0 and CPU_OLD in amd.stdout, amd.output
 
 
-def recommend_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, tmp_path: Path, host: str,
+def recommend_cli(monkeypatch: pytest.MonkeyPatch, registry: InMemoryRegistry, tmp_path: Path, host: str,
                   *args: str) -> Result:
     """`accel-images recommend --registry reg.example/team` for the host `host` (JSON), read from `registry`."""
     from accel_images.cli import fanout as cli_fanout
@@ -252,12 +217,12 @@ WHEEL_FACTS = ImageFacts.from_bytes((ROOT / "tests" / "data" / "facts" / "torch-
 
 
 def test_the_smoke_record_carries_the_images_facts_and_the_catalogue_shows_them() -> None:
-    registry = MemoryRegistry()
-    digest = registry.publish(VARIANTS[CUDA_215])
+    registry = registry_at()
+    digest = publish(registry, VARIANTS[CUDA_215])
     write_record(registry, "r", digest, replace(PASSED, facts=WHEEL_FACTS), "r1")
-    artifact = registry.artifacts[tags.record_tag(digest)]
-    assert json.loads(artifact.annotations["io.accel-images.smoke.facts"]) == WHEEL_FACTS.compact()
-    assert json.loads(artifact.payload)["facts"] == WHEEL_FACTS.compact()
+    manifest, payload = record_of(registry, digest)
+    assert json.loads(manifest["annotations"]["io.accel-images.smoke.facts"]) == WHEEL_FACTS.compact()
+    assert json.loads(payload)["facts"] == WHEEL_FACTS.compact()
     [entry] = read_catalogue(registry, "r").entries
     assert entry.facts == ImageFacts.from_compact(WHEEL_FACTS.compact())
     assert entry.record()["facts"] == WHEEL_FACTS.compact()
@@ -290,7 +255,7 @@ def test_an_image_built_without_a_companion_says_so_in_the_catalogue() -> None:
     assert entry.holds() == "without torchvision"
 
 
-def catalogue_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, *args: str) -> Result:
+def catalogue_cli(monkeypatch: pytest.MonkeyPatch, registry: InMemoryRegistry, *args: str) -> Result:
     """`accel-images catalogue --registry reg.example/team` read from `registry`, not over the network."""
     from accel_images.cli import session as cli_session
     from accel_images.registry import RegistryClient
@@ -302,9 +267,9 @@ def catalogue_cli(monkeypatch: pytest.MonkeyPatch, registry: MemoryRegistry, *ar
 def test_catalogue_shows_the_labels_readme_promises(monkeypatch: pytest.MonkeyPatch) -> None:
     """The platform (one row per image of a tag's index), torch, stack, Python, OS, driver floor and GPU
     architectures, the smoke result and whether it is offered."""
-    registry = MemoryRegistry()
-    write_record(registry, "team/accel-images/pytorch", registry.publish(VARIANTS[CUDA]), PASSED, "r1")
-    registry.publish(VARIANTS[CPU_OLD])
+    registry = registry_at()
+    write_record(registry, "team/accel-images/pytorch", publish(registry, VARIANTS[CUDA]), PASSED, "r1")
+    publish(registry, VARIANTS[CPU_OLD])
     result = catalogue_cli(monkeypatch, registry)
     assert result.exit_code == 0, result.output
     header, *rows = [line.strip() for line in result.stdout.splitlines()]
@@ -323,7 +288,7 @@ def test_catalogue_shows_the_labels_readme_promises(monkeypatch: pytest.MonkeyPa
 def test_a_mistyped_namespace_is_the_same_answer_as_recommends(monkeypatch: pytest.MonkeyPatch,
                                                               tmp_path: Path) -> None:
     """Not "0 image(s)" and exit 0: exit 1 and the way out, as `recommend --registry` answers."""
-    result = catalogue_cli(monkeypatch, MemoryRegistry())
+    result = catalogue_cli(monkeypatch, registry_at())
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.strip() == ("accel-images: error: registry reg.example/team/accel-images/pytorch publishes"
                                      " no accel-images image (check --registry and --image)")

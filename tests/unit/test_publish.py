@@ -1,5 +1,7 @@
 """accel_images.publish.promote: candidate -> smoke -> promotion, with the order, retries and cleanup checked
-against fakes, and the whole flow once against the real engine and local registry.
+against an engine whose pushes land in the shared in-memory registry (tests/fakes.py PushingEngine and
+InMemoryRegistry, read back through the real client), and the whole flow once against the real engine and
+local registry.
 
 Here: the tests that need no engine or registry; those that do are in tests/integration/test_publish_integration.py.
 """
@@ -20,10 +22,9 @@ from accel_images.publish.promote import Publication, RetryPolicy, Target, publi
 from accel_images.smoke.judge import SmokeResult
 from accel_images.model.variant import Variant
 from accel_images.plan.variants import make_variant
-from fakes import FakeEngine as SharedEngine, FakeTagStore
+from fakes import InMemoryRegistry, PushingEngine
 
 DIGEST = "sha256:" + "1" * 64
-OTHER = "sha256:" + "2" * 64
 DAY = date(2026, 12, 2)
 TARGET = Target("reg.example:5000", "team/pytorch")
 
@@ -45,18 +46,12 @@ def transient(message: str = "registry unreachable (connection refused)") -> Reg
     return error
 
 
-@dataclass
-class FakeEngine(SharedEngine):
-    """tests/fakes.py's engine, its pushes answering DIGEST."""
+class Engine(PushingEngine):
+    """tests/fakes.py's PushingEngine, whose promotion pushes (`push`) land in the registry as the candidate's
+    (`push_image`) do: every tag of one local image serves that image's digest."""
 
-    pushed_digest: str = DIGEST
-
-
-@dataclass
-class FakeRegistry(FakeTagStore):
-    """tests/fakes.py's tag store, a copy of a tag nobody set serving DIGEST."""
-
-    copied_digest: str = DIGEST
+    def push(self, ref: str) -> str:
+        return self.push_image(ref).digest
 
 
 @dataclass
@@ -77,29 +72,37 @@ def no_sleep() -> tuple[RetryPolicy, list[float]]:
     return RetryPolicy(sleep=slept.append), slept
 
 
-def run(variant: Variant, variants: tuple[Variant, ...], engine: FakeEngine, registry: FakeRegistry,
-        smoke: Smoke, retry: RetryPolicy | None = None) -> Publication:
-    registry.serving.setdefault(variant.tag, DIGEST)
-    return publish(engine, registry, "sha256:image", variant, TARGET, tags.all_tags(variant, variants, DAY),
+def run(variant: Variant, variants: tuple[Variant, ...], engine: Engine, smoke: Smoke,
+        retry: RetryPolicy | None = None) -> Publication:
+    """Publish `variant` with `engine` into the registry its pushes land in."""
+    return publish(engine, engine.registry, "sha256:image", variant, TARGET, tags.all_tags(variant, variants, DAY),
                    "run1", smoke, retry=retry or no_sleep()[0])
 
 
-def pushes(engine: FakeEngine) -> list[str]:
+def pushes(engine: PushingEngine) -> list[str]:
     return [ref.rsplit(":", 1)[1] for call, ref in engine.calls if call == "push"]
+
+
+def deletes(registry: InMemoryRegistry) -> list[str]:
+    """The manifest DELETEs that reached the registry, check_deletes' probe of an unknown digest left out."""
+    return [path for method, path in registry.requests if method == "DELETE" and not path.endswith("0" * 64)]
 
 
 # ---- order and promotion ----------------------------------------------------------------------
 
 def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Variant, ...]) -> None:
     newest = variants[0]
-    engine, registry, smoke = FakeEngine(), FakeRegistry(), Smoke()
-    publication = run(newest, variants, engine, registry, smoke)
+    registry, smoke = InMemoryRegistry(), Smoke()
+    engine = Engine(registry)
+    publication = run(newest, variants, engine, smoke)
     candidate = f"{newest.tag}-candidate-run1"
-    assert publication.ok and publication.digest == DIGEST and not publication.candidate_left
+    real = (newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu")
+    assert publication.ok and publication.digest is not None and not publication.candidate_left
     assert smoke.seen == [TARGET.ref(candidate)]                        # the pushed image was the one tested
-    assert pushes(engine) == [candidate, newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu"]
-    assert publication.promoted == (newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu")
-    assert registry.deleted == [candidate]
+    assert pushes(engine) == [candidate, *real]
+    assert publication.promoted == real
+    assert registry.tagged == dict.fromkeys(real, publication.digest)  # the candidate alone was deleted
+    assert len(deletes(registry)) == 1
     assert ("remove", TARGET.ref(candidate)) in engine.calls
     assert ("remove", TARGET.ref(f"{newest.tag}-20261202")) in engine.calls   # no local name per day
     assert engine.calls.index(("push", TARGET.ref(candidate))) < engine.calls.index(("push", TARGET.ref(newest.tag)))
@@ -107,18 +110,20 @@ def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Va
 
 def test_the_smoke_record_is_written_after_the_green_smoke_and_before_any_real_tag(
         variants: tuple[Variant, ...]) -> None:
-    engine, registry, smoke = FakeEngine(), FakeRegistry(), Smoke()
-    vouched: list[tuple[str, int]] = []
-    registry.serving.setdefault(variants[0].tag, DIGEST)
+    registry, smoke = InMemoryRegistry(), Smoke()
+    engine = Engine(registry)
+    vouched: list[tuple[str, int, dict[str, str]]] = []
     publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
                           tags.all_tags(variants[0], variants, DAY), "run1", smoke, retry=no_sleep()[0],
-                          on_green=lambda digest, result: vouched.append((digest, len(pushes(engine)))))
-    assert publication.ok and vouched == [(DIGEST, 1)]          # only the candidate was pushed by then
+                          on_green=lambda digest, result: vouched.append((digest, len(pushes(engine)),
+                                                                          dict(registry.tagged))))
+    candidate = f"{variants[0].tag}-candidate-run1"
+    assert publication.ok and vouched == [(publication.digest, 1, {candidate: publication.digest})]  # no real tag yet
 
 
 def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[Variant, ...]) -> None:
-    engine, registry = FakeEngine(), FakeRegistry()
-    registry.serving.setdefault(variants[0].tag, DIGEST)
+    registry = InMemoryRegistry()
+    engine = Engine(registry)
 
     def refuse(digest: str, result: SmokeResult) -> None:
         raise RegistryError("registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke")
@@ -128,62 +133,91 @@ def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[
                           on_green=refuse)
     assert publication.error == "registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke"
     assert publication.promoted == () and pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+    assert registry.tagged == {}                                   # no real tag, and the candidate went
 
 
 def test_older_variant_gets_only_its_own_aliases(variants: tuple[Variant, ...]) -> None:
     older = variants[1]
-    publication = run(older, variants, FakeEngine(), FakeRegistry(), Smoke())
+    registry = InMemoryRegistry()
+    publication = run(older, variants, Engine(registry), Smoke())
     assert publication.promoted == (older.tag, f"{older.tag}-20261202", "2.13-cpu")
+    assert sorted(registry.tagged) == sorted(publication.promoted)
 
 
 def test_red_smoke_moves_no_real_tag(variants: tuple[Variant, ...]) -> None:
-    engine, registry = FakeEngine(), FakeRegistry()
-    publication = run(variants[0], variants, engine, registry, Smoke(RED))
+    registry = InMemoryRegistry()
+    engine = Engine(registry)
+    publication = run(variants[0], variants, engine, Smoke(RED))
     assert not publication.ok
     assert publication.error == "smoke: check mlp_training failed: loss rose"
     assert publication.promoted == ()
     assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
-    assert registry.deleted == [f"{variants[0].tag}-candidate-run1"]
+    assert registry.tagged == {} and len(deletes(registry)) == 1   # the candidate was pushed, then deleted
 
 
 def test_failed_candidate_push_runs_no_smoke_and_deletes_nothing_remote(variants: tuple[Variant, ...]) -> None:
     candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
-    engine = FakeEngine(push_failures={candidate: [RegistryError("push of x failed: access denied")]})
-    registry, smoke = FakeRegistry(), Smoke()
-    publication = run(variants[0], variants, engine, registry, smoke)
+    registry, smoke = InMemoryRegistry(), Smoke()
+    engine = Engine(registry, push_failures={candidate: [RegistryError("push of x failed: access denied")]})
+    publication = run(variants[0], variants, engine, smoke)
     assert publication.error == "push of x failed: access denied"
-    assert smoke.seen == [] and publication.promoted == () and registry.deleted == []
+    assert smoke.seen == [] and publication.promoted == () and registry.requests == []   # not even asked
     assert len(pushes(engine)) == 1  # permanent: not retried
 
 
 def test_promotion_landing_on_another_digest_stops(variants: tuple[Variant, ...]) -> None:
     newest = variants[0]
-    engine = FakeEngine(digests={TARGET.ref(f"{newest.tag}-20261202"): OTHER})
-    publication = run(newest, variants, engine, FakeRegistry(), Smoke())
-    assert not publication.ok and OTHER in (publication.error or "")
+    dated = TARGET.ref(f"{newest.tag}-20261202")
+
+    class Retagged(Engine):
+        """The dated tag's local name is on another image by the time it is pushed."""
+
+        def tag(self, image: str, ref: str) -> None:
+            super().tag("sha256:another" if ref == dated else image, ref)
+
+    registry = InMemoryRegistry()
+    engine = Retagged(registry)
+    publication = run(newest, variants, engine, Smoke())
+    other = registry.serving(f"{newest.tag}-20261202")
+    assert other is not None and other != publication.digest
+    assert not publication.ok and f"was pushed as {other}, not as the smoke-tested {publication.digest}" in (
+        publication.error or "")
     assert publication.promoted == (newest.tag,)
     assert "2.14-cpu" not in pushes(engine)
 
 
 def test_promotion_is_verified_in_the_registry(variants: tuple[Variant, ...]) -> None:
-    registry = FakeRegistry(serving={variants[0].tag: OTHER})
-    publication = run(variants[0], variants, FakeEngine(), registry, Smoke())
-    assert not publication.ok
-    assert f"points at {OTHER}, not at the smoke-tested {DIGEST}" in (publication.error or "")
+    registry = InMemoryRegistry()
+
+    class Raced(Engine):
+        """Another job moves the full tag as soon as the last alias was pushed."""
+
+        def push(self, ref: str) -> str:
+            pushed = super().push(ref)
+            if ref == TARGET.ref("latest-cpu"):
+                registry.push_image({"pushed by": "another job"}, tag=variants[0].tag)
+            return pushed
+
+    publication = run(variants[0], variants, Raced(registry), Smoke())
+    other = registry.serving(variants[0].tag)
+    assert not publication.ok and other != publication.digest
+    assert f"points at {other}, not at the smoke-tested {publication.digest}" in (publication.error or "")
 
 
 def test_candidate_that_cannot_be_deleted_is_reported_not_fatal(variants: tuple[Variant, ...]) -> None:
-    registry = FakeRegistry(delete_error=RegistryError("deletes disabled"))
-    publication = run(variants[0], variants, FakeEngine(), registry, Smoke())
+    registry = InMemoryRegistry(deletes_enabled=False)
+    publication = run(variants[0], variants, Engine(registry), Smoke())
     assert publication.ok and publication.candidate_left
+    assert registry.serving(f"{variants[0].tag}-candidate-run1") == publication.digest   # still there, as said
 
 
 def test_ctrl_c_during_the_smoke_still_removes_the_candidate(variants: tuple[Variant, ...]) -> None:
-    engine, registry = FakeEngine(), FakeRegistry()
+    registry = InMemoryRegistry()
+    engine = Engine(registry)
     with pytest.raises(KeyboardInterrupt):
-        run(variants[0], variants, engine, registry, Smoke(raises=KeyboardInterrupt()))
-    assert registry.deleted == [f"{variants[0].tag}-candidate-run1"]
+        run(variants[0], variants, engine, Smoke(raises=KeyboardInterrupt()))
     assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
+    assert registry.tagged == {} and len(deletes(registry)) == 1   # the candidate was pushed, then deleted
 
 
 @pytest.mark.parametrize("left", [True, False])
@@ -191,19 +225,28 @@ def test_ctrl_c_while_the_candidate_is_removed_reports_the_finished_promotion(va
                                                                              left: bool) -> None:
     """Every real tag moved; the stop comes during the clean-up: the publication stands as it ended."""
     candidate = f"{variants[0].tag}-candidate-run1"
-    registry = FakeRegistry(delete_error=KeyboardInterrupt())
-    if left:
-        registry.serving[candidate] = DIGEST              # the delete never landed
+
+    class StoppedWhileDeleting(InMemoryRegistry):
+        """Ctrl-C during the candidate's delete, before it landed or after: a stop, which no answer raises."""
+
+        def delete_tag(self, repository: str, tag: str) -> bool:
+            if not left:
+                super().delete_tag(repository, tag)
+            raise KeyboardInterrupt
+
+    registry = StoppedWhileDeleting()
     with pytest.raises(KeyboardInterrupt) as caught:
-        run(variants[0], variants, FakeEngine(), registry, Smoke())
+        run(variants[0], variants, Engine(registry), Smoke())
     stopped = stopped_publication(caught.value)
-    assert stopped is not None and stopped.ok and stopped.digest == DIGEST
+    assert stopped is not None and stopped.ok and stopped.digest is not None
+    assert stopped.digest == registry.serving(variants[0].tag)
     assert stopped.promoted == tuple(tags.all_tags(variants[0], variants, DAY))
     assert stopped.candidate_left is left and stopped.tags_after is None
+    assert (registry.serving(candidate) == stopped.digest) is left
 
 
 def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Variant, ...]) -> None:
-    publication = run(variants[0], variants, FakeEngine(), FakeRegistry(),
+    publication = run(variants[0], variants, Engine(InMemoryRegistry()),
                       Smoke(raises=EngineError("image x not found locally")))
     assert publication.error == "image x not found locally" and publication.promoted == ()
 
@@ -212,9 +255,9 @@ def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Var
 
 def test_transient_push_failures_are_retried_with_backoff(variants: tuple[Variant, ...]) -> None:
     candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
-    engine = FakeEngine(push_failures={candidate: [transient(), transient()]})
+    engine = Engine(InMemoryRegistry(), push_failures={candidate: [transient(), transient()]})
     retry, slept = no_sleep()
-    publication = run(variants[0], variants, engine, FakeRegistry(), Smoke(), retry)
+    publication = run(variants[0], variants, engine, Smoke(), retry)
     assert publication.ok
     assert pushes(engine)[:3] == [f"{variants[0].tag}-candidate-run1"] * 3
     assert slept == [2.0, 4.0]
@@ -314,36 +357,24 @@ def test_a_stopped_promotion_puts_tags_back_and_says_where_each_is(variants: tup
     newest = variants[0]
     real = tags.all_tags(newest, variants, DAY)
 
-    @dataclass
-    class Registry(FakeRegistry):
-        copies: list[tuple[str, str]] = field(default_factory=list)
+    registry = InMemoryRegistry()
+    previous = registry.push_image({"io.accel-images.built": "last night's"}, tag=newest.tag)
 
-        def copy_tag(self, repository: str, source: str, tag: str) -> str:
-            self.copies.append((source, tag))
-            self.serving[tag] = source
-            return source
+    class Stopping(Engine):
+        """Ctrl-C as the dated tag's push lands."""
 
-        def delete_tag(self, repository: str, tag: str) -> bool:
-            self.serving.pop(tag, None)
-            return super().delete_tag(repository, tag)
-
-    registry = Registry(serving={newest.tag: OTHER})
-
-    class Stopping(FakeEngine):
         def push(self, ref: str) -> str:
             pushed = super().push(ref)
-            tag = ref.rsplit(":", 1)[1]
-            if tag in real:
-                registry.serving[tag] = pushed
-                if tag == real[1]:
-                    raise KeyboardInterrupt
+            if ref == TARGET.ref(real[1]):
+                raise KeyboardInterrupt
             return pushed
 
+    engine = Stopping(registry)
     with pytest.raises(KeyboardInterrupt) as caught:
-        publish(Stopping(), registry, "sha256:image", newest, TARGET, real, "run1", Smoke(), retry=no_sleep()[0])
+        publish(engine, registry, "sha256:image", newest, TARGET, real, "run1", Smoke(), retry=no_sleep()[0])
     stopped = stopped_publication(caught.value)
     assert stopped is not None and stopped.error == "interrupted"
-    assert registry.serving[newest.tag] == OTHER and real[1] in registry.deleted
+    assert pushes(engine)[1:] == [newest.tag, real[1]]                 # both real tags had moved
+    assert registry.tagged == {newest.tag: previous}  # put back, the new dated tag and the candidate deleted
     assert stopped.promoted == ()
-    assert stopped.tags_after == {newest.tag: OTHER, **{tag: None for tag in real[1:]}}
-    assert f"{newest.tag}-candidate-run1" in registry.deleted
+    assert stopped.tags_after == {newest.tag: previous, **{tag: None for tag in real[1:]}}
