@@ -33,9 +33,9 @@ import requests
 import fakeimage
 
 from accel_images.builder.engine import BuiltImage, ImageInfo, Pushed, RunResult
-from accel_images.errors import BuildFailed, RegistryError
+from accel_images.errors import BuildFailed
 from accel_images.publish.promote import Pusher, TagStore
-from accel_images.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, RemoteImage, unreachable
+from accel_images.registry import OCI_INDEX, OCI_MANIFEST, RegistryClient, unreachable
 from accel_images.publish.retention import TagRegistry
 from accel_images.smoke.launcher import Runner
 from accel_images.supply.attach import ArtifactStore

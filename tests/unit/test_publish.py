@@ -46,14 +46,6 @@ def transient(message: str = "registry unreachable (connection refused)") -> Reg
     return error
 
 
-class Engine(PushingEngine):
-    """tests/fakes.py's PushingEngine, whose promotion pushes (`push`) land in the registry as the candidate's
-    (`push_image`) do: every tag of one local image serves that image's digest."""
-
-    def push(self, ref: str) -> str:
-        return self.push_image(ref).digest
-
-
 @dataclass
 class Smoke:
     result: SmokeResult = GREEN
@@ -72,7 +64,7 @@ def no_sleep() -> tuple[RetryPolicy, list[float]]:
     return RetryPolicy(sleep=slept.append), slept
 
 
-def run(variant: Variant, variants: tuple[Variant, ...], engine: Engine, smoke: Smoke,
+def run(variant: Variant, variants: tuple[Variant, ...], engine: PushingEngine, smoke: Smoke,
         retry: RetryPolicy | None = None) -> Publication:
     """Publish `variant` with `engine` into the registry its pushes land in."""
     return publish(engine, engine.registry, "sha256:image", variant, TARGET, tags.all_tags(variant, variants, DAY),
@@ -93,7 +85,7 @@ def deletes(registry: InMemoryRegistry) -> list[str]:
 def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Variant, ...]) -> None:
     newest = variants[0]
     registry, smoke = InMemoryRegistry(), Smoke()
-    engine = Engine(registry)
+    engine = PushingEngine(registry)
     publication = run(newest, variants, engine, smoke)
     candidate = f"{newest.tag}-candidate-run1"
     real = (newest.tag, f"{newest.tag}-20261202", "2.14-cpu", "latest-cpu")
@@ -111,7 +103,7 @@ def test_green_candidate_is_smoked_then_promoted_then_removed(variants: tuple[Va
 def test_the_smoke_record_is_written_after_the_green_smoke_and_before_any_real_tag(
         variants: tuple[Variant, ...]) -> None:
     registry, smoke = InMemoryRegistry(), Smoke()
-    engine = Engine(registry)
+    engine = PushingEngine(registry)
     vouched: list[tuple[str, int, dict[str, str]]] = []
     publication = publish(engine, registry, "sha256:image", variants[0], TARGET,
                           tags.all_tags(variants[0], variants, DAY), "run1", smoke, retry=no_sleep()[0],
@@ -123,7 +115,7 @@ def test_the_smoke_record_is_written_after_the_green_smoke_and_before_any_real_t
 
 def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[Variant, ...]) -> None:
     registry = InMemoryRegistry()
-    engine = Engine(registry)
+    engine = PushingEngine(registry)
 
     def refuse(digest: str, result: SmokeResult) -> None:
         raise RegistryError("registry HOST denied access (forbidden) while writing REPO:sha256-x.smoke")
@@ -139,14 +131,14 @@ def test_a_smoke_record_that_cannot_be_written_promotes_nothing(variants: tuple[
 def test_older_variant_gets_only_its_own_aliases(variants: tuple[Variant, ...]) -> None:
     older = variants[1]
     registry = InMemoryRegistry()
-    publication = run(older, variants, Engine(registry), Smoke())
+    publication = run(older, variants, PushingEngine(registry), Smoke())
     assert publication.promoted == (older.tag, f"{older.tag}-20261202", "2.13-cpu")
     assert sorted(registry.tagged) == sorted(publication.promoted)
 
 
 def test_red_smoke_moves_no_real_tag(variants: tuple[Variant, ...]) -> None:
     registry = InMemoryRegistry()
-    engine = Engine(registry)
+    engine = PushingEngine(registry)
     publication = run(variants[0], variants, engine, Smoke(RED))
     assert not publication.ok
     assert publication.error == "smoke: check mlp_training failed: loss rose"
@@ -158,7 +150,7 @@ def test_red_smoke_moves_no_real_tag(variants: tuple[Variant, ...]) -> None:
 def test_failed_candidate_push_runs_no_smoke_and_deletes_nothing_remote(variants: tuple[Variant, ...]) -> None:
     candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
     registry, smoke = InMemoryRegistry(), Smoke()
-    engine = Engine(registry, push_failures={candidate: [RegistryError("push of x failed: access denied")]})
+    engine = PushingEngine(registry, push_failures={candidate: [RegistryError("push of x failed: access denied")]})
     publication = run(variants[0], variants, engine, smoke)
     assert publication.error == "push of x failed: access denied"
     assert smoke.seen == [] and publication.promoted == () and registry.requests == []   # not even asked
@@ -169,7 +161,7 @@ def test_promotion_landing_on_another_digest_stops(variants: tuple[Variant, ...]
     newest = variants[0]
     dated = TARGET.ref(f"{newest.tag}-20261202")
 
-    class Retagged(Engine):
+    class Retagged(PushingEngine):
         """The dated tag's local name is on another image by the time it is pushed."""
 
         def tag(self, image: str, ref: str) -> None:
@@ -189,7 +181,7 @@ def test_promotion_landing_on_another_digest_stops(variants: tuple[Variant, ...]
 def test_promotion_is_verified_in_the_registry(variants: tuple[Variant, ...]) -> None:
     registry = InMemoryRegistry()
 
-    class Raced(Engine):
+    class Raced(PushingEngine):
         """Another job moves the full tag as soon as the last alias was pushed."""
 
         def push(self, ref: str) -> str:
@@ -206,14 +198,14 @@ def test_promotion_is_verified_in_the_registry(variants: tuple[Variant, ...]) ->
 
 def test_candidate_that_cannot_be_deleted_is_reported_not_fatal(variants: tuple[Variant, ...]) -> None:
     registry = InMemoryRegistry(deletes_enabled=False)
-    publication = run(variants[0], variants, Engine(registry), Smoke())
+    publication = run(variants[0], variants, PushingEngine(registry), Smoke())
     assert publication.ok and publication.candidate_left
     assert registry.serving(f"{variants[0].tag}-candidate-run1") == publication.digest   # still there, as said
 
 
 def test_ctrl_c_during_the_smoke_still_removes_the_candidate(variants: tuple[Variant, ...]) -> None:
     registry = InMemoryRegistry()
-    engine = Engine(registry)
+    engine = PushingEngine(registry)
     with pytest.raises(KeyboardInterrupt):
         run(variants[0], variants, engine, Smoke(raises=KeyboardInterrupt()))
     assert pushes(engine) == [f"{variants[0].tag}-candidate-run1"]
@@ -236,7 +228,7 @@ def test_ctrl_c_while_the_candidate_is_removed_reports_the_finished_promotion(va
 
     registry = StoppedWhileDeleting()
     with pytest.raises(KeyboardInterrupt) as caught:
-        run(variants[0], variants, Engine(registry), Smoke())
+        run(variants[0], variants, PushingEngine(registry), Smoke())
     stopped = stopped_publication(caught.value)
     assert stopped is not None and stopped.ok and stopped.digest is not None
     assert stopped.digest == registry.serving(variants[0].tag)
@@ -246,7 +238,7 @@ def test_ctrl_c_while_the_candidate_is_removed_reports_the_finished_promotion(va
 
 
 def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Variant, ...]) -> None:
-    publication = run(variants[0], variants, Engine(InMemoryRegistry()),
+    publication = run(variants[0], variants, PushingEngine(InMemoryRegistry()),
                       Smoke(raises=EngineError("image x not found locally")))
     assert publication.error == "image x not found locally" and publication.promoted == ()
 
@@ -255,7 +247,7 @@ def test_engine_failure_in_the_smoke_is_a_failed_publication(variants: tuple[Var
 
 def test_transient_push_failures_are_retried_with_backoff(variants: tuple[Variant, ...]) -> None:
     candidate = TARGET.ref(f"{variants[0].tag}-candidate-run1")
-    engine = Engine(InMemoryRegistry(), push_failures={candidate: [transient(), transient()]})
+    engine = PushingEngine(InMemoryRegistry(), push_failures={candidate: [transient(), transient()]})
     retry, slept = no_sleep()
     publication = run(variants[0], variants, engine, Smoke(), retry)
     assert publication.ok
@@ -360,7 +352,7 @@ def test_a_stopped_promotion_puts_tags_back_and_says_where_each_is(variants: tup
     registry = InMemoryRegistry()
     previous = registry.push_image({"io.accel-images.built": "last night's"}, tag=newest.tag)
 
-    class Stopping(Engine):
+    class Stopping(PushingEngine):
         """Ctrl-C as the dated tag's push lands."""
 
         def push(self, ref: str) -> str:
