@@ -388,7 +388,7 @@ def smoke_nodes(engine: Engine, image: str, variant: Variant, settings: BuildSet
     """The N-node smoke test (accel_images.smoke.nodes) of `image`, the same image the smoke test just passed;
     an engine that fails it midway is its failure, kept in the record like any other."""
     vendor = vendors.get(variant.vendor)
-    plan = NodesPlan(collective_for(vendor.smoke_backend, present), nodes=settings.smoke_nodes,
+    plan = NodesPlan(collective_for(vendor, present), nodes=settings.smoke_nodes,
                      timeout_s=settings.smoke_timeout_s)
     say = status or (lambda text: None)
     say(f"{plan.nodes}-node smoke test")

@@ -268,7 +268,7 @@ def smoke_nodes(engine: Engine, image: str, expectation: Expectation, recorded: 
     vendor = vendors.get(expectation.vendor)
     if require_accelerator and vendor.accelerator and not present:
         raise InputError(f"no {vendor.title} accelerator on this host (--require-accelerator)")
-    plan = NodesPlan(collective_for(vendor.smoke_backend, present), nodes=nodes, timeout_s=timeout_s)
+    plan = NodesPlan(collective_for(vendor, present), nodes=nodes, timeout_s=timeout_s)
     result = run_nodes(engine, image, plan, python=expectation.python, recorded=recorded,
                        vendor_options=vendors.device_options(expectation.vendor) if plan.collective.accelerated
                        else None, status=lambda text: click.echo(f"{image}: {text}", err=True))

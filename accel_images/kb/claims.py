@@ -7,20 +7,25 @@ backend, companions, toolkit, GPU architectures), so the matrix can be pruned an
 wrong, and the build fails naming the row to fix, so a wrong table is caught at the first build and
 not on a user's host. The rows every vendor shares are made here; each vendor adds its own
 (`facts_claims`), replacing a shared one with the same key where its section decides it (Gaudi's
-torch and Python come from its release row).
+torch and Python come from its release row). One shared row is the vendor's module, not its section:
+the collective library the image's facts name (`network.collective`) against the one the vendor
+declares (`Vendor.collective`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from accel_images import vendors
 from accel_images.kb.compat import DATA_FILE
 from accel_images.model.imagefacts import Claim, ImageFacts, kb_row
 from accel_images.model.knowledge import Knowledge
 from accel_images.model.variant import Variant
+from accel_images.vendors.base import Vendor
 
-__all__ = ["claims", "contradiction", "contradictions"]
+__all__ = ["claims", "collective_claims", "contradiction", "contradictions"]
 
 
 def shared_claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str]) -> list[Claim]:
@@ -37,6 +42,7 @@ def shared_claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions
         Claim("python", kb_row(DATA_FILE, "os", variant.os, python_key), variant.python, facts.python, "release"),
         Claim("backend", kb_row(vendor.kb_file, *index_row), vendor.smoke_backend, facts.backend),
     ]
+    found += collective_claims(vendor, facts)
     platform = kb.platforms.get(variant.platform)
     if platform is not None:
         # An image built for another platform than its variant's (a base pulled for the wrong
@@ -48,6 +54,27 @@ def shared_claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions
                     row.companions[name], facts.companions.get(name, ""), "release")
               for name in companions if name in row.companions]
     return found
+
+
+def collective_claims(vendor: Vendor, facts: ImageFacts) -> list[Claim]:
+    """The collective library the vendor declares (`Vendor.collective.library`: rccl for ROCm) against the one the
+    image's facts name; none for a vendor that declares none. The row is the vendor's own module, where a new vendor
+    declares it: facts reach the collective through the vendor, not through a table of vendors."""
+    if vendor.collective is None:
+        return []
+    network = facts.network or {}
+    measured = network.get("collective") or {}
+    row = kb_row(_module_file(vendor), "VENDOR", "collective", "library")
+    return [Claim("collective", row, vendor.collective.library,
+                  measured.get("name") if isinstance(measured, dict) else None)]
+
+
+def _module_file(vendor: Vendor) -> Path:
+    """The file of the module defining the vendor's class, where its `collective=` is written; the module's name
+    where it has no file."""
+    name = type(vendor).__module__
+    file = getattr(sys.modules.get(name), "__file__", None)
+    return Path(file) if file else Path(name)
 
 
 def claims(kb: Knowledge, variant: Variant, facts: ImageFacts, companions: Sequence[str] = ()) -> list[Claim]:

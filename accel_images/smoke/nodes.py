@@ -33,7 +33,7 @@ from accel_images.smoke import allreduce
 from accel_images.smoke.integrity import FileReader, Recorded, differences
 from accel_images.smoke.judge import NodesRecord, last_json_object, output_tail
 from accel_images.smoke import launcher
-from accel_images.vendors import collectives
+from accel_images.vendors.base import GLOO, Vendor
 from accel_images.smoke.launcher import (NO_RECORD, SMOKE_LABEL, Launch, NotMounted, RunOutcome, check_mounted,
                                          container_options, inventory_of, launch_options)
 
@@ -69,19 +69,20 @@ class Collective:
     """On the vendor's accelerator (its device options passed to the containers), not gloo on the CPU."""
 
 
-def collective_for(smoke_backend: str, accelerator_present: bool) -> Collective:
-    """The vendor's backend where its accelerator is on this host; gloo on the CPU otherwise (and saying so),
-    as the single-node smoke test falls back to the CPU (accel_images.vendors.collectives names each vendor's)."""
-    known = collectives.collective(smoke_backend)
-    gloo, cpu = collectives.CPU
-    if known is None:
-        return Collective(gloo, cpu, f"no collective backend known for {smoke_backend}: gloo on the CPU")
-    if not collectives.accelerated(smoke_backend):
-        return Collective(gloo, cpu, "a CPU image")
+def collective_for(vendor: Vendor, accelerator_present: bool) -> Collective:
+    """The vendor's own collective (`Vendor.collective`, declared in its module) where its accelerator is on this
+    host; gloo on the CPU otherwise (and saying so), as the single-node smoke test falls back to the CPU. Asked of
+    the vendor, so a new vendor's backend comes from its own folder."""
+    declared = vendor.collective
+    if declared is None:
+        return Collective(GLOO.backend, GLOO.device,
+                          f"no collective backend known for {vendor.smoke_backend}: gloo on the CPU")
+    if not declared.accelerated:
+        return Collective(declared.backend, declared.device, "a CPU image")
     if not accelerator_present:
-        return Collective(gloo, cpu, "no accelerator on this host: gloo on the CPU")
-    backend, device = known
-    return Collective(backend, device, f"the image's {smoke_backend} accelerator", accelerated=True)
+        return Collective(GLOO.backend, GLOO.device, "no accelerator on this host: gloo on the CPU")
+    return Collective(declared.backend, declared.device, f"the image's {vendor.smoke_backend} accelerator",
+                      accelerated=True)
 
 
 @dataclass(frozen=True)

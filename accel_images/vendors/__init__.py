@@ -103,6 +103,7 @@ def _load_module_vendor(module_file: Path) -> Vendor:
     if spec is None or spec.loader is None:
         raise InputError(f"cannot load vendor module {module_file}", field=PATH_ENV)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would: its classes name a module that can be found (its file)
     spec.loader.exec_module(module)
     vendor = getattr(module, "VENDOR", None)
     if not isinstance(vendor, Vendor):

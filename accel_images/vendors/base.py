@@ -51,6 +51,35 @@ class Fit:
         return not self.rejections
 
 
+@dataclass(frozen=True)
+class Collective:
+    """The collective library a vendor's devices all-reduce through, as torch.distributed and the image name it.
+
+    Data on the vendor (`Vendor.collective`, beside `smoke_backend`) so that the N-node smoke test
+    (accel_images/smoke/nodes.py) and the facts claims (accel_images/kb/claims.py) ask the vendor and a new
+    vendor declares its own in its own module. torch.distributed's backends:
+    https://docs.pytorch.org/docs/stable/distributed.html#backends
+    """
+
+    backend: str
+    """torch.distributed's name for it (`init_process_group(backend=...)`): 'nccl', 'xccl', 'hccl', 'gloo'."""
+    device: str
+    """The torch device type its tensors live on: 'cuda', 'xpu', 'hpu', 'cpu'."""
+    library: str
+    """The library the image's facts name (facts.json `network.collective.name`, accel_images/smoke/facts.py
+    COLLECTIVES); not always the backend's name: ROCm's RCCL answers to 'nccl'."""
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether it computes on an accelerator, not on the CPU (gloo)."""
+        return self.device != GLOO.device
+
+
+GLOO = Collective("gloo", "cpu", library="gloo")
+"""gloo between CPU processes: what every image can run, the CPU vendor's own, and the fallback wherever the
+vendor's accelerator is absent or the vendor declares no collective."""
+
+
 @runtime_checkable
 class Vendor(Protocol):
     """Everything the builder knows about one accelerator vendor."""
@@ -59,6 +88,7 @@ class Vendor(Protocol):
     title: str                         # 'NVIDIA CUDA': how reports name it
     stack_name: str                    # 'CUDA': what its stack versions are versions of ('' for cpu)
     smoke_backend: str                 # the backend the smoke workload reports on its device
+    collective: Collective | None      # what its devices all-reduce through (None: none known, gloo on the CPU)
     accelerator: bool                  # False for the CPU: its images run on any host
     runner_labels: tuple[str, ...]     # the CI runner with this accelerator (empty: a hosted runner)
     detect_rank: int                   # host detection tries lower ranks first
@@ -104,6 +134,9 @@ class VendorBase:
     stack_name: str
     smoke_backend: str
     kb_file: Path
+    collective: Collective | None = None
+    """The vendor's collective (the N-node smoke test's backend, the facts' collective library); None where it
+    has none known: the N-node smoke test then runs gloo on the CPU and says why."""
     runner_labels: tuple[str, ...] = ()
     accelerator: bool = True
     detect_rank: int = 100

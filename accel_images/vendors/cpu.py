@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from accel_images.vendors.base import Fit, VendorBase
+from accel_images.vendors.base import GLOO, Fit, VendorBase
 
 if TYPE_CHECKING:
     from accel_images.model.knowledge import Knowledge
@@ -29,6 +29,7 @@ VENDOR = Cpu(
     title="CPU",
     stack_name="",
     smoke_backend="cpu",
+    collective=GLOO,
     kb_file=Path(__file__).parent.parent / "data" / "vendors" / "cpu.yaml",
     accelerator=False,
     detect_rank=1000,

@@ -19,6 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from accel_images import vendors
 from accel_images.builder.engine import Engine
 from accel_images.smoke.launcher import SMOKE_LABEL
 from accel_images.smoke.nodes import NODES_LABEL, NodesPlan, collective_for, run_nodes
@@ -77,7 +78,7 @@ def test_a_rendezvous_that_never_completes_fails_in_time_and_leaves_nothing(dock
     engine = Engine.connect()
     info = engine.inspect_image(SUITE_IMAGE)
     assert info is not None
-    plan = NoRendezvous(collective_for("cpu", accelerator_present=False), timeout_s=20)
+    plan = NoRendezvous(collective_for(vendors.get("cpu"), accelerator_present=False), timeout_s=20)
     recorded = recorded_build(StateDir.at(published_build["state"]), info.labels.get("io.accel-images.fingerprint"))
     started = time.monotonic()
     result = run_nodes(engine, SUITE_IMAGE, plan, python="3.11", recorded=recorded, vendor_options=None)

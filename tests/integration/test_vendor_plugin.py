@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,38 @@ def test_reports_name_the_plugin_vendor(with_plugin: None) -> None:
     markdown = render_markdown([record], {})
     assert "## Example NPU" in markdown
     assert "NPU SDK 1.0" in render_html([record], {})
+
+
+def test_the_two_node_smoke_runs_the_collective_the_plugin_declares(with_plugin: None) -> None:
+    """Its backend comes from its own module (`collective=` in npu.py), as the built-in vendors' from theirs."""
+    from accel_images.smoke.nodes import NodesPlan, collective_for, torchrun_command
+
+    chosen = collective_for(vendors.get("npu"), accelerator_present=True)
+    assert (chosen.backend, chosen.device, chosen.accelerated) == ("exccl", "npu", True)
+    assert chosen.why == "the image's npu accelerator"
+    command = torchrun_command(NodesPlan(chosen), node=0)
+    assert command[command.index("--backend") + 1:command.index("--device") + 2] == ["exccl", "--device", "npu"]
+    absent = collective_for(vendors.get("npu"), accelerator_present=False)
+    assert (absent.backend, absent.device, absent.accelerated) == ("gloo", "cpu", False)
+
+
+def test_the_facts_of_a_plugin_image_are_held_to_the_collective_it_declares(with_plugin: None) -> None:
+    from accel_images.kb import claims
+    from accel_images.kb.compat import load_kb
+    from accel_images.model.imagefacts import ImageFacts
+    from accel_images.plan.variants import make_variant
+
+    kb = load_kb()
+    variant = make_variant(kb, "npu", "1.0", "2.14", "3.12", "ubuntu24.04", "runtime")
+    facts = ImageFacts.from_bytes((ROOT / "tests" / "data" / "facts" / "torch-2.15.0-cu132-x86_64.json").read_bytes())
+    network = {"ibverbs": None, "ucx": None, "mpi": None, "collective": {"name": "nccl", "version": None}}
+    [claim] = [claim for claim in claims.claims(kb, variant, replace(facts, network=network))
+               if claim.key == "collective"]
+    assert claim.contradicted
+    assert claim.line() == "tests/data/vendor_plugin/npu.py VENDOR.collective.library says exccl; the image has nccl"
+    right = {**network, "collective": {"name": "exccl", "version": None}}
+    assert not any(claim.contradicted for claim in claims.claims(kb, variant, replace(facts, network=right))
+                   if claim.key == "collective")
 
 
 def test_the_package_names_only_its_builtin_vendors_by_default() -> None:

@@ -64,7 +64,8 @@ def test_the_real_cuda_wheel_holds_what_the_knowledge_base_says(kb: KnowledgeBas
     variant = make_variant(kb, *CU132_PY311)
     found = claims.claims(kb, variant, CUDA_215, ("torchaudio", "torchvision"))
     assert {claim.key for claim in found} == {"torch", "python", "backend", "machine", "companion:torchaudio",
-                                              "companion:torchvision", "stack", "toolkit", "archs", "ptx"}
+                                              "companion:torchvision", "stack", "toolkit", "archs", "ptx",
+                                              "collective"}
     assert [claim.line() for claim in found if claim.contradicted] == []
 
 
@@ -189,6 +190,23 @@ def test_an_image_of_another_machine_than_its_platform_is_named(kb: KnowledgeBas
     assert not {claim.key: claim for claim in claims.claims(kb, amd64, CUDA_215)}["machine"].contradicted
     unmeasured = replace(CUDA_215, platform={})
     assert not {claim.key: claim for claim in claims.claims(kb, variant, unmeasured)}["machine"].contradicted
+
+
+def with_collective(facts: ImageFacts, name: str | None) -> ImageFacts:
+    """The facts with `network` measured, its collective library `name`."""
+    return replace(facts, network={"ibverbs": None, "ucx": None, "mpi": None,
+                                   "collective": {"name": name, "version": None}})
+
+
+def test_the_images_collective_library_is_held_to_the_one_its_vendor_declares(kb: KnowledgeBase) -> None:
+    """The row is the vendor's own module (`Vendor.collective`), not a table of vendors beside it."""
+    variant = make_variant(kb, *CU132_PY311)
+    assert claims.contradiction(kb, variant, with_collective(CUDA_215, "nccl")) is None
+    assert claims.contradiction(kb, variant, with_collective(CUDA_215, "rccl")) == (
+        "the image's facts contradict the knowledge base: accel_images/vendors/cuda/__init__.py"
+        " VENDOR.collective.library says nccl; the image has rccl")
+    assert claims.contradiction(kb, variant, CUDA_215) is None            # facts from before `network`: not measured
+    assert claims.contradiction(kb, variant, with_collective(CUDA_215, None)) is None
 
 
 # ---- the devel base's CUDA forward-compatibility library ---------------------------------------------

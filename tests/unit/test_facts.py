@@ -274,8 +274,11 @@ def test_the_network_travels_with_the_image_and_its_summary_names_it() -> None:
         ImageFacts.from_document({**document, "network": {**network, "ucx": "1.13; id"}})
 
 
-def test_the_facts_know_a_collective_for_every_vendor_backend_the_smoke_stage_knows() -> None:
+def test_the_facts_name_the_collective_library_each_vendor_declares() -> None:
     """facts.py runs in the image with the standard library alone, so it keeps its own table of library names
-    (rccl, not torch's backend name nccl); both tables cover the same smoke backends."""
-    from accel_images.vendors import collectives
-    assert set(script.COLLECTIVES) == set(collectives.COLLECTIVES)
+    by the backend torch reports; each must be the library the vendor declares (`Vendor.collective.library`,
+    what the facts claims hold the image to: rccl, not torch's backend name nccl)."""
+    from accel_images import vendors
+    declared = {vendor.smoke_backend: vendor.collective.library for vendor in vendors.registry().values()
+                if vendor.collective is not None}
+    assert declared == script.COLLECTIVES

@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from accel_images import vendors
 from accel_images.builder.engine import RunResult
 from accel_images.smoke import allreduce
 from accel_images.smoke.launcher import Launch
 from accel_images.smoke.nodes import (NODES_LABEL, Collective, NodesPlan, collective_for, judge_nodes, node_options,
                                       run_nodes, torchrun_command)
+from accel_images.vendors.base import Collective as Declared, VendorBase
 
 from fakeimage import FakeEngine, FakeFiles, file_entry, honest_record
 
@@ -76,28 +79,47 @@ def test_the_run_is_labelled_with_its_id():
 
 # ---- the backend ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("smoke_backend", "backend", "device"), [
-    ("cuda", "nccl", "cuda"), ("rocm", "nccl", "cuda"), ("xpu", "xccl", "xpu"), ("hpu", "hccl", "hpu")])
-def test_an_accelerator_gets_its_vendors_backend(smoke_backend, backend, device):
-    chosen = collective_for(smoke_backend, accelerator_present=True)
-    assert (chosen.backend, chosen.device) == (backend, device)
+NO_COLLECTIVE = cast(vendors.Vendor, VendorBase(name="tpu", title="Example TPU", stack_name="", smoke_backend="tpu",
+                                                kb_file=Path("tpu.yaml")))
+"""A vendor that declares no collective (`Vendor.collective` None)."""
 
 
-@pytest.mark.parametrize("smoke_backend", ["cuda", "rocm", "xpu", "hpu", "tpu"])
-def test_without_the_accelerator_it_is_gloo_and_says_so(smoke_backend):
-    chosen = collective_for(smoke_backend, accelerator_present=False)
+@pytest.mark.parametrize(("name", "backend", "device"), [
+    ("cuda", "nccl", "cuda"), ("rocm", "nccl", "cuda"), ("xpu", "xccl", "xpu"), ("gaudi", "hccl", "hpu")])
+def test_an_accelerator_gets_its_vendors_backend(name, backend, device):
+    chosen = collective_for(vendors.get(name), accelerator_present=True)
+    assert (chosen.backend, chosen.device, chosen.accelerated) == (backend, device, True)
+
+
+def test_the_backend_is_the_vendors_own_attribute():
+    """Asked of the vendor's definition, not of a table beside it: another value there is the one chosen."""
+    other = cast(vendors.Vendor, replace(cast(VendorBase, vendors.get("cuda")),
+                                         collective=Declared("ncclx", "cuda", library="ncclx")))
+    assert collective_for(other, accelerator_present=True).backend == "ncclx"
+
+
+@pytest.mark.parametrize("vendor", [*(vendors.get(name) for name in ("cuda", "rocm", "xpu", "gaudi")), NO_COLLECTIVE],
+                         ids=lambda vendor: vendor.name)
+def test_without_the_accelerator_it_is_gloo_and_says_so(vendor):
+    chosen = collective_for(vendor, accelerator_present=False)
     assert (chosen.backend, chosen.device) == ("gloo", "cpu")
     assert "gloo on the CPU" in chosen.why
 
 
+def test_a_vendor_without_a_collective_is_gloo_even_with_its_accelerator():
+    chosen = collective_for(NO_COLLECTIVE, accelerator_present=True)
+    assert (chosen.backend, chosen.device, chosen.accelerated) == ("gloo", "cpu", False)
+    assert chosen.why == "no collective backend known for tpu: gloo on the CPU"
+
+
 def test_a_cpu_image_is_gloo():
-    assert collective_for("cpu", accelerator_present=True) == GLOO
+    assert collective_for(vendors.get("cpu"), accelerator_present=True) == GLOO
 
 
 def test_every_vendor_has_a_backend_the_script_accepts():
-    from accel_images import vendors
     for vendor in vendors.registry().values():
-        chosen = collective_for(vendor.smoke_backend, accelerator_present=True)
+        assert vendor.collective is not None, vendor.name
+        chosen = collective_for(vendor, accelerator_present=True)
         assert chosen.backend in allreduce.BACKENDS and chosen.device in allreduce.DEVICES, vendor.name
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accel_images.vendors.base import Collective
 from accel_images.vendors.cuda.decision import (COMPAT_LOADED, CONSUMER_BRANDS, FORWARD_COMPAT, PTX_MARK, WAYS_OUT,
                                                 Compat, Decision, compat_loaded, consumer, decide, sass_for,
                                                 split_archs)
@@ -41,11 +42,16 @@ from accel_images.vendors.cuda.host import NGC_PYTORCH_DOCS, NVIDIA_CDI_DOCS, NV
 from accel_images.vendors.cuda.image import PTX_PREFIX, SASS_PREFIX, CudaImage
 from accel_images.vendors.cuda.knowledge import CudaFacts, CudaKnowledge
 
-__all__ = ["ARCHITECTURE_CC", "COMPAT_LOADED", "CONSUMER_BRANDS", "FORWARD_COMPAT", "GUARD", "JETSON_GPU_CC",
-           "NGC_PYTORCH_DOCS", "NVIDIA_CDI_DOCS", "NVIDIA_DOCS", "NVIDIA_PCI_VENDOR", "PTX_MARK", "PTX_PREFIX",
-           "SASS_PREFIX", "VENDOR", "WAYS_OUT", "Compat", "Cuda", "CudaFacts", "Decision", "NvidiaReport",
-           "compat_loaded", "consumer", "decide", "nvidia_failure", "parse_nvidia_full", "parse_nvidia_query",
-           "parse_nvidia_table", "sass_for", "split_archs"]
+__all__ = ["ARCHITECTURE_CC", "COLLECTIVE", "COMPAT_LOADED", "CONSUMER_BRANDS", "FORWARD_COMPAT", "GUARD",
+           "JETSON_GPU_CC", "NGC_PYTORCH_DOCS", "NVIDIA_CDI_DOCS", "NVIDIA_DOCS", "NVIDIA_PCI_VENDOR", "PTX_MARK",
+           "PTX_PREFIX", "SASS_PREFIX", "VENDOR", "WAYS_OUT", "Compat", "Cuda", "CudaFacts", "Decision",
+           "NvidiaReport", "compat_loaded", "consumer", "decide", "nvidia_failure", "parse_nvidia_full",
+           "parse_nvidia_query", "parse_nvidia_table", "sass_for", "split_archs"]
+
+
+COLLECTIVE = Collective("nccl", "cuda", library="nccl")
+"""NCCL between CUDA devices: torch.distributed's `nccl` backend
+(https://docs.pytorch.org/docs/stable/distributed.html#backends); facts.json names it nccl."""
 
 
 class Cuda(CudaHost, CudaImage, CudaKnowledge):
@@ -57,6 +63,7 @@ VENDOR = Cuda(
     title="NVIDIA CUDA",
     stack_name="CUDA",
     smoke_backend="cuda",
+    collective=COLLECTIVE,
     kb_file=Path(__file__).parent.parent.parent / "data" / "vendors" / "cuda.yaml",
     runner_labels=("self-hosted", "linux", "x64", "gpu-nvidia"),
     detect_rank=10,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accel_images.vendors.base import Collective
 from accel_images.vendors.gaudi.decision import GAUDI_BACKWARD_DOCS, N_MINUS_1_SINCE, OLDER_ON_GAUDI2
 from accel_images.vendors.gaudi.detect import GAUDI2, GENERATIONS, generation, parse_hl_smi_query, parse_hl_smi_table
 from accel_images.vendors.gaudi.guard import GUARD
@@ -32,9 +33,14 @@ from accel_images.vendors.gaudi.host import (GAUDI_DOCKER_DOCS, GAUDI_DOCS, GAUD
 from accel_images.vendors.gaudi.image import GaudiImage
 from accel_images.vendors.gaudi.knowledge import GaudiKnowledge, GaudiRelease
 
-__all__ = ["GAUDI2", "GAUDI_BACKWARD_DOCS", "GAUDI_DOCKER_DOCS", "GAUDI_DOCS", "GAUDI_K8S_DOCS", "GENERATIONS",
-           "GUARD", "HABANA_PCI_VENDOR", "N_MINUS_1_SINCE", "OLDER_ON_GAUDI2", "RDMA_MEMLOCK_DOCS", "VENDOR", "Gaudi",
-           "GaudiRelease", "generation", "parse_hl_smi_query", "parse_hl_smi_table"]
+__all__ = ["COLLECTIVE", "GAUDI2", "GAUDI_BACKWARD_DOCS", "GAUDI_DOCKER_DOCS", "GAUDI_DOCS", "GAUDI_K8S_DOCS",
+           "GENERATIONS", "GUARD", "HABANA_PCI_VENDOR", "N_MINUS_1_SINCE", "OLDER_ON_GAUDI2", "RDMA_MEMLOCK_DOCS",
+           "VENDOR", "Gaudi", "GaudiRelease", "generation", "parse_hl_smi_query", "parse_hl_smi_table"]
+
+
+COLLECTIVE = Collective("hccl", "hpu", library="hccl")
+"""`hccl`, registered by habana_frameworks.torch.distributed.hccl (accel_images/smoke/allreduce.py PLUGIN_MODULES
+imports it first): https://docs.habana.ai/en/v1.11.0/PyTorch/PyTorch_Model_Porting/Distributed_Training.html"""
 
 
 class Gaudi(GaudiHost, GaudiImage, GaudiKnowledge):
@@ -46,6 +52,7 @@ VENDOR = Gaudi(
     title="Intel Gaudi",
     stack_name="Intel Gaudi",
     smoke_backend="hpu",
+    collective=COLLECTIVE,
     kb_file=Path(__file__).parent.parent.parent / "data" / "vendors" / "gaudi.yaml",
     runner_labels=("self-hosted", "linux", "x64", "gaudi"),
     detect_rank=40,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accel_images.vendors.base import Collective
 from accel_images.vendors.rocm.detect import (AmdSmiStatic, AmdSmiTable, amd_smi_failure, gfx, kfd_arch,
                                               parse_amd_smi_static, parse_amd_smi_table, parse_rocminfo,
                                               rocminfo_failure)
@@ -33,11 +34,15 @@ from accel_images.vendors.rocm.knowledge import (SUPPORT_MATRIX, SUPPORT_MATRIX_
                                                  RocmFacts, RocmKnowledge, driver_release, driver_window,
                                                  kernel_driver_reason, load_drivers)
 
-__all__ = ["DEVICE_PATHS", "GUARD", "HSA_OVERRIDES", "ROCM_DOCS", "ROCM_PYTORCH_DOCS", "SUPPORT_MATRIX",
+__all__ = ["COLLECTIVE", "DEVICE_PATHS", "GUARD", "HSA_OVERRIDES", "ROCM_DOCS", "ROCM_PYTORCH_DOCS", "SUPPORT_MATRIX",
            "SUPPORT_MATRIX_DOCS", "VENDOR", "AmdSmiStatic", "AmdSmiTable", "DriverRelease", "DriverWindow", "Rocm",
-           "RocmFacts", "amd_smi_failure", "driver_release", "driver_window", "gfx", "kernel_driver_reason",
-           "kfd_arch", "load_drivers", "parse_amd_smi_static", "parse_amd_smi_table", "parse_rocminfo",
-           "rocminfo_failure"]
+           "RocmFacts", "amd_smi_failure", "driver_release", "driver_window", "gfx", "kernel_driver_reason", "kfd_arch",
+           "load_drivers", "parse_amd_smi_static", "parse_amd_smi_table", "parse_rocminfo", "rocminfo_failure"]
+
+
+COLLECTIVE = Collective("nccl", "cuda", library="rccl")
+"""RCCL is `nccl` in a HIP build of torch, its GPUs `cuda` devices
+(https://docs.pytorch.org/docs/stable/distributed.html#backends); facts.json names the library, rccl."""
 
 
 class Rocm(RocmHost, RocmImage, RocmKnowledge):
@@ -49,6 +54,7 @@ VENDOR = Rocm(
     title="AMD ROCm",
     stack_name="ROCm",
     smoke_backend="rocm",
+    collective=COLLECTIVE,
     kb_file=Path(__file__).parent.parent.parent / "data" / "vendors" / "rocm.yaml",
     runner_labels=("self-hosted", "linux", "x64", "gpu-amd"),
     detect_rank=20,

@@ -19,6 +19,7 @@ References (each module lists those its own rules follow):
 
 from __future__ import annotations
 
+from accel_images.vendors.base import Collective
 from accel_images.vendors.xpu.decision import (DATA_CENTER_DRIVER_DOCS, DATA_CENTER_MAX_IDS, DATA_CENTER_MAX_REASON,
                                                data_center_max)
 from accel_images.vendors.xpu.detect import (INTEL_PCI_VENDOR, KB_FILE, GpuFamily, IntelDevice, driver_name,
@@ -30,11 +31,17 @@ from accel_images.vendors.xpu.host import (I915_RESOURCE, INTEL_K8S_DOCS, XE_RES
 from accel_images.vendors.xpu.image import XpuImage, oneapi_release
 from accel_images.vendors.xpu.knowledge import XpuFacts, XpuKnowledge
 
-__all__ = ["DATA_CENTER_DRIVER_DOCS", "DATA_CENTER_MAX_IDS", "DATA_CENTER_MAX_REASON", "GUARD", "I915_RESOURCE",
-           "INTEL_K8S_DOCS", "INTEL_PCI_VENDOR", "KB_FILE", "VENDOR", "XE_RESOURCE", "XPU_DOCS", "GpuFamily",
-           "IntelDevice", "Xpu", "XpuFacts", "data_center_max", "driver_name", "family_of", "integrated",
+__all__ = ["COLLECTIVE", "DATA_CENTER_DRIVER_DOCS", "DATA_CENTER_MAX_IDS", "DATA_CENTER_MAX_REASON", "GUARD",
+           "I915_RESOURCE", "INTEL_K8S_DOCS", "INTEL_PCI_VENDOR", "KB_FILE", "VENDOR", "XE_RESOURCE", "XPU_DOCS",
+           "GpuFamily", "IntelDevice", "Xpu", "XpuFacts", "data_center_max", "driver_name", "family_of", "integrated",
            "k8s_resource", "k8s_resource_of", "kernel_drivers", "oneapi_release", "parse_families", "parse_sycl_ls",
            "parse_xpu_smi", "pci_device_id", "validated_families"]
+
+
+COLLECTIVE = Collective("xccl", "xpu", library="xccl")
+"""torch >= 2.8; oneCCL underneath: torch.distributed's `xccl` backend
+(https://docs.pytorch.org/docs/stable/distributed.html#backends,
+https://github.com/pytorch/pytorch/releases/tag/v2.8.0: Intel GPU distributed backend (XCCL) support)."""
 
 
 class Xpu(XpuHost, XpuImage, XpuKnowledge):
@@ -46,6 +53,7 @@ VENDOR = Xpu(
     title="Intel XPU",
     stack_name="oneAPI",
     smoke_backend="xpu",
+    collective=COLLECTIVE,
     kb_file=KB_FILE,
     runner_labels=("self-hosted", "linux", "x64", "gpu-intel"),
     detect_rank=30,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from accel_images.model.devices import DeviceOptions, under
 from accel_images.model.hostinfo import Gpu, HostInfo, host_from
-from accel_images.vendors.base import VendorBase
+from accel_images.vendors.base import Collective, VendorBase
 
 HERE = Path(__file__).parent
 
@@ -31,6 +31,10 @@ class ExampleNpu(VendorBase):
         return host_from("npu", [Gpu("Example NPU 1", "exnpu-a")], stack_version="1.0")
 
 
+COLLECTIVE = Collective("exccl", "npu", library="exccl")
+"""The made-up collective its devices all-reduce through: declared here, beside its smoke backend, so the
+two-node smoke test runs it and the facts claims hold its images to it with nothing outside this folder."""
+
 GUARD = '''check_vendor() {
     if [ ! -e "$dev/exnpu0" ]; then
         missing "no /dev/exnpu0: run with --device /dev/exnpu0"
@@ -43,6 +47,7 @@ VENDOR = ExampleNpu(
     title="Example NPU",
     stack_name="NPU SDK",
     smoke_backend="npu",
+    collective=COLLECTIVE,
     kb_file=HERE / "npu.yaml",
     runner_labels=("self-hosted", "linux", "x64", "example-npu"),
     detect_rank=5,
