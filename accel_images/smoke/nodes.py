@@ -33,7 +33,8 @@ from accel_images.smoke import allreduce
 from accel_images.smoke.integrity import FileReader, Recorded, differences
 from accel_images.smoke.judge import NodesRecord, last_json_object, output_tail
 from accel_images.smoke import launcher
-from accel_images.vendors.base import GLOO, Vendor
+from accel_images.vendors.base import Vendor
+from accel_images.vendors.collective import GLOO
 from accel_images.smoke.launcher import (NO_RECORD, SMOKE_LABEL, Launch, NotMounted, RunOutcome, check_mounted,
                                          container_options, inventory_of, launch_options)
 
@@ -59,7 +60,7 @@ class Runner(launcher.Runner, Protocol):
 
 
 @dataclass(frozen=True)
-class Collective:
+class CollectiveChoice:
     """The backend the nodes' all-reduce uses, on which device type, and why that one."""
 
     backend: str
@@ -69,19 +70,19 @@ class Collective:
     """On the vendor's accelerator (its device options passed to the containers), not gloo on the CPU."""
 
 
-def collective_for(vendor: Vendor, accelerator_present: bool) -> Collective:
+def collective_for(vendor: Vendor, accelerator_present: bool) -> CollectiveChoice:
     """The vendor's own collective (`Vendor.collective`, declared in its module) where its accelerator is on this
     host; gloo on the CPU otherwise (and saying so), as the single-node smoke test falls back to the CPU. Asked of
     the vendor, so a new vendor's backend comes from its own folder."""
     declared = vendor.collective
     if declared is None:
-        return Collective(GLOO.backend, GLOO.device,
+        return CollectiveChoice(GLOO.backend, GLOO.device,
                           f"no collective backend known for {vendor.smoke_backend}: gloo on the CPU")
     if not declared.accelerated:
-        return Collective(declared.backend, declared.device, "a CPU image")
+        return CollectiveChoice(declared.backend, declared.device, "a CPU image")
     if not accelerator_present:
-        return Collective(GLOO.backend, GLOO.device, "no accelerator on this host: gloo on the CPU")
-    return Collective(declared.backend, declared.device, f"the image's {vendor.smoke_backend} accelerator",
+        return CollectiveChoice(GLOO.backend, GLOO.device, "no accelerator on this host: gloo on the CPU")
+    return CollectiveChoice(declared.backend, declared.device, f"the image's {vendor.smoke_backend} accelerator",
                       accelerated=True)
 
 
@@ -89,7 +90,7 @@ def collective_for(vendor: Vendor, accelerator_present: bool) -> Collective:
 class NodesPlan:
     """One run: how many nodes, which collective, the timed tensor, and the run's draws (nonce, mount path, id)."""
 
-    collective: Collective
+    collective: CollectiveChoice
     nodes: int = DEFAULT_NODES
     mib: int = allreduce.DEFAULT_MIB
     iterations: int = allreduce.DEFAULT_ITERATIONS
@@ -181,7 +182,7 @@ class NodesResult:
 
     ok: bool
     nodes: int
-    collective: Collective
+    collective: CollectiveChoice
     per_node: tuple[NodeResult, ...]
     failures: tuple[str, ...]
     seconds: float = 0.0

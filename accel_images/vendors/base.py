@@ -22,6 +22,7 @@ from accel_images.model import platforms as platform_names
 from accel_images.model.knowledge import (Combo, Knowledge, PlatformRow, Resolution, Section, TorchRelease,
                                           Unverified, minor_of, version_matches)
 from accel_images.versions import parse, sort_versions
+from accel_images.vendors.collective import Collective
 
 if TYPE_CHECKING:
     from accel_images.model.hostinfo import HostInfo, Runner
@@ -49,35 +50,6 @@ class Fit:
     @property
     def fits(self) -> bool:
         return not self.rejections
-
-
-@dataclass(frozen=True)
-class Collective:
-    """The collective library a vendor's devices all-reduce through, as torch.distributed and the image name it.
-
-    Data on the vendor (`Vendor.collective`, beside `smoke_backend`) so that the N-node smoke test
-    (accel_images/smoke/nodes.py) and the facts claims (accel_images/kb/claims.py) ask the vendor and a new
-    vendor declares its own in its own module. torch.distributed's backends:
-    https://docs.pytorch.org/docs/stable/distributed.html#backends
-    """
-
-    backend: str
-    """torch.distributed's name for it (`init_process_group(backend=...)`): 'nccl', 'xccl', 'hccl', 'gloo'."""
-    device: str
-    """The torch device type its tensors live on: 'cuda', 'xpu', 'hpu', 'cpu'."""
-    library: str
-    """The library the image's facts name (facts.json `network.collective.name`, accel_images/smoke/facts.py
-    COLLECTIVES); not always the backend's name: ROCm's RCCL answers to 'nccl'."""
-
-    @property
-    def accelerated(self) -> bool:
-        """Whether it computes on an accelerator, not on the CPU (gloo)."""
-        return self.device != GLOO.device
-
-
-GLOO = Collective("gloo", "cpu", library="gloo")
-"""gloo between CPU processes: what every image can run, the CPU vendor's own, and the fallback wherever the
-vendor's accelerator is absent or the vendor declares no collective."""
 
 
 @runtime_checkable

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from accel_images.vendors.base import GLOO, Fit, VendorBase
+from accel_images.vendors.base import Fit, VendorBase
+from accel_images.vendors.collective import GLOO
 
 if TYPE_CHECKING:
     from accel_images.model.knowledge import Knowledge

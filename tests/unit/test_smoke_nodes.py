@@ -19,15 +19,16 @@ from accel_images import vendors
 from accel_images.builder.engine import RunResult
 from accel_images.smoke import allreduce
 from accel_images.smoke.launcher import Launch
-from accel_images.smoke.nodes import (NODES_LABEL, Collective, NodesPlan, collective_for, judge_nodes, node_options,
+from accel_images.smoke.nodes import (NODES_LABEL, CollectiveChoice, NodesPlan, collective_for, judge_nodes, node_options,
                                       run_nodes, torchrun_command)
-from accel_images.vendors.base import Collective as Declared, VendorBase
+from accel_images.vendors.base import VendorBase
+from accel_images.vendors.collective import Collective as Declared
 
 from fakeimage import FakeEngine, FakeFiles, file_entry, honest_record
 
 NONCE = "cd" * 16
 LAUNCH = Launch(nonce=NONCE, mount_dir="/run/accel-images-smoke-0123456789abcdef")
-GLOO = Collective("gloo", "cpu", "a CPU image")
+GLOO = CollectiveChoice("gloo", "cpu", "a CPU image")
 PLAN = NodesPlan(GLOO, nodes=2, timeout_s=120, launch=LAUNCH, run_id="0123456789ab")
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel_images.vendors.base import Collective
+from accel_images.vendors.collective import Collective
 from accel_images.vendors.cuda.decision import (COMPAT_LOADED, CONSUMER_BRANDS, FORWARD_COMPAT, PTX_MARK, WAYS_OUT,
                                                 Compat, Decision, compat_loaded, consumer, decide, sass_for,
                                                 split_archs)

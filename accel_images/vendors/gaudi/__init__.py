@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel_images.vendors.base import Collective
+from accel_images.vendors.collective import Collective
 from accel_images.vendors.gaudi.decision import GAUDI_BACKWARD_DOCS, N_MINUS_1_SINCE, OLDER_ON_GAUDI2
 from accel_images.vendors.gaudi.detect import GAUDI2, GENERATIONS, generation, parse_hl_smi_query, parse_hl_smi_table
 from accel_images.vendors.gaudi.guard import GUARD

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel_images.vendors.base import Collective
+from accel_images.vendors.collective import Collective
 from accel_images.vendors.rocm.detect import (AmdSmiStatic, AmdSmiTable, amd_smi_failure, gfx, kfd_arch,
                                               parse_amd_smi_static, parse_amd_smi_table, parse_rocminfo,
                                               rocminfo_failure)

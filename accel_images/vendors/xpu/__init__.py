@@ -19,7 +19,7 @@ References (each module lists those its own rules follow):
 
 from __future__ import annotations
 
-from accel_images.vendors.base import Collective
+from accel_images.vendors.collective import Collective
 from accel_images.vendors.xpu.decision import (DATA_CENTER_DRIVER_DOCS, DATA_CENTER_MAX_IDS, DATA_CENTER_MAX_REASON,
                                                data_center_max)
 from accel_images.vendors.xpu.detect import (INTEL_PCI_VENDOR, KB_FILE, GpuFamily, IntelDevice, driver_name,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from accel_images.model.devices import DeviceOptions, under
 from accel_images.model.hostinfo import Gpu, HostInfo, host_from
-from accel_images.vendors.base import Collective, VendorBase
+from accel_images.vendors.base import VendorBase
+from accel_images.vendors.collective import Collective
 
 HERE = Path(__file__).parent
 
