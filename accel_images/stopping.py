@@ -9,6 +9,7 @@ requests a stop, and every stage calls `checkpoint()` at the boundaries where st
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from typing import TypeVar
@@ -20,6 +21,9 @@ IN_FLIGHT_WAIT_S = 120.0
 """How long a stop waits for a registry call already sent: longer than a registry's answer takes."""
 
 log = logging.getLogger(__name__)
+
+WAITING = "accel-images: stopping once the registry request in flight has ended (at most {:g} s)"
+"""Said on standard error when a stop has to wait: the person who pressed Ctrl-C sees why nothing ends yet."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -73,15 +77,13 @@ def finish_in_flight(action: Callable[[], T], max_wait_s: float = IN_FLIGHT_WAIT
     try:
         threading.Thread(target=run, name="in-flight", daemon=True).start()
     except KeyboardInterrupt as error:   # the call already began: Thread.start waits for the thread to run
-        interrupt, deadline = error, time.monotonic() + max_wait_s
-        request_stop()
+        interrupt, deadline = error, _wait_for(ended, max_wait_s)
     while not ended.is_set() and time.monotonic() < deadline:
         try:
             ended.wait(timeout=0.2)
         except KeyboardInterrupt as error:
             if interrupt is None:
-                interrupt, deadline = error, time.monotonic() + max_wait_s
-                request_stop()
+                interrupt, deadline = error, _wait_for(ended, max_wait_s)
     if interrupt is not None:
         if not ended.is_set():
             log.warning("a registry call was still in flight %.0f s after the stop", max_wait_s)
@@ -89,3 +91,11 @@ def finish_in_flight(action: Callable[[], T], max_wait_s: float = IN_FLIGHT_WAIT
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
+
+
+def _wait_for(ended: threading.Event, max_wait_s: float) -> float:
+    """Request the stop, say (once) that it waits for the call in flight, and return when to stop waiting."""
+    if not ended.is_set():   # asked before the stop is requested: a call that waits for the stop cannot end first
+        print(WAITING.format(max_wait_s), file=sys.stderr, flush=True)
+    request_stop()
+    return time.monotonic() + max_wait_s

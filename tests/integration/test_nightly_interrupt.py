@@ -38,6 +38,7 @@ from accel_images.builder.engine import Engine
 from accel_images.publish.nightly import NightlyOptions, NightlyOutcome, run_nightly
 from accel_images.publish.promote import Target
 from accel_images.registry import RegistryClient
+from accel_images.stopping import IN_FLIGHT_WAIT_S, WAITING
 from accel_images.smoke.launcher import SMOKE_LABEL
 from faultproxy import FaultProxy
 from nightly_fixture.cleanup import remove_local_names
@@ -268,11 +269,23 @@ class HoldingProxy(FaultProxy):
         self._server.RequestHandlerClass = Holding
 
 
-def release_later(proxy: HoldingProxy, seconds: float) -> threading.Timer:
-    """The held request goes on `seconds` from now: a stop must wait for it, not outrun it."""
-    timer = threading.Timer(seconds, proxy.release.set)
-    timer.start()
-    return timer
+WAITING_SAID = WAITING.format(IN_FLIGHT_WAIT_S)
+"""What the nightly says when a stop waits for a registry request in flight."""
+
+
+def stop_while_held(process: subprocess.Popen[str], signum: int, proxy: HoldingProxy, tmp_path: Path) -> int:
+    """Send the stop while the proxy holds a request, release the request once the nightly says it waits for
+    it (stopping.WAITING), then wait for the exit: the stop comes first, whatever the machine's load."""
+    process.send_signal(signum)
+    wait_until(lambda: WAITING_SAID in output_of(tmp_path), process, tmp_path, "the notice that the stop waits")
+    time.sleep(2)   # a nightly that waits as it says is alive however long this takes: no load can fail it
+    assert process.poll() is None, "the stop did not wait for the request in flight:\n" + output_of(tmp_path)
+    proxy.release.set()
+    try:
+        return process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("the nightly did not stop after the held request ended") from None
 
 
 @pytest.fixture
@@ -298,8 +311,7 @@ def test_a_signal_between_promotion_pushes_puts_the_promoted_tags_back(
         wait_until(holding_proxy.holding.is_set, process, tmp_path, "the push of the dated tag")
         promoted = site.raw.digest(site.repository, DEBIAN)
         assert promoted is not None and promoted != (good or {}).get(DEBIAN)   # the full tag had moved
-        release_later(holding_proxy, 2)
-        returncode = stop(process, signum)
+        returncode = stop_while_held(process, signum, holding_proxy, tmp_path)
         assert_stopped_cleanly(site, tmp_path, docker_client, returncode, code, good)
     finally:
         remove_local_names(docker_client, f"{holding_proxy.host}/{site.namespace}/")
@@ -324,12 +336,7 @@ def test_a_stop_while_a_real_tag_put_is_in_flight_waits_for_it_then_puts_the_tag
             process = start_nightly(site, tmp_path, "--registry", proxy.host)
             wait_until(proxy.holding.is_set, process, tmp_path, "the push of the full tag")
             assert site.raw.digest(site.repository, DEBIAN) == good[DEBIAN]       # held: not landed yet
-            timer = release_later(proxy, 4)
-            process.send_signal(signum)
-            time.sleep(2)
-            assert process.poll() is None, "the stop did not wait for the request in flight:\n" + output_of(tmp_path)
-            timer.join()
-            returncode = process.wait(timeout=120)
+            returncode = stop_while_held(process, signum, proxy, tmp_path)
             time.sleep(1)                     # anything still on its way would land by now
             assert_stopped_cleanly(site, tmp_path, docker_client, returncode, code, good)
         finally:
@@ -362,8 +369,7 @@ def test_a_stop_while_the_candidate_is_deleted_reports_the_finished_promotion(
         try:
             process = start_nightly(site, tmp_path, "--registry", proxy.host)
             wait_until(proxy.holding.is_set, process, tmp_path, "the delete of the candidate")
-            release_later(proxy, 2)
-            returncode = stop(process, signal.SIGINT)
+            returncode = stop_while_held(process, signal.SIGINT, proxy, tmp_path)
         finally:
             proxy.release.set()
             remove_local_names(docker_client, f"{proxy.host}/{site.namespace}/")
@@ -393,8 +399,7 @@ def test_a_stop_during_retention_still_writes_the_report_and_leaves_no_tombstone
         try:
             process = start_nightly(site, tmp_path, "--registry", proxy.host, "--keep-dated", "1")
             wait_until(proxy.holding.is_set, process, tmp_path, "the delete of an old dated tag")
-            release_later(proxy, 2)
-            returncode = stop(process, signal.SIGINT)
+            returncode = stop_while_held(process, signal.SIGINT, proxy, tmp_path)
         finally:
             proxy.release.set()
             remove_local_names(docker_client, f"{proxy.host}/{site.namespace}/")

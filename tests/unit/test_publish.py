@@ -293,9 +293,10 @@ def until(condition: Callable[[], bool], what: str, bound_s: float = 30) -> None
         time.sleep(0.01)
 
 
-def test_a_stop_waits_for_the_call_in_flight_then_goes_on_up() -> None:
-    """The interrupt is held until the call ended; the call's own result is not lost, nor the stop. The
-    call itself sends the interrupt, then ends only once the stop was taken: no timer decides the order."""
+def test_a_stop_waits_for_the_call_in_flight_then_goes_on_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """The interrupt is held until the call ended, and says so once; the call's own result is not lost, nor the
+    stop. The call itself sends the interrupt, then ends only once the stop was taken: no timer decides the
+    order."""
     import os
     import signal
     import time
@@ -316,6 +317,8 @@ def test_a_stop_waits_for_the_call_in_flight_then_goes_on_up() -> None:
         raised = time.monotonic()
         assert ended and raised >= ended[0]
         assert stopping.stop_requested()
+        assert capsys.readouterr().err == "accel-images: stopping once the registry request in flight has ended" \
+                                          " (at most 120 s)\n"
     finally:
         stopping.reset()
 
