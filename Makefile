@@ -80,11 +80,16 @@ render: $(CLI) ## Regenerate images/ from matrix.yaml and templates/.
 check: $(CLI) ## Fail if images/ is stale.
 	$(CLI) render --check
 
-lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendered Dockerfile, shellcheck over every rendered script, zizmor over the workflows, the manual built with warnings as errors.
+# Shell programs run on the host, whole as they are (the guard sources under accel_images/ are fragments,
+# checked once rendered into images/).
+HOST_SCRIPTS := .ci/run .ci/setup-host.sh accel_images/host/git-identity.sh
+
+lint: $(CLI) ## ruff, mypy (strict on accel_images), hadolint over every rendered Dockerfile, shellcheck over every rendered script and every script the host runs, zizmor over the workflows, the manual built with warnings as errors.
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	find images -name Dockerfile -print0 | xargs -0 -n1 $(BIN)/hadolint
 	find images -name '*.sh' -print0 | xargs -0 $(BIN)/shellcheck --shell=sh
+	$(BIN)/shellcheck $(HOST_SCRIPTS)
 	$(BIN)/zizmor --offline .github/workflows/
 	$(MKDOCS) build --strict --site-dir site
 

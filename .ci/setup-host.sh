@@ -386,7 +386,7 @@ setup_podman() {
     printf '[storage]\ndriver = "overlay"\n' >"$home/.config/containers/storage.conf"
     chown "$PODMAN_USER:" "$home/.config/containers/storage.conf"
     if ! mountpoint -q /dev/mqueue 2>/dev/null; then
-        mkdir -p /dev/mqueue && mount -t mqueue mqueue /dev/mqueue || die "cannot mount /dev/mqueue"
+        { mkdir -p /dev/mqueue && mount -t mqueue mqueue /dev/mqueue; } || die "cannot mount /dev/mqueue"
     fi
     ready "rootless podman for $PODMAN_USER ($PODMAN_CONF)"
 }
@@ -400,7 +400,7 @@ install_devcontainer_cli() {
         ready "devcontainers CLI $DEVCONTAINER_CLI_VERSION present"
         return
     fi
-    command -v npm >/dev/null && (($(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0) >= 20)) ||
+    { command -v npm >/dev/null && (($(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0) >= 20)); } ||
         die "the devcontainers CLI needs Node.js >= 20 and npm on PATH"
     local prefix=${DEVCONTAINER_CLI%/node_modules/.bin/devcontainer} log=$CACHE/devcontainers-cli.log
     mkdir -p "$prefix"

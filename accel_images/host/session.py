@@ -34,9 +34,9 @@ DEVCONTAINER_FILE = Path(".devcontainer") / "devcontainer.json"
 IDENTITY_DIR = ".config/accel-images/devcontainer-git"
 """Under the host user's home: the git identity the devcontainer's initializeCommand writes."""
 IDENTITY_MOUNT = "/etc/accel-images/host-git"
-IDENTITY_SCRIPT = ('dir="$HOME/' + IDENTITY_DIR + '" && mkdir -p "$dir" && : > "$dir/config" && '
-                   'for key in user.name user.email; do value="$(git config --get "$key")" && '
-                   'git config --file "$dir/config" "$key" "$value"; done; exit 0')
+IDENTITY_SCRIPT = (Path(__file__).parent / "git-identity.sh").read_text()
+"""The initializeCommand's shell program (git-identity.sh, shellcheck clean in `make lint`), passed inline with
+IDENTITY_DIR as its argument: devcontainer.json stays a file of its own, with no script beside it."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def devcontainer(image: str, vendor: str, user: str, dev_root: Path = Path("/"))
         "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
         "workspaceFolder": WORKSPACE,
         "postStartCommand": [GUARD_PATH, "true"],
-        "initializeCommand": ["sh", "-c", IDENTITY_SCRIPT],
+        "initializeCommand": ["sh", "-c", IDENTITY_SCRIPT, "git-identity", IDENTITY_DIR],
         "mounts": [f"source=${{localEnv:HOME}}/{IDENTITY_DIR},target={IDENTITY_MOUNT},type=bind,readonly"],
         "containerEnv": {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "include.path",
                          "GIT_CONFIG_VALUE_0": f"{IDENTITY_MOUNT}/config"},

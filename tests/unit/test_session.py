@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from accel_images.cli import session as cli_session
-from accel_images.host.session import IDENTITY_SCRIPT, Session, devcontainer, docker_run_argv
+from accel_images.host.session import IDENTITY_DIR, IDENTITY_SCRIPT, Session, devcontainer, docker_run_argv
 from frozen import MATRIX as FROZEN_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,11 +99,33 @@ def test_devcontainer_has_the_same_container_options(dev_root: Path) -> None:
                       "workspaceMount": "source=${localWorkspaceFolder},target=/workspace,type=bind",
                       "workspaceFolder": "/workspace",
                       "postStartCommand": ["/opt/accel-images/guard.sh", "true"],
-                      "initializeCommand": ["sh", "-c", IDENTITY_SCRIPT],
+                      "initializeCommand": ["sh", "-c", IDENTITY_SCRIPT, "git-identity", IDENTITY_DIR],
                       "mounts": ["source=${localEnv:HOME}/.config/accel-images/devcontainer-git,"
                                  "target=/etc/accel-images/host-git,type=bind,readonly"],
                       "containerEnv": {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "include.path",
                                        "GIT_CONFIG_VALUE_0": "/etc/accel-images/host-git/config"}}
+
+
+
+@pytest.mark.parametrize("identity", [{"user.name": "Jane Doe", "user.email": "jane@example.com"}, {}])
+def test_the_initialize_command_writes_the_git_identity_and_nothing_else(tmp_path: Path, identity: dict[str, str]
+                                                                         ) -> None:
+    """devcontainer.json's initializeCommand, run as the devcontainers CLI runs it on the host: the name and
+    e-mail alone reach the file (not the signing key); without an identity, an empty file and no failure."""
+    import subprocess
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n" + "".join(f"\t{key.split('.')[1]} = {value}\n"
+                                                           for key, value in identity.items())
+                                     + "\tsigningkey = ABCDEF\n")
+    command = devcontainer("reg/img:tag", "cpu", "dev", tmp_path)["initializeCommand"]
+    done = subprocess.run(command, env={"HOME": str(home), "PATH": os.environ["PATH"]}, capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    written = home / IDENTITY_DIR / "config"
+    listed = subprocess.run(["git", "config", "--file", str(written), "--list"], capture_output=True, text=True,
+                            timeout=30, check=True).stdout
+    assert listed.splitlines() == [f"{key}={value}" for key, value in identity.items()]
 
 
 # ---- the commands -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""shellcheck over every shell script an image runs: zero findings.
+"""shellcheck over every shell script an image or the host runs: zero findings.
 
 The scripts are written as shell (accel_images/smoke/*.sh, accel_images/vendors/<name>/guard.sh) and
 rendered into images/<vendor>/<tag>/ with the knowledge base's values in place (`render --check` keeps the
@@ -41,6 +41,22 @@ def test_every_rendered_script_is_clean(shellcheck: str) -> None:
     done = subprocess.run([shellcheck, "--shell=sh", "--format=gcc", *map(str, distinct.values())],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout == "", done.stdout[:4000] + done.stderr
+
+
+HOST_SCRIPTS = (ROOT / ".ci" / "run", ROOT / ".ci" / "setup-host.sh", ROOT / "accel_images" / "host" / "git-identity.sh")
+"""Shell programs the host runs, whole as they are (the Makefile's HOST_SCRIPTS): CI's own, the devcontainer's
+initializeCommand."""
+
+
+def test_every_host_script_is_clean(shellcheck: str) -> None:
+    done = subprocess.run([shellcheck, "--format=gcc", *map(str, HOST_SCRIPTS)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout == "", done.stdout[:4000] + done.stderr
+
+
+def test_the_makefile_lints_the_same_host_scripts() -> None:
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("HOST_SCRIPTS :="))
+    assert line.split(":=")[1].split() == [str(path.relative_to(ROOT)) for path in HOST_SCRIPTS]
 
 
 def test_a_finding_fails_the_check(shellcheck: str, tmp_path: Path) -> None:
