@@ -28,6 +28,7 @@ import datetime
 import importlib
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -38,16 +39,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_ARGUMENTS = 2
 
-BACKENDS = ("gloo", "nccl", "xccl", "hccl")
-"""torch.distributed's names: gloo on a CPU, nccl for CUDA and for ROCm (RCCL answers to 'nccl' in a HIP
-build), xccl for Intel XPU (torch >= 2.8), hccl for Gaudi once its plug-in module is imported.
-https://docs.pytorch.org/docs/stable/distributed.html#backends
-https://github.com/pytorch/pytorch/releases/tag/v2.8.0 (Intel GPU distributed backend (XCCL) support)"""
-DEVICES = ("cpu", "cuda", "xpu", "hpu")
-"""torch device types; ROCm's GPUs are `cuda` devices in a HIP build of torch."""
-PLUGIN_MODULES = {"hccl": "habana_frameworks.torch.distributed.hccl"}
-"""A backend torch does not ship, registered by importing its module first.
-https://docs.habana.ai/en/v1.11.0/PyTorch/PyTorch_Model_Porting/Distributed_Training.html"""
+NAME = re.compile(r"[a-z][a-z0-9_]*")
+"""A torch.distributed backend's or a torch device type's name. Which ones a vendor uses is the vendor's
+(accel_images/vendors/<name>: its `collective`), passed on the command line: this file names none."""
+MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 PROBE_ELEMENTS = 1024
 DEFAULT_MIB = 64
 DEFAULT_ITERATIONS = 5
@@ -69,10 +64,21 @@ def elements_of(mib: int) -> int:
     return mib * 1024 * 1024 // FLOAT32_BYTES
 
 
+def matching(pattern: re.Pattern[str]) -> Any:
+    """An argparse type: the argument as it is, when the whole of it matches `pattern`."""
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise argparse.ArgumentTypeError(f"not a name: {value!r}")
+        return value
+    return check
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=BACKENDS, required=True)
-    parser.add_argument("--device", choices=DEVICES, required=True)
+    parser.add_argument("--backend", type=matching(NAME), required=True, help="torch.distributed's name for it")
+    parser.add_argument("--device", type=matching(NAME), required=True, help="the torch device type")
+    parser.add_argument("--import", dest="module", type=matching(MODULE), default=None,
+                        help="a module that registers the backend, imported first")
     parser.add_argument("--world-size", type=int, required=True, help="the ranks the launcher started")
     parser.add_argument("--mib", type=int, default=DEFAULT_MIB, help="the timed tensor's size")
     parser.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
@@ -141,8 +147,8 @@ def run(args: argparse.Namespace, report: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
     report["torch"] = str(torch.__version__)
-    if args.backend in PLUGIN_MODULES:
-        importlib.import_module(PLUGIN_MODULES[args.backend])
+    if args.module:
+        importlib.import_module(args.module)
     node_rank = int(os.environ.get("GROUP_RANK", os.environ.get("RANK", "0")))
     report["node_rank"] = node_rank
     device = device_of(torch, args.device, node_rank)

@@ -68,6 +68,8 @@ class CollectiveChoice:
     why: str
     accelerated: bool = False
     """On the vendor's accelerator (its device options passed to the containers), not gloo on the CPU."""
+    module: str = ""
+    """The module the all-reduce imports first to register the backend (vendors.collective.Collective.module)."""
 
 
 def collective_for(vendor: Vendor, accelerator_present: bool) -> CollectiveChoice:
@@ -83,7 +85,7 @@ def collective_for(vendor: Vendor, accelerator_present: bool) -> CollectiveChoic
     if not accelerator_present:
         return CollectiveChoice(GLOO.backend, GLOO.device, "no accelerator on this host: gloo on the CPU")
     return CollectiveChoice(declared.backend, declared.device, f"the image's {vendor.smoke_backend} accelerator",
-                      accelerated=True)
+                            accelerated=True, module=declared.module)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,8 @@ def torchrun_command(plan: NodesPlan, node: int) -> list[str]:
             "--rdzv-conf", f"timeout={timeout}",
             plan.workload, "--backend", plan.collective.backend, "--device", plan.collective.device,
             "--world-size", str(plan.nodes), "--mib", str(plan.mib), "--iterations", str(plan.iterations),
-            "--timeout-s", timeout, "--nonce", plan.launch.nonce]
+            "--timeout-s", timeout, "--nonce", plan.launch.nonce,
+            *(["--import", plan.collective.module] if plan.collective.module else [])]
 
 
 def node_options(vendor_options: DeviceOptions | None, interpreter: str, plan: NodesPlan, mounted: Path,

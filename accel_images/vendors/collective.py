@@ -26,6 +26,10 @@ class Collective:
     library: str
     """The library the image's facts name (facts.json `network.collective.name`, accel_images/smoke/facts.py
     COLLECTIVES); not always the backend's name: ROCm's RCCL answers to 'nccl'."""
+    module: str = ""
+    """The module that registers the backend with torch.distributed when torch does not ship it (Gaudi's
+    habana_frameworks.torch.distributed.hccl); the in-image all-reduce (accel_images/smoke/allreduce.py
+    `--import`) imports it first. '': torch ships the backend."""
 
     @property
     def accelerated(self) -> bool:

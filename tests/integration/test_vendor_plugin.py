@@ -98,13 +98,17 @@ def test_reports_name_the_plugin_vendor(with_plugin: None) -> None:
 
 def test_the_two_node_smoke_runs_the_collective_the_plugin_declares(with_plugin: None) -> None:
     """Its backend comes from its own module (`collective=` in npu.py), as the built-in vendors' from theirs."""
+    from accel_images.smoke import allreduce
     from accel_images.smoke.nodes import NodesPlan, collective_for, torchrun_command
 
     chosen = collective_for(vendors.get("npu"), accelerator_present=True)
     assert (chosen.backend, chosen.device, chosen.accelerated) == ("exccl", "npu", True)
     assert chosen.why == "the image's npu accelerator"
-    command = torchrun_command(NodesPlan(chosen), node=0)
+    plan = NodesPlan(chosen)
+    command = torchrun_command(plan, node=0)
     assert command[command.index("--backend") + 1:command.index("--device") + 2] == ["exccl", "--device", "npu"]
+    args = allreduce.parse_args(command[command.index(plan.workload) + 1:])
+    assert (args.backend, args.device, args.module) == ("exccl", "npu", "torch_exnpu.distributed")
     absent = collective_for(vendors.get("npu"), accelerator_present=False)
     assert (absent.backend, absent.device, absent.accelerated) == ("gloo", "cpu", False)
 

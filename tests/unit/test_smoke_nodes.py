@@ -118,10 +118,19 @@ def test_a_cpu_image_is_gloo():
 
 
 def test_every_vendor_has_a_backend_the_script_accepts():
+    """What each vendor declares reaches the in-image script as it is: backend, device, and the module that
+    registers the backend (Gaudi's), which no other vendor asks for."""
+    modules = {}
     for vendor in vendors.registry().values():
-        assert vendor.collective is not None, vendor.name
-        chosen = collective_for(vendor, accelerator_present=True)
-        assert chosen.backend in allreduce.BACKENDS and chosen.device in allreduce.DEVICES, vendor.name
+        declared = vendor.collective
+        assert declared is not None, vendor.name
+        plan = NodesPlan(collective_for(vendor, accelerator_present=True), launch=LAUNCH)
+        command = torchrun_command(plan, 0)
+        args = allreduce.parse_args(command[command.index(plan.workload) + 1:])
+        assert (args.backend, args.device, args.module or "") == (declared.backend, declared.device, declared.module)
+        modules[vendor.name] = args.module
+    assert {name: module for name, module in modules.items() if module} == {
+        "gaudi": "habana_frameworks.torch.distributed.hccl"}
 
 
 # ---- the verdict ------------------------------------------------------------------------------------------
@@ -215,8 +224,12 @@ def test_algorithm_bandwidth_is_bytes_per_second():
     assert allreduce.algorithm_bandwidth(64 << 20, 0.0) is None
 
 
-def test_bad_arguments_exit_2_before_torch(capsys):
-    assert allreduce.main(["--backend", "mpi", "--device", "cpu", "--world-size", "2"]) == allreduce.EXIT_BAD_ARGUMENTS
+@pytest.mark.parametrize("argument", [["--backend", "nccl;id"], ["--device", "cuda:0"], ["--import", "os; id"],
+                                      ["--import", "a..b"]])
+def test_bad_arguments_exit_2_before_torch(capsys, argument):
+    arguments = {"--backend": "gloo", "--device": "cpu", **dict([argument])}
+    argv = [*(item for pair in arguments.items() for item in pair), "--world-size", "2"]
+    assert allreduce.main(argv) == allreduce.EXIT_BAD_ARGUMENTS
 
 
 def test_an_empty_report_has_every_key_of_the_schema():

@@ -38,9 +38,9 @@ __all__ = ["COLLECTIVE", "GAUDI2", "GAUDI_BACKWARD_DOCS", "GAUDI_DOCKER_DOCS", "
            "VENDOR", "Gaudi", "GaudiRelease", "generation", "parse_hl_smi_query", "parse_hl_smi_table"]
 
 
-COLLECTIVE = Collective("hccl", "hpu", library="hccl")
-"""`hccl`, registered by habana_frameworks.torch.distributed.hccl (accel_images/smoke/allreduce.py PLUGIN_MODULES
-imports it first): https://docs.habana.ai/en/v1.11.0/PyTorch/PyTorch_Model_Porting/Distributed_Training.html"""
+COLLECTIVE = Collective("hccl", "hpu", library="hccl", module="habana_frameworks.torch.distributed.hccl")
+"""`hccl`, registered by importing habana_frameworks.torch.distributed.hccl first:
+https://docs.habana.ai/en/v1.11.0/PyTorch/PyTorch_Model_Porting/Distributed_Training.html"""
 
 
 class Gaudi(GaudiHost, GaudiImage, GaudiKnowledge):

@@ -32,9 +32,10 @@ class ExampleNpu(VendorBase):
         return host_from("npu", [Gpu("Example NPU 1", "exnpu-a")], stack_version="1.0")
 
 
-COLLECTIVE = Collective("exccl", "npu", library="exccl")
-"""The made-up collective its devices all-reduce through: declared here, beside its smoke backend, so the
-two-node smoke test runs it and the facts claims hold its images to it with nothing outside this folder."""
+COLLECTIVE = Collective("exccl", "npu", library="exccl", module="torch_exnpu.distributed")
+"""The made-up collective its devices all-reduce through, registered by its made-up module: declared here,
+beside its smoke backend, so the two-node smoke test runs it and the facts claims hold its images to it with
+nothing outside this folder."""
 
 GUARD = '''check_vendor() {
     if [ ! -e "$dev/exnpu0" ]; then
