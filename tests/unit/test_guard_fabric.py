@@ -154,3 +154,4 @@ def test_a_limit_that_is_not_a_byte_count_is_not_divided(fabric_host: Host, meml
     result = start(fabric_host)
     assert_ran(result)
     assert "usable" in network_line(result.stderr) and "arithmetic" not in result.stderr.lower()
+    assert network_line(result.stderr).endswith(f"locked memory {memlock})")   # said as read, not as unlimited

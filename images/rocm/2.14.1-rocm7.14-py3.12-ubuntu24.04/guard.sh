@@ -466,7 +466,7 @@ check_fabric() {
     elif is_count "$memlock"; then
         fabric_problem "RDMA devices $hcas, but locked memory is limited to $((memlock / 1024)) KB: run with --ulimit memlock=-1"
     else
-        say "network: RDMA devices $hcas usable ($# verbs nodes, locked memory unlimited)"
+        say "network: RDMA devices $hcas usable ($# verbs nodes, locked memory $memlock)"
     fi
 }
 
